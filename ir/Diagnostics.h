@@ -1,0 +1,34 @@
+// ir/Diagnostics.h — errors that carry a source location, already formatted for a terminal.
+//
+// A DiagnosticError's message is the full `file:line:col: error: ...` text with the offending line and a
+// caret (llvm::SourceMgr). Tools print it as it is; other errors they prefix with `error: `.
+#pragma once
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <string>
+
+namespace minfer::ir {
+
+class DiagnosticError : public llvm::ErrorInfo<DiagnosticError> {
+public:
+  static char ID;
+  explicit DiagnosticError(std::string formatted) : text(std::move(formatted)) {}
+  void log(llvm::raw_ostream &os) const override { os << text; }
+  std::error_code convertToErrorCode() const override { return llvm::inconvertibleErrorCode(); }
+  const std::string &formatted() const { return text; }
+
+private:
+  std::string text;
+};
+
+// `msg` at `loc` in `sm`, formatted as a compiler diagnostic (no colours), optionally followed by a note.
+llvm::Error diagnosticAt(const llvm::SourceMgr &sm, llvm::SMLoc loc, const llvm::Twine &msg,
+                         llvm::SMLoc noteLoc = {}, const llvm::Twine &note = "");
+
+// Renders any error for a terminal: a DiagnosticError as it is, anything else as `error: msg`, with
+// exactly one trailing newline. Consumes the error.
+std::string renderError(llvm::Error err);
+
+} // namespace minfer::ir

@@ -1,0 +1,94 @@
+// ir/Module.cpp — lookups and diagnostics on a Module.
+#include "ir/Module.h"
+
+#include "ir/Diagnostics.h"
+
+#include "llvm/Support/ErrorHandling.h"
+
+namespace minfer::ir {
+
+const AttrValue *Op::attr(llvm::StringRef name) const {
+  int i = info().attrIndex(name);
+  if (i < 0 || static_cast<size_t>(i) >= attrs.size() || !attrs[i]) return nullptr;
+  return &*attrs[i];
+}
+
+int64_t Op::intAttr(llvm::StringRef name, int64_t fallback) const {
+  const AttrValue *a = attr(name);
+  return a ? a->i.value : fallback;
+}
+
+double Op::floatAttr(llvm::StringRef name, double fallback) const {
+  const AttrValue *a = attr(name);
+  return a ? a->f : fallback;
+}
+
+llvm::StringRef Op::enumAttr(llvm::StringRef name) const {
+  const AttrValue *a = attr(name);
+  return a ? llvm::StringRef(a->choice) : llvm::StringRef();
+}
+
+std::vector<int64_t> Op::intsAttr(llvm::StringRef name) const {
+  std::vector<int64_t> out;
+  if (const AttrValue *a = attr(name))
+    for (const IntRef &r : a->ints) out.push_back(r.value);
+  return out;
+}
+
+std::string WeightDecl::tensorName(int64_t layer) const {
+  std::string out = tensor;
+  size_t at = out.find("{l}");
+  while (at != std::string::npos) {
+    out.replace(at, 3, std::to_string(layer));
+    at = out.find("{l}", at);
+  }
+  return out;
+}
+
+const DimDecl *Module::findDim(llvm::StringRef n) const {
+  for (const DimDecl &d : dims)
+    if (d.name == n) return &d;
+  return nullptr;
+}
+
+int Module::findWeight(llvm::StringRef n) const {
+  for (size_t i = 0; i < weights.size(); ++i)
+    if (weights[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+ValueId Module::findInput(llvm::StringRef n) const {
+  for (ValueId id : inputs)
+    if (value(id).name == n) return id;
+  return -1;
+}
+
+ValueId Module::addValue(std::string n, Type type, llvm::SMLoc l) {
+  values.push_back(Value{std::move(n), std::move(type), l});
+  return static_cast<ValueId>(values.size() - 1);
+}
+
+std::vector<int64_t> Module::weightLayerCounts() const {
+  std::vector<int64_t> counts(weights.size(), 1);
+  forEachOp(*this, [&](const Op &op, int64_t count) {
+    for (const Operand &o : op.operands)
+      if (o.isWeight && weights[o.id].perLayer()) counts[o.id] = std::max<int64_t>(1, count);
+  });
+  return counts;
+}
+
+int64_t Module::numKvSlots() const {
+  int64_t n = 0;
+  forEachOp(*this, [&](const Op &op, int64_t count) {
+    if (op.kind == OpKind::Attention) n += count ? count : 1;
+  });
+  return n;
+}
+
+llvm::Error Module::error(llvm::SMLoc l, const llvm::Twine &msg) const {
+  if (source && l.isValid()) return diagnosticAt(*source, l, msg);
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "in module '" + name + "': " + msg.str());
+}
+
+} // namespace minfer::ir

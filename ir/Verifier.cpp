@@ -1,0 +1,295 @@
+// ir/Verifier.cpp — per-op shape rules (infer<Id>, one per row of Ops.def) and module-level checks.
+#include "ir/Verifier.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+
+namespace minfer::ir {
+namespace {
+
+using Types = llvm::SmallVector<Type, 1>;
+
+// What an infer function sees: the op, its operand types, and an error helper at the op's location.
+struct OpCheck {
+  const Module &m;
+  const Op &op;
+
+  const Type &operand(size_t i) const {
+    const Operand &o = op.operands[i];
+    return o.isWeight ? m.weights[o.id].type : m.value(o.id).type;
+  }
+  bool has(size_t i) const { return i < op.operands.size(); }
+  std::string name(size_t i) const {
+    const Operand &o = op.operands[i];
+    return o.isWeight ? "@" + m.weights[o.id].name : "%" + m.value(o.id).name;
+  }
+  llvm::Error fail(const llvm::Twine &msg) const {
+    return m.error(op.loc, "'" + op.info().mnemonic + "': " + msg);
+  }
+  // The operand must have a float element type and at least `minRank` dims, the last one constant.
+  llvm::Error floatWithFeatures(size_t i) const {
+    const Type &t = operand(i);
+    if (!isFloat(t.dtype)) return fail(name(i) + " must have a float element type, got " + t.str());
+    if (t.rank() < 1 || !t.lastDim()) return fail(name(i) + " must end in a constant dim, got " + t.str());
+    return llvm::Error::success();
+  }
+  llvm::Error vector(size_t i, int64_t n, llvm::StringRef what) const {
+    const Type &t = operand(i);
+    if (t.rank() != 1 || t.shape[0].isSymbolic() || t.shape[0].value != n)
+      return fail(what + " " + name(i) + " must be [" + std::to_string(n) + "], got " + t.str());
+    return llvm::Error::success();
+  }
+  llvm::Error positiveInt(llvm::StringRef attr) const {
+    if (op.intAttr(attr) <= 0) return fail("attribute '" + attr + "' must be positive, got " + std::to_string(op.intAttr(attr)));
+    return llvm::Error::success();
+  }
+  llvm::Error positiveFloat(llvm::StringRef attr) const {
+    double v = op.floatAttr(attr);
+    if (!(v > 0) || !std::isfinite(v)) return fail("attribute '" + attr + "' must be a positive number");
+    return llvm::Error::success();
+  }
+};
+
+Type withLastDim(const Type &t, Dim d) {
+  Type r = t;
+  r.shape.back() = std::move(d);
+  return r;
+}
+
+llvm::Expected<Types> inferEmbedding(const OpCheck &c) {
+  const Type &ids = c.operand(0), &table = c.operand(1);
+  if (ids.dtype != DType::I32 || ids.rank() != 1) return c.fail("ids " + c.name(0) + " must be i32[T], got " + ids.str());
+  if (table.rank() != 2) return c.fail("table " + c.name(1) + " must be [rows, dim], got " + table.str());
+  DType out = c.m.value(c.op.results[0]).type.dtype;
+  if (!isFloat(out)) return c.fail("result must have a float element type");
+  return Types{Type{out, {ids.shape[0], table.shape[1]}}};
+}
+
+llvm::Expected<Types> inferNorm(const OpCheck &c, bool withBeta) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  int64_t d = *c.operand(0).lastDim();
+  if (auto e = c.vector(1, d, "gamma")) return e;
+  if (withBeta)
+    if (auto e = c.vector(2, d, "beta")) return e;
+  if (auto e = c.positiveFloat("eps")) return e;
+  return Types{c.operand(0)};
+}
+llvm::Expected<Types> inferLayerNorm(const OpCheck &c) { return inferNorm(c, true); }
+llvm::Expected<Types> inferRmsNorm(const OpCheck &c) { return inferNorm(c, false); }
+
+llvm::Expected<Types> inferMatmul(const OpCheck &c) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  const Type &x = c.operand(0), &w = c.operand(1);
+  if (w.rank() != 2) return c.fail("weight " + c.name(1) + " must be [out, in], got " + w.str());
+  if (w.shape[1].value != *x.lastDim())
+    return c.fail("weight " + c.name(1) + " " + w.str() + " has " + std::to_string(w.shape[1].value) +
+                  " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
+  if (c.has(2))
+    if (auto e = c.vector(2, w.shape[0].value, "bias")) return e;
+  return Types{withLastDim(x, w.shape[0])};
+}
+
+llvm::Expected<Types> inferBinary(const OpCheck &c) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  if (c.operand(0) != c.operand(1))
+    return c.fail("operands must have the same type, got " + c.operand(0).str() + " and " + c.operand(1).str());
+  return Types{c.operand(0)};
+}
+llvm::Expected<Types> inferAdd(const OpCheck &c) { return inferBinary(c); }
+llvm::Expected<Types> inferMul(const OpCheck &c) { return inferBinary(c); }
+
+llvm::Expected<Types> inferUnary(const OpCheck &c) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  return Types{c.operand(0)};
+}
+llvm::Expected<Types> inferScale(const OpCheck &c) {
+  if (!std::isfinite(c.op.floatAttr("factor"))) return c.fail("attribute 'factor' must be finite");
+  return inferUnary(c);
+}
+llvm::Expected<Types> inferGeluTanh(const OpCheck &c) { return inferUnary(c); }
+llvm::Expected<Types> inferGeluErf(const OpCheck &c) { return inferUnary(c); }
+llvm::Expected<Types> inferSilu(const OpCheck &c) { return inferUnary(c); }
+llvm::Expected<Types> inferRelu(const OpCheck &c) { return inferUnary(c); }
+
+// x must be [tokens, heads * head_dim] with tokens equal to `tokens` (when given).
+llvm::Error checkHeads(const OpCheck &c, size_t i, int64_t heads, int64_t headDim, const Dim *tokens) {
+  const Type &t = c.operand(i);
+  if (auto e = c.floatWithFeatures(i)) return e;
+  if (t.rank() != 2 || *t.lastDim() != heads * headDim)
+    return c.fail(c.name(i) + " must be [T, " + std::to_string(heads) + " heads * " + std::to_string(headDim) +
+                  " head_dim = " + std::to_string(heads * headDim) + "], got " + t.str());
+  if (tokens && !(t.shape[0] == *tokens))
+    return c.fail(c.name(i) + " " + t.str() + " must have as many rows as " + c.name(0) + " " + c.operand(0).str());
+  return llvm::Error::success();
+}
+
+llvm::Expected<Types> inferRope(const OpCheck &c) {
+  for (const char *a : {"heads", "head_dim"})
+    if (auto e = c.positiveInt(a)) return e;
+  int64_t heads = c.op.intAttr("heads"), hd = c.op.intAttr("head_dim");
+  if (hd % 2) return c.fail("head_dim must be even to rotate pairs, got " + std::to_string(hd));
+  if (auto e = checkHeads(c, 0, heads, hd, nullptr)) return e;
+  const Type &pos = c.operand(1);
+  if (pos.dtype != DType::I32 || pos.rank() != 1 || !(pos.shape[0] == c.operand(0).shape[0]))
+    return c.fail("positions " + c.name(1) + " must be i32[" + c.operand(0).shape[0].str() + "], got " + pos.str());
+  if (auto e = c.positiveFloat("theta")) return e;
+
+  // Each frequency schedule takes exactly its own parameters.
+  llvm::StringRef schedule = c.op.enumAttr("schedule");
+  llvm::SmallVector<llvm::StringRef, 4> wanted;
+  if (schedule == "linear") wanted = {"factor"};
+  if (schedule == "llama3") wanted = {"factor", "low_freq_factor", "high_freq_factor", "original_max_pos"};
+  for (llvm::StringRef a : {"factor", "low_freq_factor", "high_freq_factor", "original_max_pos"}) {
+    bool want = llvm::is_contained(wanted, a);
+    if (want && !c.op.attr(a)) return c.fail("schedule '" + schedule + "' needs attribute '" + a + "'");
+    if (!want && c.op.attr(a)) return c.fail("attribute '" + a + "' does not apply to schedule '" + schedule + "'");
+  }
+  if (c.op.attr("factor"))
+    if (auto e = c.positiveFloat("factor")) return e;
+  if (schedule == "llama3") {
+    if (auto e = c.positiveFloat("low_freq_factor")) return e;
+    if (auto e = c.positiveInt("original_max_pos")) return e;
+    if (!(c.op.floatAttr("high_freq_factor") > c.op.floatAttr("low_freq_factor")))
+      return c.fail("llama3 schedule needs high_freq_factor > low_freq_factor");
+  }
+  return Types{c.operand(0)};
+}
+
+llvm::Expected<Types> inferSplit(const OpCheck &c) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  std::vector<int64_t> sizes = c.op.intsAttr("sizes");
+  if (sizes.empty()) return c.fail("'sizes' must not be empty");
+  int64_t total = 0;
+  Types out;
+  const AttrValue *a = c.op.attr("sizes");
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] <= 0) return c.fail("split sizes must be positive, got " + std::to_string(sizes[i]));
+    total += sizes[i];
+    const IntRef &r = a->ints[i];
+    out.push_back(withLastDim(c.operand(0), r.dim.empty() ? Dim::constant(r.value) : Dim::named(r.dim, r.value)));
+  }
+  if (total != *c.operand(0).lastDim())
+    return c.fail("sizes add up to " + std::to_string(total) + " but " + c.name(0) + " " + c.operand(0).str() +
+                  " has " + std::to_string(*c.operand(0).lastDim()));
+  if (c.op.results.size() != sizes.size())
+    return c.fail(std::to_string(sizes.size()) + " sizes but " + std::to_string(c.op.results.size()) + " results");
+  return out;
+}
+
+llvm::Expected<Types> inferAttention(const OpCheck &c) {
+  for (const char *a : {"heads", "kv_heads", "head_dim"})
+    if (auto e = c.positiveInt(a)) return e;
+  int64_t heads = c.op.intAttr("heads"), kv = c.op.intAttr("kv_heads"), hd = c.op.intAttr("head_dim");
+  if (heads % kv)
+    return c.fail("heads (" + std::to_string(heads) + ") must be a multiple of kv_heads (" + std::to_string(kv) + ")");
+  if (auto e = checkHeads(c, 0, heads, hd, nullptr)) return e;
+  const Dim &tokens = c.operand(0).shape[0];
+  if (auto e = checkHeads(c, 1, kv, hd, &tokens)) return e;
+  if (auto e = checkHeads(c, 2, kv, hd, &tokens)) return e;
+  if (c.op.attr("scale"))
+    if (auto e = c.positiveFloat("scale")) return e;
+  return Types{c.operand(0)};
+}
+
+llvm::Expected<Types> dispatchInfer(const OpCheck &c) {
+  switch (c.op.kind) {
+#define OP(Id, ...)                                                                                          \
+  case OpKind::Id: return infer##Id(c);
+#include "ir/Ops.def"
+  }
+  return c.fail("unknown op kind");
+}
+
+llvm::Error checkWeights(const Module &m) {
+  for (const WeightDecl &w : m.weights) {
+    if (!isFloat(w.type.dtype)) return m.error(w.loc, "weight @" + w.name + " must have a float element type");
+    if (w.type.rank() < 1 || w.type.rank() > 2)
+      return m.error(w.loc, "weight @" + w.name + " must be a vector or a matrix, got " + w.type.str());
+    for (const Dim &d : w.type.shape)
+      if (d.isSymbolic() || d.value <= 0)
+        return m.error(w.loc, "weight @" + w.name + " must have positive constant dims, got " + w.type.str());
+    if (w.transposed && w.type.rank() != 2)
+      return m.error(w.loc, "only a matrix can be transposed, @" + w.name + " is " + w.type.str());
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error checkInputs(const Module &m) {
+  for (ValueId id : m.inputs) {
+    const Value &v = m.value(id);
+    if (v.name != "tokens" && v.name != "positions")
+      return m.error(v.loc, "unknown graph input %" + v.name + "; expected %tokens and optionally %positions");
+    if (v.type.dtype != DType::I32 || v.type.rank() != 1 || v.type.shape[0].kind != Dim::Tokens)
+      return m.error(v.loc, "graph input %" + v.name + " must be i32[T], got " + v.type.str());
+  }
+  if (m.findInput("tokens") < 0) return m.error(m.loc, "the graph must take %tokens: i32[T]");
+  if (m.outputs.size() != 1) return m.error(m.returnLoc, "the graph must return exactly one value, the logits");
+  const Type &out = m.value(m.outputs[0]).type;
+  if (!isFloat(out.dtype) || out.rank() != 2 || out.shape[0].kind != Dim::Tokens || !out.lastDim())
+    return m.error(m.returnLoc, "the graph must return logits of type [T, vocab], got " + out.str());
+  return llvm::Error::success();
+}
+
+llvm::Error checkOp(const Module &m, const Op &op, bool inRepeat, std::vector<bool> &weightUsed) {
+  for (const Operand &o : op.operands) {
+    if (!o.isWeight) continue;
+    weightUsed[o.id] = true;
+    const WeightDecl &w = m.weights[o.id];
+    if (w.perLayer() && !inRepeat)
+      return m.error(op.loc, "per-layer weight @" + w.name + " (\"" + w.tensor + "\") used outside a repeat block");
+  }
+  auto types = inferResultTypes(m, op);
+  if (!types) return types.takeError();
+  for (size_t i = 0; i < op.results.size() && i < types->size(); ++i) {
+    const Value &r = m.value(op.results[i]);
+    if (r.type != (*types)[i])
+      return m.error(r.loc, "'" + op.info().mnemonic + "' result %" + r.name + " is declared " + r.type.str() +
+                                " but its operands give " + (*types)[i].str());
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Expected<Types> inferResultTypes(const Module &m, const Op &op) {
+  const OpInfo &info = op.info();
+  OpCheck c{m, op};
+  if (op.operands.size() < info.minOperands() || op.operands.size() > info.operands.size())
+    return c.fail("wrong number of operands");
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    if (op.operands[i].isWeight != info.operands[i].isWeight)
+      return c.fail("operand " + std::to_string(i + 1) + " must be a " + (info.operands[i].isWeight ? "weight" : "value"));
+  for (size_t i = 0; i < info.attrs.size(); ++i)
+    if (!info.attrs[i].optional && (i >= op.attrs.size() || !op.attrs[i]))
+      return c.fail("missing attribute '" + info.attrs[i].name + "'");
+  if (!info.variadicResults && op.results.size() != 1) return c.fail("must have exactly one result");
+  return dispatchInfer(c);
+}
+
+llvm::Error verifyModule(const Module &m) {
+  if (auto e = checkWeights(m)) return e;
+  if (auto e = checkInputs(m)) return e;
+  std::vector<bool> weightUsed(m.weights.size(), false);
+  for (const Item &item : m.items) {
+    if (const Op *op = std::get_if<Op>(&item)) {
+      if (auto e = checkOp(m, *op, false, weightUsed)) return e;
+      continue;
+    }
+    const Repeat &r = std::get<Repeat>(item);
+    if (r.count.value <= 0) return m.error(r.loc, "repeat count must be positive");
+    for (const Op &op : r.body)
+      if (auto e = checkOp(m, op, true, weightUsed)) return e;
+    for (size_t i = 0; i < r.yields.size(); ++i) {
+      const Type &want = m.value(r.carried[i]).type, &got = m.value(r.yields[i]).type;
+      if (want != got)
+        return m.error(m.value(r.carried[i]).loc, "carried value %" + m.value(r.carried[i]).name + " is " +
+                                                      want.str() + " but the body yields " + got.str());
+    }
+  }
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    if (!weightUsed[i]) return m.error(m.weights[i].loc, "weight @" + m.weights[i].name + " is declared but never used");
+  return llvm::Error::success();
+}
+
+} // namespace minfer::ir

@@ -84,6 +84,11 @@ public:
     }
     return llvm::Error::success();
   }
+  std::string modelName() const {
+    llvm::StringRef dir = llvm::sys::path::parent_path(path);
+    llvm::StringRef name = llvm::sys::path::filename(dir);
+    return name.empty() || name == "." ? std::string("model") : name.str();
+  }
   Config sub(const llvm::json::Object &o, llvm::StringRef key) const { return Config(o, path + ": " + key.str()); }
 
 private:
@@ -100,7 +105,7 @@ private:
 llvm::Expected<std::string> configDType(const Config &c) {
   TRY(name, c.string("dtype", ""));
   if (name.empty()) {
-    TRY(legacy, c.string("torch_dtype", "bfloat16"));
+    TRY(legacy, c.string("torch_dtype", "float32")); // transformers' default when neither is given
     name = legacy;
   }
   if (name == "bfloat16") return std::string("bf16");
@@ -108,6 +113,9 @@ llvm::Expected<std::string> configDType(const Config &c) {
   if (name == "float32") return std::string("f32");
   return c.fail("field 'dtype' is '" + name + "'; minfer supports bfloat16, float16 and float32 weights");
 }
+
+// Activations are bf16 whatever the weights are (DESIGN.md, Numerics); accumulation is fp32.
+constexpr const char *kActivation = "bf16";
 
 // Emits IR text, taking each weight's dtype from the checkpoint when it has the tensor.
 class Writer {
@@ -126,13 +134,10 @@ public:
         llvm::StringRef st = stDTypeName(ref->info->dtype);
         dt = st == "BF16" ? "bf16" : st == "F16" ? "f16" : st == "F32" ? "f32" : fallback;
       }
-    if (name == activationSource) activation = dt;
     weights += llvm::formatv("weight @{0} : {1}[{2}] = {3}\"{4}\"\n", name, dt, shape,
                              transposed ? "transpose " : "", tensor)
                    .str();
   }
-  // The dtype of the activations is that of the embedding table: set before declaring it.
-  std::string activationSource, activation;
   std::string dims, weights;
 
 private:
@@ -215,8 +220,9 @@ llvm::Expected<std::string> activationOp(const Config &c, llvm::StringRef key, l
   return c.fail("field '" + key + "' is '" + act + "'; minfer supports silu, gelu, gelu_new, gelu_pytorch_tanh and relu");
 }
 
-std::string header(llvm::StringRef arch) {
-  return llvm::formatv("model \"{0}\"\n\n", arch).str();
+// The model is named after its checkpoint directory.
+std::string header(const Config &c) {
+  return llvm::formatv("model \"{0}\"\n\n", c.modelName()).str();
 }
 
 llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, const Checkpoint *ckpt) {
@@ -264,7 +270,6 @@ llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, c
   w.dim("max_pos", maxPos);
 
   bool qkvBias = qwen || attnBias;
-  w.activationSource = "embed";
   w.weight("embed", "vocab, hidden", "model.embed_tokens.weight");
   std::string L = "model.layers.{l}.";
   w.weight("attn_norm", "hidden", L + "input_layernorm.weight");
@@ -286,23 +291,23 @@ llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, c
   w.weight("final_norm", "hidden", "model.norm.weight");
   if (!tied) w.weight("lm_head", "vocab, hidden", "lm_head.weight");
 
-  std::string a = w.activation, e = ir::formatFloat(eps);
+  std::string a = kActivation, e = ir::formatFloat(eps);
   auto bias = [](bool on, llvm::StringRef b) { return on ? (", @" + b).str() : std::string(); };
   std::string g;
   llvm::raw_string_ostream os(g);
   os << "graph(%tokens: i32[T], %positions: i32[T]) {\n";
   os << llvm::formatv("  %x0 = embedding %tokens, @embed : {0}[T, hidden]\n", a);
   os << "  %h = repeat layers (%x = %x0) {\n";
-  os << llvm::formatv("    %attn_in = rms_norm %x, @attn_norm {eps = {1}} : {0}[T, hidden]\n", a, e);
+  os << llvm::formatv("    %attn_in = rms_norm %x, @attn_norm {{eps = {1}} : {0}[T, hidden]\n", a, e);
   os << llvm::formatv("    %q0 = matmul %attn_in, @wq{1} : {0}[T, q_dim]\n", a, bias(qkvBias, "bq"));
   os << llvm::formatv("    %k0 = matmul %attn_in, @wk{1} : {0}[T, kv_dim]\n", a, bias(qkvBias, "bk"));
   os << llvm::formatv("    %v = matmul %attn_in, @wv{1} : {0}[T, kv_dim]\n", a, bias(qkvBias, "bv"));
   os << llvm::formatv("    %q = rope %q0, %positions {{{1}} : {0}[T, q_dim]\n", a, rope.attrs("heads"));
   os << llvm::formatv("    %k = rope %k0, %positions {{{1}} : {0}[T, kv_dim]\n", a, rope.attrs("kv_heads"));
-  os << llvm::formatv("    %attn = attention %q, %k, %v {heads = heads, kv_heads = kv_heads, head_dim = head_dim} : {0}[T, q_dim]\n", a);
+  os << llvm::formatv("    %attn = attention %q, %k, %v {{heads = heads, kv_heads = kv_heads, head_dim = head_dim} : {0}[T, q_dim]\n", a);
   os << llvm::formatv("    %attn_out = matmul %attn, @wo{1} : {0}[T, hidden]\n", a, bias(attnBias, "bo"));
   os << llvm::formatv("    %x1 = add %x, %attn_out : {0}[T, hidden]\n", a);
-  os << llvm::formatv("    %mlp_in = rms_norm %x1, @mlp_norm {eps = {1}} : {0}[T, hidden]\n", a, e);
+  os << llvm::formatv("    %mlp_in = rms_norm %x1, @mlp_norm {{eps = {1}} : {0}[T, hidden]\n", a, e);
   os << llvm::formatv("    %gate = matmul %mlp_in, @w_gate{1} : {0}[T, ffn]\n", a, bias(mlpBias, "b_gate"));
   os << llvm::formatv("    %up = matmul %mlp_in, @w_up{1} : {0}[T, ffn]\n", a, bias(mlpBias, "b_up"));
   os << llvm::formatv("    %act = {1} %gate : {0}[T, ffn]\n", a, act);
@@ -310,10 +315,10 @@ llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, c
   os << llvm::formatv("    %mlp_out = matmul %gated, @w_down{1} : {0}[T, hidden]\n", a, bias(mlpBias, "b_down"));
   os << llvm::formatv("    %x2 = add %x1, %mlp_out : {0}[T, hidden]\n", a);
   os << "    yield %x2\n  }\n";
-  os << llvm::formatv("  %final = rms_norm %h, @final_norm {eps = {1}} : {0}[T, hidden]\n", a, e);
+  os << llvm::formatv("  %final = rms_norm %h, @final_norm {{eps = {1}} : {0}[T, hidden]\n", a, e);
   os << llvm::formatv("  %logits = matmul %final, @{1} : {0}[T, vocab]\n", a, tied ? "embed" : "lm_head");
   os << "  return %logits\n}\n";
-  return header(arch) + w.dims + "\n" + w.weights + "\n" + os.str();
+  return header(c) + w.dims + "\n" + w.weights + "\n" + os.str();
 }
 
 llvm::Expected<std::string> importGPT2(const Config &c, const Checkpoint *ckpt) {
@@ -346,7 +351,6 @@ llvm::Expected<std::string> importGPT2(const Config &c, const Checkpoint *ckpt) 
   w.dim("qkv_dim", 3 * hidden);
   w.dim("ffn", ffn);
   w.dim("max_pos", maxPos);
-  w.activationSource = "wte";
   w.weight("wte", "vocab, hidden", p + "wte.weight");
   w.weight("wpe", "max_pos, hidden", p + "wpe.weight");
   std::string L = p + "h.{l}.";
@@ -366,7 +370,7 @@ llvm::Expected<std::string> importGPT2(const Config &c, const Checkpoint *ckpt) 
   w.weight("ln_f_b", "hidden", p + "ln_f.bias");
   if (!tied) w.weight("lm_head", "vocab, hidden", "lm_head.weight");
 
-  std::string a = w.activation, e = ir::formatFloat(eps);
+  std::string a = kActivation, e = ir::formatFloat(eps);
   std::string scale = scaleWeights ? "" : ", scale = 1.0";
   std::string g;
   llvm::raw_string_ostream os(g);
@@ -375,22 +379,22 @@ llvm::Expected<std::string> importGPT2(const Config &c, const Checkpoint *ckpt) 
   os << llvm::formatv("  %pos = embedding %positions, @wpe : {0}[T, hidden]\n", a);
   os << llvm::formatv("  %x0 = add %tok, %pos : {0}[T, hidden]\n", a);
   os << "  %h = repeat layers (%x = %x0) {\n";
-  os << llvm::formatv("    %attn_in = layer_norm %x, @ln_1_w, @ln_1_b {eps = {1}} : {0}[T, hidden]\n", a, e);
+  os << llvm::formatv("    %attn_in = layer_norm %x, @ln_1_w, @ln_1_b {{eps = {1}} : {0}[T, hidden]\n", a, e);
   os << llvm::formatv("    %qkv = matmul %attn_in, @c_attn_w, @c_attn_b : {0}[T, qkv_dim]\n", a);
-  os << llvm::formatv("    %q, %k, %v = split %qkv {sizes = [hidden, hidden, hidden]} : {0}[T, hidden], {0}[T, hidden], {0}[T, hidden]\n", a);
-  os << llvm::formatv("    %attn = attention %q, %k, %v {heads = heads, kv_heads = heads, head_dim = head_dim{1}} : {0}[T, hidden]\n", a, scale);
+  os << llvm::formatv("    %q, %k, %v = split %qkv {{sizes = [hidden, hidden, hidden]} : {0}[T, hidden], {0}[T, hidden], {0}[T, hidden]\n", a);
+  os << llvm::formatv("    %attn = attention %q, %k, %v {{heads = heads, kv_heads = heads, head_dim = head_dim{1}} : {0}[T, hidden]\n", a, scale);
   os << llvm::formatv("    %attn_out = matmul %attn, @attn_proj_w, @attn_proj_b : {0}[T, hidden]\n", a);
   os << llvm::formatv("    %x1 = add %x, %attn_out : {0}[T, hidden]\n", a);
-  os << llvm::formatv("    %mlp_in = layer_norm %x1, @ln_2_w, @ln_2_b {eps = {1}} : {0}[T, hidden]\n", a, e);
+  os << llvm::formatv("    %mlp_in = layer_norm %x1, @ln_2_w, @ln_2_b {{eps = {1}} : {0}[T, hidden]\n", a, e);
   os << llvm::formatv("    %fc = matmul %mlp_in, @fc_w, @fc_b : {0}[T, ffn]\n", a);
   os << llvm::formatv("    %act = {1} %fc : {0}[T, ffn]\n", a, act);
   os << llvm::formatv("    %mlp_out = matmul %act, @mlp_proj_w, @mlp_proj_b : {0}[T, hidden]\n", a);
   os << llvm::formatv("    %x2 = add %x1, %mlp_out : {0}[T, hidden]\n", a);
   os << "    yield %x2\n  }\n";
-  os << llvm::formatv("  %final = layer_norm %h, @ln_f_w, @ln_f_b {eps = {1}} : {0}[T, hidden]\n", a, e);
+  os << llvm::formatv("  %final = layer_norm %h, @ln_f_w, @ln_f_b {{eps = {1}} : {0}[T, hidden]\n", a, e);
   os << llvm::formatv("  %logits = matmul %final, @{1} : {0}[T, vocab]\n", a, tied ? "wte" : "lm_head");
   os << "  return %logits\n}\n";
-  return header("GPT2LMHeadModel") + w.dims + "\n" + w.weights + "\n" + os.str();
+  return header(c) + w.dims + "\n" + w.weights + "\n" + os.str();
 }
 
 const llvm::StringRef kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"};

@@ -102,7 +102,7 @@ std::string decodeKey(StringRef quoted) {
   return v->getAsString() ? v->getAsString()->str() : quoted.str();
 }
 
-llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text) {
+llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text, StringRef what) {
   struct Frame {
     bool object;
     bool expectKey;
@@ -116,7 +116,7 @@ llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text) {
     char c = text[i];
     if (c == '{' || c == '[') {
       if (stack.size() >= size_t(kMaxJsonDepth))
-        return fail(path, "header JSON nests deeper than {0} levels", kMaxJsonDepth);
+        return fail(path, "{0} JSON nests deeper than {1} levels", what, kMaxJsonDepth);
       stack.push_back(Frame{c == '{', c == '{', "", {}});
       ++i;
     } else if (c == '}' || c == ']') {
@@ -243,7 +243,7 @@ llvm::Expected<TensorInfo> readEntry(StringRef path, StringRef name, const json:
 /// Validates the whole header and checks that the tensors tile the data section exactly.
 llvm::Error parseHeader(StringRef path, StringRef text, uint64_t dataSize, std::vector<TensorInfo> &tensors,
                         std::map<std::string, std::string> &metadata) {
-  llvm::Expected<JsonScan> scan = scanJson(path, text);
+  llvm::Expected<JsonScan> scan = scanJson(path, text, "header");
   if (!scan) return scan.takeError();
   llvm::Expected<json::Value> root = parseObject(path, text, "header");
   if (!root) return root.takeError();
@@ -474,7 +474,7 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(indexPath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!buffer) return fail(indexPath, "cannot open checkpoint index: {0}", buffer.getError().message());
   StringRef text = (*buffer)->getBuffer();
-  llvm::Expected<JsonScan> scan = scanJson(indexPath, text);
+  llvm::Expected<JsonScan> scan = scanJson(indexPath, text, "checkpoint index");
   if (!scan) return scan.takeError();
   llvm::Expected<json::Value> root = parseObject(indexPath, text, "checkpoint index");
   if (!root) return root.takeError();

@@ -50,9 +50,14 @@ void printValueList(const Module &m, const std::vector<ValueId> &ids, llvm::raw_
 } // namespace
 
 std::string formatFloat(double d) {
+  // Plain decimals read best (500000.0, 0.00001); very large or small values take an exponent.
   char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::fixed);
   std::string s(buf, ec == std::errc() ? end : buf);
+  if (ec != std::errc() || s.size() > 12) {
+    auto [gend, gec] = std::to_chars(buf, buf + sizeof buf, d);
+    s.assign(buf, gec == std::errc() ? gend : buf);
+  }
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
   return s;
 }

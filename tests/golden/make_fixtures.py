@@ -18,8 +18,9 @@ How to run
 
     The committed outputs live under tests/golden/fixtures/, i.e. they were made with
         python3 tests/golden/make_fixtures.py tests/golden/fixtures
-    Re-running may change the last bits of the fp32 logits (other CPU / BLAS) but not the weights, the
-    prompts or the greedy tokens.
+    Re-running on the same machine with the same thread count gives byte-identical files; elsewhere
+    (other CPU, BLAS or thread count) the last bits of the fp32 logits and of the self-check numbers in
+    the metadata may change, but not the weights, the prompts, the seeds or the greedy tokens.
 
 What it writes, per fixture, in OUTDIR/<name>/
     config.json          as save_pretrained writes it (transformers v5 format: RoPE settings live in
@@ -59,7 +60,7 @@ import torch
 import transformers
 import safetensors
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 # ---------------------------------------------------------------------------------------------------
 # Settings
@@ -352,6 +353,24 @@ def compute_reference(model, prompt, forced):
     return ref, checks, margins
 
 
+def canonicalize_header(path):
+    """safetensors writes its metadata map in hash order, so the same content gives different bytes from
+    run to run. Rewrite the header with the metadata keys sorted (tensor entries and data untouched)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + n])
+    meta = header.pop("__metadata__", None)
+    out = {}
+    if meta is not None:
+        out["__metadata__"] = dict(sorted(meta.items()))
+    out.update(header)
+    text = json.dumps(out, separators=(",", ":"), ensure_ascii=True).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + blob[8 + n :])
+
+
 def load_fp32(model_cls, path, **kw):
     return model_cls.from_pretrained(path, dtype=torch.float32, attn_implementation="eager", **kw).eval()
 
@@ -479,7 +498,15 @@ def make_fixture(name, outdir):
             "self_checks": json.dumps(info["checks"]),
             "P": str(P), "D": str(D), "G": str(G),
         }
-        save_file(ref, os.path.join(workdir, "reference.safetensors"), metadata=metadata)
+        ref_path = os.path.join(workdir, "reference.safetensors")
+        save_file(ref, ref_path, metadata=metadata)
+        canonicalize_header(ref_path)
+        back = load_file(ref_path)
+        if set(back) != set(ref) or any(not torch.equal(back[k], ref[k]) for k in ref):
+            raise RuntimeError(f"{name}: reference.safetensors does not read back")
+        with safe_open(ref_path, framework="pt") as f:
+            if f.metadata() != metadata:
+                raise RuntimeError(f"{name}: reference.safetensors metadata does not read back")
 
         sizes = {f: os.path.getsize(os.path.join(workdir, f)) for f in sorted(os.listdir(workdir))}
         total = sum(sizes.values())

@@ -1,0 +1,128 @@
+// tests/unit/WeightLoaderTest.cpp — binding a module's weights to a safetensors checkpoint: the happy
+// path (bf16 and a transposed f32 weight, per-layer names) and each mismatch's error.
+#include "common/TestModels.h"
+
+#include "compiler/Safetensors.h"
+#include "compiler/WeightLoader.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace minfer;
+
+namespace {
+
+const char *kModule = R"(model "w"
+dim d = 2
+dim o = 3
+weight @e : bf16[4, d] = "emb"
+weight @t : f32[o, d] = transpose "layer.{l}.conv"
+weight @p : f32[d, o] = "proj"
+graph(%tokens: i32[T]) {
+  %x = embedding %tokens, @e : bf16[T, d]
+  %h = repeat 2 (%r = %x) {
+    %y = matmul %r, @t : bf16[T, o]
+    %z = matmul %y, @p : bf16[T, d]
+    yield %z
+  }
+  %l = matmul %h, @e : bf16[T, 4]
+  return %l
+}
+)";
+
+OwnedTensor f32(const std::string &name, std::vector<int64_t> shape, std::vector<float> values) {
+  OwnedTensor t{name, StDType::F32, std::move(shape), {}};
+  t.data.resize(values.size() * 4);
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  return t;
+}
+
+OwnedTensor bf16(const std::string &name, std::vector<int64_t> shape, std::vector<float> values) {
+  OwnedTensor t{name, StDType::BF16, std::move(shape), {}};
+  for (float v : values) {
+    uint16_t b = floatToBf16(v);
+    t.data.push_back(static_cast<uint8_t>(b & 0xff));
+    t.data.push_back(static_cast<uint8_t>(b >> 8));
+  }
+  return t;
+}
+
+class WeightLoader : public ::testing::Test {
+protected:
+  void SetUp() override {
+    llvm::SmallString<128> d;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("minfer-weights", d));
+    dir = d.str().str();
+    module = test::parseVerified(kModule);
+    ASSERT_TRUE(module);
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
+
+  std::vector<OwnedTensor> good() {
+    return {bf16("emb", {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}),
+            // stored [in = d, out = o]: row i holds input i's weights to the 3 outputs
+            f32("layer.0.conv", {2, 3}, {1, 2, 3, 4, 5, 6}), f32("layer.1.conv", {2, 3}, {-1, -2, -3, -4, -5, -6}),
+            f32("proj", {2, 3}, std::vector<float>(6, 0.5f))};
+  }
+  llvm::Expected<Checkpoint> write(const std::vector<OwnedTensor> &tensors) {
+    std::string path = dir + "/model.safetensors";
+    if (auto e = writeSafetensors(path, tensors)) return std::move(e);
+    return Checkpoint::open(dir);
+  }
+  std::string errorFor(std::vector<OwnedTensor> tensors) {
+    auto ckpt = write(tensors);
+    if (!ckpt) return "checkpoint: " + llvm::toString(ckpt.takeError());
+    llvm::Error e = checkWeights(*module, *ckpt);
+    return e ? llvm::toString(std::move(e)) : "no error";
+  }
+
+  std::string dir;
+  std::unique_ptr<ir::Module> module;
+};
+
+TEST_F(WeightLoader, LoadsPerLayerTensorsAndTransposesConv1D) {
+  auto ckpt = write(good());
+  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
+  auto set = loadWeightsF32(*module, *ckpt);
+  ASSERT_TRUE(bool(set)) << llvm::toString(set.takeError());
+  ASSERT_EQ(set->byDecl.size(), 3u);
+  EXPECT_EQ(set->byDecl[0][0].data, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  ASSERT_EQ(set->byDecl[1].size(), 2u); // one per layer
+  // [in, out] = [[1,2,3],[4,5,6]] becomes [out, in] = [[1,4],[2,5],[3,6]]
+  EXPECT_EQ(set->byDecl[1][0].shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(set->byDecl[1][0].data, (std::vector<float>{1, 4, 2, 5, 3, 6}));
+  EXPECT_EQ(set->byDecl[1][1].data, (std::vector<float>{-1, -4, -2, -5, -3, -6}));
+  ASSERT_EQ(set->byDecl[2].size(), 1u);
+}
+
+TEST_F(WeightLoader, MissingTensorNamesTensorWeightAndLayer) {
+  auto t = good();
+  t.erase(t.begin() + 2); // layer.1.conv
+  std::string err = errorFor(t);
+  EXPECT_NE(err.find("tensor 'layer.1.conv' (weight @t, layer 1) is missing"), std::string::npos) << err;
+}
+
+TEST_F(WeightLoader, DtypeMismatchSaysWhatWasExpected) {
+  auto t = good();
+  t[0] = f32("emb", {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  std::string err = errorFor(t);
+  EXPECT_NE(err.find("tensor 'emb' (weight @e) has dtype F32, expected BF16"), std::string::npos) << err;
+}
+
+TEST_F(WeightLoader, ShapeMismatchSaysWhatWasExpected) {
+  auto t = good();
+  t[3] = f32("proj", {3, 2}, std::vector<float>(6, 0.5f));
+  std::string err = errorFor(t);
+  EXPECT_NE(err.find("tensor 'proj' (weight @p) has shape [3, 2], expected [2, 3]"), std::string::npos) << err;
+  // A transposed weight is expected in its stored [in, out] layout.
+  t = good();
+  t[1] = f32("layer.0.conv", {3, 2}, {1, 2, 3, 4, 5, 6});
+  err = errorFor(t);
+  EXPECT_NE(err.find("has shape [3, 2], expected [2, 3] (stored [in, out], transposed at load)"), std::string::npos) << err;
+}
+
+} // namespace

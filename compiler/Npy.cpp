@@ -65,8 +65,7 @@ class DictCursor {
 public:
   explicit DictCursor(StringRef text) : Text(text) {}
   void skipSpace() {
-    while (Pos < Text.size() && StringRef(" \t\r\n").contains(Text[Pos]))
-      ++Pos;
+    while (Pos < Text.size() && StringRef(" \t\r\n").contains(Text[Pos])) ++Pos;
   }
   bool atEnd() {
     skipSpace();
@@ -103,26 +102,19 @@ public:
   /// A tuple of non-negative integers: "()", "(5,)", "(2, 3)" or "(2, 3,)". "(5)" is not a tuple.
   std::optional<std::vector<int64_t>> shapeTuple() {
     std::vector<int64_t> dims;
-    if (!eat('('))
-      return std::nullopt;
-    if (eat(')'))
-      return dims;
+    if (!eat('(')) return std::nullopt;
+    if (eat(')')) return dims;
     while (true) {
       skipSpace();
       size_t start = Pos;
-      while (Pos < Text.size() && Text[Pos] >= '0' && Text[Pos] <= '9')
-        ++Pos;
+      while (Pos < Text.size() && Text[Pos] >= '0' && Text[Pos] <= '9') ++Pos;
       int64_t d;
-      if (Text.slice(start, Pos).getAsInteger(10, d))
-        return std::nullopt; // empty, or beyond int64
-      if (Pos < Text.size() && Text[Pos] == 'L')
-        ++Pos; // Python 2 long suffix, written by old NumPy
+      if (Text.slice(start, Pos).getAsInteger(10, d)) return std::nullopt; // empty, or beyond int64
+      if (Pos < Text.size() && Text[Pos] == 'L') ++Pos; // Python 2 long suffix, written by old NumPy
       dims.push_back(d);
-      if (eat(')'))
-        return dims.size() == 1 ? std::nullopt : std::optional(dims);
+      if (eat(')')) return dims.size() == 1 ? std::nullopt : std::optional(dims);
       if (!eat(',')) return std::nullopt;
-      if (eat(')'))
-        return dims;
+      if (eat(')')) return dims;
     }
   }
   size_t pos() const { return Pos; }
@@ -174,8 +166,8 @@ llvm::Error writeNpyF32(llvm::StringRef path, llvm::ArrayRef<int64_t> shape, llv
   std::optional<uint64_t> n = elementCount(shape);
   if (!n) return fail(path, "cannot write shape {0}: a dim is negative or the size overflows", shapeTuple(shape));
   if (*n != data.size())
-    return fail(path, "cannot write: shape {0} holds {1} elements but {2} floats were given", shapeTuple(shape),
-                *n, data.size());
+    return fail(path, "cannot write: shape {0} holds {1} elements but {2} floats were given", shapeTuple(shape), *n,
+                data.size());
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shapeTuple(shape) + ", }";
   header.append((kDataAlign - (kPreamble1 + header.size() + 1) % kDataAlign) % kDataAlign, ' ');
   header += '\n';
@@ -214,8 +206,7 @@ llvm::Expected<NpyArray> readNpyF32(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!buffer) return fail(path, "cannot open .npy file: {0}", buffer.getError().message());
   StringRef all = (*buffer)->getBuffer();
-  if (!all.startswith(kMagic))
-    return fail(path, "not an NPY file: it does not start with the magic \"\\x93NUMPY\"");
+  if (!all.startswith(kMagic)) return fail(path, "not an NPY file: it does not start with the magic \"\\x93NUMPY\"");
   if (all.size() < kPreamble1)
     return fail(path, "file is {0} bytes, too short for the {1}-byte NPY preamble", all.size(), kPreamble1);
   unsigned major = uint8_t(all[6]), minor = uint8_t(all[7]);
@@ -227,8 +218,8 @@ llvm::Expected<NpyArray> readNpyF32(llvm::StringRef path) {
                 major);
   uint64_t headerLen = major == 1 ? endian::read16le(all.data() + 8) : endian::read32le(all.data() + 8);
   if (headerLen > all.size() - preamble)
-    return fail(path, "header length {0} runs past the end of the file ({1} bytes follow the preamble)",
-                headerLen, all.size() - preamble);
+    return fail(path, "header length {0} runs past the end of the file ({1} bytes follow the preamble)", headerLen,
+                all.size() - preamble);
 
   llvm::Expected<Header> h = parseHeaderDict(path, all.substr(preamble, headerLen));
   if (!h) return h.takeError();
@@ -241,8 +232,9 @@ llvm::Expected<NpyArray> readNpyF32(llvm::StringRef path) {
 
   uint64_t have = all.size() - preamble - headerLen, need = *n * sizeof(float);
   if (have < need)
-    return fail(path, "file is truncated: shape {0} of float32 needs {1} data bytes but only {2} follow the "
-                      "header",
+    return fail(path,
+                "file is truncated: shape {0} of float32 needs {1} data bytes but only {2} follow the "
+                "header",
                 shapeTuple(h->shape), need, have);
   if (have > need)
     return fail(path, "{0} trailing bytes after the {1} data bytes of shape {2}", have - need, need,

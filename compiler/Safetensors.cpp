@@ -42,10 +42,10 @@ struct DTypeRow {
   size_t size;
 };
 constexpr DTypeRow kDTypes[] = {
-    {StDType::BOOL, "BOOL", 1}, {StDType::U8, "U8", 1},     {StDType::I8, "I8", 1},
-    {StDType::I16, "I16", 2},   {StDType::U16, "U16", 2},   {StDType::F16, "F16", 2},
-    {StDType::BF16, "BF16", 2}, {StDType::I32, "I32", 4},   {StDType::U32, "U32", 4},
-    {StDType::F32, "F32", 4},   {StDType::F64, "F64", 8},   {StDType::I64, "I64", 8},
+    {StDType::BOOL, "BOOL", 1}, {StDType::U8, "U8", 1},           {StDType::I8, "I8", 1},
+    {StDType::I16, "I16", 2},   {StDType::U16, "U16", 2},         {StDType::F16, "F16", 2},
+    {StDType::BF16, "BF16", 2}, {StDType::I32, "I32", 4},         {StDType::U32, "U32", 4},
+    {StDType::F32, "F32", 4},   {StDType::F64, "F64", 8},         {StDType::I64, "I64", 8},
     {StDType::U64, "U64", 8},   {StDType::F8_E4M3, "F8_E4M3", 1}, {StDType::F8_E5M2, "F8_E5M2", 1},
 };
 
@@ -128,12 +128,10 @@ llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text, StringRef what
       ++i;
     } else if (c == '"') {
       size_t start = i++;
-      while (i < text.size() && text[i] != '"')
-        i += text[i] == '\\' ? 2 : 1;
+      while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
       if (i >= text.size()) break;
       ++i;
-      if (stack.empty() || !stack.back().object || !stack.back().expectKey)
-        continue; // a string value
+      if (stack.empty() || !stack.back().object || !stack.back().expectKey) continue; // a string value
       Frame &f = stack.back();
       f.key = decodeKey(text.slice(start, i));
       f.expectKey = false;
@@ -143,8 +141,7 @@ llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text, StringRef what
       }
     } else if (c == '-' || (c >= '0' && c <= '9')) {
       size_t start = i;
-      while (i < text.size() && StringRef("0123456789+-.eE").contains(text[i]))
-        ++i;
+      while (i < text.size() && StringRef("0123456789+-.eE").contains(text[i])) ++i;
       StringRef literal = text.slice(start, i);
       int64_t value;
       bool plain = !literal.getAsInteger(10, value);
@@ -173,30 +170,28 @@ std::vector<std::string> sortedKeys(const json::Object &o) {
 }
 
 /// Reads a JSON array of non-negative integers (a shape or data_offsets) of tensor `name`.
-llvm::Error readIntArray(StringRef path, StringRef name, StringRef field, const json::Value *v,
-                         const JsonScan &scan, std::vector<int64_t> &out) {
+llvm::Error readIntArray(StringRef path, StringRef name, StringRef field, const json::Value *v, const JsonScan &scan,
+                         std::vector<int64_t> &out) {
   if (!v) return fail(path, "tensor '{0}': missing key '{1}'", name, field);
   const json::Array *a = v->getAsArray();
   if (!a)
-    return fail(path, "tensor '{0}': '{1}' must be an array of non-negative integers, found {2}", name,
-                field, describe(*v));
+    return fail(path, "tensor '{0}': '{1}' must be an array of non-negative integers, found {2}", name, field,
+                describe(*v));
   auto bad = scan.nonIntegers.find({name.str(), field.str()});
   if (bad != scan.nonIntegers.end())
-    return fail(path, "tensor '{0}': '{1}' must hold non-negative integers (within int64), found '{2}'",
-                name, field, bad->second);
+    return fail(path, "tensor '{0}': '{1}' must hold non-negative integers (within int64), found '{2}'", name, field,
+                bad->second);
   for (const json::Value &e : *a) {
     std::optional<int64_t> i;
     if (auto x = e.getAsInteger()) i = *x;
     if (!i || *i < 0)
-      return fail(path, "tensor '{0}': '{1}' must hold non-negative integers, found {2}", name, field,
-                  describe(e));
+      return fail(path, "tensor '{0}': '{1}' must hold non-negative integers, found {2}", name, field, describe(e));
     out.push_back(*i);
   }
   return llvm::Error::success();
 }
 
-llvm::Expected<TensorInfo> readEntry(StringRef path, StringRef name, const json::Value &v,
-                                     const JsonScan &scan) {
+llvm::Expected<TensorInfo> readEntry(StringRef path, StringRef name, const json::Value &v, const JsonScan &scan) {
   const json::Object *entry = v.getAsObject();
   if (!entry) return fail(path, "tensor '{0}': entry must be a JSON object, found {1}", name, describe(v));
   for (const std::string &key : sortedKeys(*entry))
@@ -219,14 +214,12 @@ llvm::Expected<TensorInfo> readEntry(StringRef path, StringRef name, const json:
 
   if (llvm::Error e = readIntArray(path, name, "shape", entry->get("shape"), scan, t.shape)) return e;
   std::vector<int64_t> offsets;
-  if (llvm::Error e = readIntArray(path, name, "data_offsets", entry->get("data_offsets"), scan, offsets))
-    return e;
+  if (llvm::Error e = readIntArray(path, name, "data_offsets", entry->get("data_offsets"), scan, offsets)) return e;
   if (offsets.size() != 2)
-    return fail(path, "tensor '{0}': 'data_offsets' must hold exactly 2 integers [begin, end], found {1}",
-                name, offsets.size());
+    return fail(path, "tensor '{0}': 'data_offsets' must hold exactly 2 integers [begin, end], found {1}", name,
+                offsets.size());
   if (offsets[0] > offsets[1])
-    return fail(path, "tensor '{0}': data_offsets [{1}, {2}] end before they begin", name, offsets[0],
-                offsets[1]);
+    return fail(path, "tensor '{0}': data_offsets [{1}, {2}] end before they begin", name, offsets[0], offsets[1]);
   t.begin = uint64_t(offsets[0]);
   t.end = uint64_t(offsets[1]);
 
@@ -235,8 +228,8 @@ llvm::Expected<TensorInfo> readEntry(StringRef path, StringRef name, const json:
     return fail(path, "tensor '{0}': shape {1} of {2} is too large (byte count overflows 64 bits)", name,
                 shapeString(t.shape), stDTypeName(t.dtype));
   if (*bytes != t.end - t.begin)
-    return fail(path, "tensor '{0}': shape {1} of {2} needs {3} bytes but data_offsets [{4}, {5}] span {6}",
-                name, shapeString(t.shape), stDTypeName(t.dtype), *bytes, t.begin, t.end, t.end - t.begin);
+    return fail(path, "tensor '{0}': shape {1} of {2} needs {3} bytes but data_offsets [{4}, {5}] span {6}", name,
+                shapeString(t.shape), stDTypeName(t.dtype), *bytes, t.begin, t.end, t.end - t.begin);
   return t;
 }
 
@@ -261,8 +254,7 @@ llvm::Error parseHeader(StringRef path, StringRef text, uint64_t dataSize, std::
       if (!m) return fail(path, "'__metadata__' must be an object of strings, found {0}", describe(v));
       for (const std::string &key : sortedKeys(*m)) {
         llvm::Optional<StringRef> s = m->get(key)->getAsString();
-        if (!s)
-          return fail(path, "metadata key '{0}' must map to a string, found {1}", key, describe(*m->get(key)));
+        if (!s) return fail(path, "metadata key '{0}' must map to a string, found {1}", key, describe(*m->get(key)));
         metadata[key] = s->str();
       }
       continue;
@@ -291,12 +283,14 @@ llvm::Error parseHeader(StringRef path, StringRef text, uint64_t dataSize, std::
     at = t.end;
   }
   if (at > dataSize)
-    return fail(path, "file is truncated: tensor '{0}' ends at byte {1} of the data section, which has only "
-                      "{2} bytes",
+    return fail(path,
+                "file is truncated: tensor '{0}' ends at byte {1} of the data section, which has only "
+                "{2} bytes",
                 tensors.back().name, at, dataSize);
   if (at < dataSize)
-    return fail(path, "{0} trailing bytes after the last tensor{1}: tensors end at byte {2} of a {3}-byte "
-                      "data section",
+    return fail(path,
+                "{0} trailing bytes after the last tensor{1}: tensors end at byte {2} of a {3}-byte "
+                "data section",
                 dataSize - at, tensors.empty() ? "" : " '" + tensors.back().name + "'", at, dataSize);
   return llvm::Error::success();
 }
@@ -338,8 +332,7 @@ float bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) <<
 
 uint16_t floatToBf16(float value) {
   uint32_t u = std::bit_cast<uint32_t>(value);
-  if (std::isnan(value))
-    return uint16_t((u >> 16) | 0x0040); // set the quiet bit so a low-payload NaN stays a NaN
+  if (std::isnan(value)) return uint16_t((u >> 16) | 0x0040); // set the quiet bit so a low-payload NaN stays a NaN
   // Round to nearest even: add just under half an ulp, plus one more when the kept lsb is odd.
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
@@ -392,8 +385,8 @@ llvm::Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(llvm::Str
   if (headerLen > kMaxHeaderBytes)
     return fail(path, "header length {0} exceeds the limit of {1} bytes (100 MB)", headerLen, kMaxHeaderBytes);
   if (headerLen > all.size() - 8)
-    return fail(path, "header length {0} runs past the end of the file ({1} bytes follow the length)",
-                headerLen, all.size() - 8);
+    return fail(path, "header length {0} runs past the end of the file ({1} bytes follow the length)", headerLen,
+                all.size() - 8);
 
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->Path = path.str();
@@ -492,8 +485,7 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
   if (!wm) return fail(indexPath, "missing key 'weight_map'");
   const json::Object *weightMap = wm->getAsObject();
   if (!weightMap)
-    return fail(indexPath, "'weight_map' must be an object of tensor name -> shard file, found {0}",
-                describe(*wm));
+    return fail(indexPath, "'weight_map' must be an object of tensor name -> shard file, found {0}", describe(*wm));
   if (weightMap->empty()) return fail(indexPath, "'weight_map' is empty");
 
   llvm::SmallString<256> dir = llvm::sys::path::parent_path(indexPath);
@@ -504,8 +496,8 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
     if (!shard)
       return fail(indexPath, "tensor '{0}': shard must be a file name string, found {1}", name, describe(v));
     if (shard->empty() || shard->contains('/') || shard->contains('\\') || *shard == "." || *shard == "..")
-      return fail(indexPath, "tensor '{0}': shard '{1}' is not a plain file name in the index's directory",
-                  name, *shard);
+      return fail(indexPath, "tensor '{0}': shard '{1}' is not a plain file name in the index's directory", name,
+                  *shard);
     auto it = shards.find(*shard);
     if (it == shards.end()) {
       llvm::SmallString<256> shardPath = dir;
@@ -533,8 +525,7 @@ llvm::Expected<std::vector<float>> readAsFloat32(const SafetensorsFile &file, co
                 stDTypeName(info.dtype));
   llvm::ArrayRef<uint8_t> raw = file.bytes(info);
   size_t n = size_t(info.numel()), size = stDTypeSize(info.dtype);
-  if (raw.size() != n * size)
-    return fail(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
+  if (raw.size() != n * size) return fail(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
   std::vector<float> out(n);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t *p = raw.data() + i * size;
@@ -554,8 +545,7 @@ llvm::Expected<std::vector<int64_t>> readAsInt64(const SafetensorsFile &file, co
                 stDTypeName(info.dtype));
   llvm::ArrayRef<uint8_t> raw = file.bytes(info);
   size_t n = size_t(info.numel()), size = stDTypeSize(info.dtype);
-  if (raw.size() != n * size)
-    return fail(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
+  if (raw.size() != n * size) return fail(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
   std::vector<int64_t> out(n);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t *p = raw.data() + i * size;
@@ -573,8 +563,9 @@ llvm::Error writeSafetensors(llvm::StringRef path, llvm::ArrayRef<OwnedTensor> t
   uint64_t offset = 0;
   for (const OwnedTensor &t : tensors) {
     if (t.name.empty() || t.name == "__metadata__" || !json::isUTF8(t.name))
-      return fail(path, "cannot write tensor named '{0}': names must be non-empty UTF-8 other than "
-                        "'__metadata__'",
+      return fail(path,
+                  "cannot write tensor named '{0}': names must be non-empty UTF-8 other than "
+                  "'__metadata__'",
                   t.name);
     if (!seen.insert(t.name).second) return fail(path, "cannot write: duplicate tensor name '{0}'", t.name);
     std::optional<uint64_t> bytes = byteSize(t.shape, t.dtype);
@@ -582,8 +573,8 @@ llvm::Error writeSafetensors(llvm::StringRef path, llvm::ArrayRef<OwnedTensor> t
       return fail(path, "cannot write tensor '{0}': shape {1} has a negative dim or is too large", t.name,
                   shapeString(t.shape));
     if (*bytes != t.data.size())
-      return fail(path, "cannot write tensor '{0}': shape {1} of {2} needs {3} bytes but data holds {4}",
-                  t.name, shapeString(t.shape), stDTypeName(t.dtype), *bytes, t.data.size());
+      return fail(path, "cannot write tensor '{0}': shape {1} of {2} needs {3} bytes but data holds {4}", t.name,
+                  shapeString(t.shape), stDTypeName(t.dtype), *bytes, t.data.size());
     json::Array shape;
     for (int64_t d : t.shape) shape.push_back(d);
     header[t.name] = json::Object{{"dtype", stDTypeName(t.dtype)},

@@ -27,7 +27,7 @@ namespace minfer {
 /// Element types a safetensors header may name (the spelling is the header's "dtype" string).
 enum class StDType { BOOL, U8, I8, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, F8_E4M3, F8_E5M2 };
 
-llvm::StringRef stDTypeName(StDType dtype);               // "BF16", "F32", ...
+llvm::StringRef stDTypeName(StDType dtype);                // "BF16", "F32", ...
 std::optional<StDType> parseStDType(llvm::StringRef name); // exact spelling, no fuzzy matching
 size_t stDTypeSize(StDType dtype);                         // bytes per element
 

@@ -198,7 +198,7 @@ TEST_F(Npy, RejectsHeaderLengthPastEndOfFile) {
 }
 
 TEST_F(Npy, RejectsOtherDtypesAndFortranOrder) {
-  EXPECT_TRUE(failsMentioning(readBad(npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", "12345678")),
+  EXPECT_TRUE(failsMentioning(readBad(npyBytes("{'descr': '<f8', 'fortran_order': False, 'shape': (1,)}", "1234")),
                               {"bad.npy", "'<f8'", "'<f4'"}));
   EXPECT_TRUE(failsMentioning(readBad(npyBytes("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", "1234")),
                               {"bad.npy", "'>f4'"}));

@@ -196,7 +196,8 @@ TEST_F(Safetensors, BytesAreViewsIntoTheMappedFile) {
   // 1 MiB of data is far above MemoryBuffer's mmap threshold, so this exercises the mapped path.
   std::vector<uint8_t> data(1 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 131 + (i >> 11));
-  auto f = writeAndOpen("big.safetensors", {{"small", StDType::U8, {3}, {5, 6, 7}}, {"big", StDType::U8, {1024, 1024}, data}});
+  auto f = writeAndOpen("big.safetensors",
+                        {{"small", StDType::U8, {3}, {5, 6, 7}}, {"big", StDType::U8, {1024, 1024}, data}});
   ASSERT_TRUE(f);
   const TensorInfo *big = f->find("big");
   ASSERT_NE(big, nullptr);
@@ -275,9 +276,10 @@ TEST_F(Safetensors, RejectsDeeplyNestedHeaderWithoutRecursing) {
 
 TEST_F(Safetensors, RejectsDuplicateTensorNameEvenWhenSpelledWithAnEscape) {
   // LLVM's JSON parser silently keeps the last duplicate; the reader must notice.
-  EXPECT_TRUE(failsMentioning(openBad(header({entry("w", "U8", "[1]", "[0,1]"), entry("w", "U8", "[1]", "[1,2]")}), 2),
+  std::string w0 = entry("w", "U8", "[1]", "[0,1]");
+  EXPECT_TRUE(failsMentioning(openBad(header({w0, entry("w", "U8", "[1]", "[1,2]")}), 2),
                               {"bad.safetensors", "duplicate tensor name 'w'"}));
-  EXPECT_TRUE(failsMentioning(openBad(header({entry("w", "U8", "[1]", "[0,1]"), entry("\\u0077", "U8", "[1]", "[1,2]")}), 2),
+  EXPECT_TRUE(failsMentioning(openBad(header({w0, entry("\\u0077", "U8", "[1]", "[1,2]")}), 2),
                               {"bad.safetensors", "duplicate tensor name 'w'"}));
 }
 
@@ -370,12 +372,14 @@ TEST_F(Safetensors, RejectsGapBeforeFirstTensor) {
 }
 
 TEST_F(Safetensors, RejectsGapBetweenTensorsNamingBoth) {
-  EXPECT_TRUE(failsMentioning(openBad(header({entry("a", "U8", "[2]", "[0,2]"), entry("b", "U8", "[2]", "[3,5]")}), 5),
+  std::string h = header({entry("a", "U8", "[2]", "[0,2]"), entry("b", "U8", "[2]", "[3,5]")});
+  EXPECT_TRUE(failsMentioning(openBad(h, 5),
                               {"bad.safetensors", "gap of 1 bytes", "'a'", "'b'"}));
 }
 
 TEST_F(Safetensors, RejectsOverlappingTensorsNamingBoth) {
-  EXPECT_TRUE(failsMentioning(openBad(header({entry("a", "U8", "[4]", "[0,4]"), entry("b", "U8", "[4]", "[2,6]")}), 6),
+  std::string h = header({entry("a", "U8", "[4]", "[0,4]"), entry("b", "U8", "[4]", "[2,6]")});
+  EXPECT_TRUE(failsMentioning(openBad(h, 6),
                               {"bad.safetensors", "'a' [0, 4)", "overlaps", "'b' [2, 6)"}));
 }
 
@@ -386,7 +390,8 @@ TEST_F(Safetensors, RejectsTrailingBytes) {
 }
 
 TEST_F(Safetensors, RejectsTruncatedData) {
-  EXPECT_TRUE(failsMentioning(openBad(header({entry("a", "U8", "[4]", "[0,4]"), entry("b", "F32", "[2]", "[4,12]")}), 9),
+  std::string h = header({entry("a", "U8", "[4]", "[0,4]"), entry("b", "F32", "[2]", "[4,12]")});
+  EXPECT_TRUE(failsMentioning(openBad(h, 9),
                               {"bad.safetensors", "truncated", "'b'", "ends at byte 12", "only 9 bytes"}));
 }
 
@@ -399,9 +404,10 @@ TEST_F(Safetensors, RejectsMetadataThatIsNotAnObjectOfStrings) {
 // ---- typed reads --------------------------------------------------------------------------------------
 
 TEST_F(Safetensors, TypedReadsRejectOtherDtypesNamingThem) {
-  auto f = writeAndOpen("m.safetensors", {{"ids", StDType::I32, {1}, {1, 0, 0, 0}}, {"x", StDType::F64, {1}, std::vector<uint8_t>(8)}});
+  auto f = writeAndOpen("m.safetensors", {{"ids", StDType::I32, {1}, {1, 0, 0, 0}}, {"x", StDType::F64, {0}, {}}});
   ASSERT_TRUE(f);
-  EXPECT_TRUE(failsMentioning(readAsFloat32(*f, *f->find("ids")), {"m.safetensors", "'ids'", "I32", "BF16, F16 and F32"}));
+  EXPECT_TRUE(failsMentioning(readAsFloat32(*f, *f->find("ids")),
+                              {"m.safetensors", "'ids'", "I32", "BF16, F16 and F32"}));
   EXPECT_TRUE(failsMentioning(readAsInt64(*f, *f->find("x")), {"m.safetensors", "'x'", "F64", "I32 and I64"}));
 }
 
@@ -540,7 +546,7 @@ TEST_F(CheckpointOpen, TensorMissingFromItsShardIsAnError) {
   writeShard("s1.safetensors", {{"a", StDType::U8, {1}, {1}}});
   writeIndex(R"({"a": "s1.safetensors", "ghost": "s1.safetensors"})");
   EXPECT_TRUE(failsMentioning(minfer::Checkpoint::open(Dir),
-                              {"model.safetensors.index.json", "tensor 'ghost'", "'s1.safetensors'", "does not contain"}));
+                              {"index.json", "tensor 'ghost'", "'s1.safetensors'", "does not contain"}));
 }
 
 TEST_F(CheckpointOpen, ShardNameThatLeavesTheDirectoryIsRejected) {

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — on a fresh Debian 12 machine with the CUDA toolkit: installs what is missing,
+# builds minfer, and runs it on a bundled model (a tiny random-weight Llama checkpoint with grouped-query
+# attention and llama3 rope scaling, from tests/golden/fixtures).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/deps.sh
+minfer_install_deps
+minfer_build
+build="${MINFER_BUILD_DIR:-build}"
+model=tests/golden/fixtures/llama_gqa
+
+echo "== minferc import-hf $model"
+"$build/compiler/minferc" import-hf "$model" -o "$build/llama_gqa.ir"
+head -n 12 "$build/llama_gqa.ir"
+echo "   ... (full IR in $build/llama_gqa.ir)"
+echo "== minferc run $model --prompt-ids 449,229,25,320,261,451,196 --max-new-tokens 8 --backend=reference"
+"$build/compiler/minferc" run "$model" --prompt-ids 449,229,25,320,261,451,196 --max-new-tokens 8 \
+  --backend=reference --logits-out "$build/llama_gqa_logits.npy"
+echo "   (Hugging Face transformers generates 452,130,223,454,332,66,478,395 for this prompt)"

@@ -129,7 +129,7 @@ llvm::Expected<Header> parseHeaderDict(StringRef path, StringRef text) {
   Header h;
   std::set<std::string> seen;
   if (!c.eat('{'))
-    return fail(path, "header must be a Python dict literal starting with '{', found '{0}'", text.take_front(20));
+    return fail(path, "header must be a Python dict literal starting with '{{', found '{0}'", text.take_front(20));
   while (!c.eat('}')) { // each pass reads one  key: value  pair
     std::optional<std::string> key = c.quoted();
     if (!key) return fail(path, "expected a quoted key in the header dict at byte {0}", c.pos());

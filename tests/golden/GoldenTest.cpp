@@ -52,11 +52,11 @@ llvm::Expected<Reference> readReference(const std::string &dir) {
     out.data = std::move(*v);
     return llvm::Error::success();
   };
-  if (auto e = ids("prompt_ids", ref.promptIds)) return std::move(e);
-  if (auto e = ids("forced_ids", ref.forcedIds)) return std::move(e);
-  if (auto e = ids("greedy_ids", ref.greedyIds)) return std::move(e);
-  if (auto e = floats("prompt_logits", ref.promptLogits)) return std::move(e);
-  if (auto e = floats("forced_logits", ref.forcedLogits)) return std::move(e);
+  if (auto e = ids("prompt_ids", ref.promptIds)) return e;
+  if (auto e = ids("forced_ids", ref.forcedIds)) return e;
+  if (auto e = ids("greedy_ids", ref.greedyIds)) return e;
+  if (auto e = floats("prompt_logits", ref.promptLogits)) return e;
+  if (auto e = floats("forced_logits", ref.forcedLogits)) return e;
   return ref;
 }
 

@@ -90,7 +90,9 @@ TEST(Parser, EmptyAndTruncatedInputsAreErrors) {
                            "model \"m\" dim x = 99999999999999999999999"}) {
     auto m = ir::parseModuleString(text, "t.ir");
     EXPECT_FALSE(bool(m)) << text;
-    if (!m) EXPECT_NE(llvm::toString(m.takeError()).find("t.ir:1:"), std::string::npos) << text;
+    if (!m) {
+      EXPECT_NE(llvm::toString(m.takeError()).find("t.ir:1:"), std::string::npos) << text;
+    }
   }
 }
 

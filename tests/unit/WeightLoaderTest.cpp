@@ -70,7 +70,7 @@ protected:
   }
   llvm::Expected<Checkpoint> write(const std::vector<OwnedTensor> &tensors) {
     std::string path = dir + "/model.safetensors";
-    if (auto e = writeSafetensors(path, tensors)) return std::move(e);
+    if (auto e = writeSafetensors(path, tensors)) return e;
     return Checkpoint::open(dir);
   }
   std::string errorFor(std::vector<OwnedTensor> tensors) {

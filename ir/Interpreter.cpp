@@ -45,8 +45,10 @@ using State = Interpreter::State;
 struct EvalCtx {
   State &s;
   const Op &op;
+  llvm::ArrayRef<const Tensor *> given = {}; // evalOp: the operands, instead of env and weights
 
   const Tensor &in(size_t i) const {
+    if (!given.empty()) return *given[i];
     const Operand &o = op.operands[i];
     if (!o.isWeight) return s.env[o.id];
     const std::vector<Tensor> &perLayer = s.weights.byDecl[o.id];
@@ -348,6 +350,40 @@ llvm::Expected<Tensor> Interpreter::step(int64_t seqIdx, llvm::ArrayRef<int32_t>
   }
   seq.length += T;
   return s->env[m.outputs[0]];
+}
+
+llvm::Expected<std::vector<Tensor>> evalOp(const Module &m, const Op &op, llvm::ArrayRef<const Tensor *> operands,
+                                           KvCache *cache) {
+  if (operands.size() != op.operands.size())
+    return m.error(op.loc, "evalOp: " + llvm::Twine(operands.size()) + " operands given, the op has " +
+                               llvm::Twine(op.operands.size()));
+  WeightSet none;
+  State st(m, none, INT64_MAX);
+  st.env.resize(m.values.size());
+  State::Sequence seq;
+  if (op.kind == OpKind::Attention) {
+    if (!cache) return m.error(op.loc, "evalOp: attention needs a KV cache");
+    st.kvSlotBase[&op] = 0;
+    seq.k = {std::move(cache->k)};
+    seq.v = {std::move(cache->v)};
+    seq.length = seq.k[0].data.empty() ? 0 : seq.k[0].rows();
+  }
+  st.seq = &seq;
+  EvalCtx c{st, op, operands};
+  llvm::Error e = llvm::Error::success();
+  switch (op.kind) {
+#define OP(Id, ...)                                                                                          \
+  case OpKind::Id: e = eval##Id(c); break;
+#include "ir/Ops.def"
+  }
+  if (op.kind == OpKind::Attention) {
+    cache->k = std::move(seq.k[0]);
+    cache->v = std::move(seq.v[0]);
+  }
+  if (e) return std::move(e);
+  std::vector<Tensor> out;
+  for (ValueId r : op.results) out.push_back(std::move(st.env[r]));
+  return out;
 }
 
 int64_t Interpreter::length(int64_t seq) const { return s->seqs[seq].length; }

@@ -60,6 +60,17 @@ private:
   std::unique_ptr<State> s;
 };
 
+// The cache an attention op reads and extends: [length, kv_heads * head_dim] each.
+struct KvCache {
+  Tensor k, v;
+};
+
+// Evaluates one op of `m` on the given operands (values and weights in operand order, fp32), outside any
+// graph: the reference every GPU kernel test compares against. An attention op needs `cache`, which
+// holds the sequence's earlier keys and values and gets this step's appended.
+llvm::Expected<std::vector<Tensor>> evalOp(const Module &m, const Op &op, llvm::ArrayRef<const Tensor *> operands,
+                                           KvCache *cache = nullptr);
+
 struct GreedyResult {
   std::vector<std::vector<int32_t>> tokens; // per sequence: the generated ids
   std::vector<Tensor> logits;               // per sequence: [prompt + generated - 1, vocab]

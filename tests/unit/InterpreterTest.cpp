@@ -288,3 +288,45 @@ TEST(InterpreterCreate, RejectsWeightsOfTheWrongShape) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(InterpreterEvalOp, AttentionExtendsTheGivenCacheLikeAStep) {
+  auto m = parseVerified(test::tinyLlamaText());
+  ASSERT_TRUE(m);
+  const auto &body = std::get<ir::Repeat>(m->items[1]).body;
+  const ir::Op *attn = nullptr;
+  for (const ir::Op &op : body)
+    if (op.kind == ir::OpKind::Attention) attn = &op;
+  ASSERT_NE(attn, nullptr);
+  // q [3, 16], k/v [3, 8] for three tokens; the same with the first two in the cache and one new row.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d;
+  auto rnd = [&](std::vector<int64_t> s) {
+    ir::Tensor t(s);
+    for (float &x : t.data) x = d(rng);
+    return t;
+  };
+  ir::Tensor q = rnd({3, 16}), k = rnd({3, 8}), v = rnd({3, 8});
+  ir::KvCache empty;
+  auto all = ir::evalOp(*m, *attn, {&q, &k, &v}, &empty);
+  ASSERT_TRUE(bool(all)) << llvm::toString(all.takeError());
+  EXPECT_EQ(empty.k.shape, (std::vector<int64_t>{3, 8}));
+
+  ir::KvCache past;
+  past.k = tensor({2, 8}, std::vector<float>(k.data.begin(), k.data.begin() + 16));
+  past.v = tensor({2, 8}, std::vector<float>(v.data.begin(), v.data.begin() + 16));
+  ir::Tensor q2 = tensor({1, 16}, std::vector<float>(q.data.begin() + 32, q.data.end()));
+  ir::Tensor k2 = tensor({1, 8}, std::vector<float>(k.data.begin() + 16, k.data.end()));
+  ir::Tensor v2 = tensor({1, 8}, std::vector<float>(v.data.begin() + 16, v.data.end()));
+  auto last = ir::evalOp(*m, *attn, {&q2, &k2, &v2}, &past);
+  ASSERT_TRUE(bool(last)) << llvm::toString(last.takeError());
+  EXPECT_EQ(past.k.shape, (std::vector<int64_t>{3, 8}));
+  EXPECT_LT(test::relError((*last)[0].data, {(*all)[0].row(2), (*all)[0].row(2) + 16}), 1e-6);
+  // Without a cache, attention is refused.
+  auto none = ir::evalOp(*m, *attn, {&q, &k, &v});
+  ASSERT_FALSE(bool(none));
+  llvm::consumeError(none.takeError());
+}
+
+} // namespace

@@ -1,0 +1,54 @@
+// compiler/Nvrtc.h — compiles generated CUDA C++ to cubin (and PTX) with NVRTC.
+//
+// The templates (templates/*.cuh) are embedded in the binary at build time and handed to NVRTC as
+// in-memory headers; CUDA's own headers (cuda_bf16.h, ...) come from $CUDA_HOME/include, or from the
+// toolkit that supplied libnvrtc, and an error says where it looked when they are missing. A failed
+// compile reports the kernel's name, NVRTC's full log, and the path of the dumped source.
+#pragma once
+
+#include "compiler/Target.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+struct KernelSource {
+  std::string name;   // the spec's name(), for messages and dumps
+  std::string text;   // the generated translation unit
+  std::string entry;  // the name expression of the __global__ instantiation
+};
+
+struct CompiledKernel {
+  std::string name;
+  std::string loweredName; // the mangled entry, for cuModuleGetFunction
+  std::vector<char> cubin;
+  std::string ptx;
+  std::string log; // NVRTC's log (warnings) even on success
+};
+
+struct CompileOptions {
+  // Where a failing kernel's source is dumped (default: the system temp directory).
+  std::string dumpDir;
+  bool lineInfo = false;
+};
+
+// The NVRTC version as "13.0", part of every cache key.
+std::string nvrtcVersion();
+// The options NVRTC is given for `target` (arch, -std, -I for CUDA headers, ...): part of the cache key.
+llvm::Expected<std::vector<std::string>> nvrtcOptions(const Target &target, const CompileOptions &opts);
+
+llvm::Expected<CompiledKernel> compileKernel(const KernelSource &src, const Target &target,
+                                             const CompileOptions &opts = {});
+
+// The embedded template headers: (file name, contents), e.g. ("gemm.cuh", "...").
+struct EmbeddedHeader {
+  const char *name;
+  const char *text;
+};
+llvm::ArrayRef<EmbeddedHeader> templateHeaders();
+
+} // namespace minfer

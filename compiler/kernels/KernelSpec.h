@@ -1,0 +1,46 @@
+// compiler/kernels/KernelSpec.h — one specialised kernel: what template it instantiates with which
+// constants, its readable name, and how it is launched.
+//
+// Each kernel family (gemm, gemv, norm, attention, ...) has a typed spec struct in its own file under
+// compiler/kernels/ that derives from KernelSpec: enums and ints, no positional flags. Its name() reads
+// like a URI (`gemm_bf16_n5632_k2048_m128n128k32_s3_w2x4_epi_bias`) and is used in logs, dumps, cache
+// listings and bundle manifests. The template itself lives in templates/<family>.cuh.
+#pragma once
+
+#include "llvm/Support/JSON.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace minfer {
+
+// Grid and block of one launch, and its dynamic shared memory.
+struct LaunchDims {
+  std::array<unsigned, 3> grid{1, 1, 1};
+  std::array<unsigned, 3> block{1, 1, 1};
+  unsigned sharedBytes = 0;
+};
+
+class KernelSpec {
+public:
+  virtual ~KernelSpec() = default;
+
+  // Readable and unique per instantiation: two specs with equal names generate identical source.
+  virtual std::string name() const = 0;
+  // The template header that defines the kernel, e.g. "gemm.cuh".
+  virtual std::string header() const = 0;
+  // The C++ name expression of the __global__ instantiation, e.g. "minfer::gemm<2048, 5632, ...>"; NVRTC
+  // instantiates it (nvrtcAddNameExpression) and gives back its lowered name.
+  virtual std::string entry() const = 0;
+  // Grid, block and shared memory for `rows` rows (tokens, or sequences for decode attention).
+  virtual LaunchDims launch(int64_t rows) const = 0;
+  // The spec's fields, for --emit=plan and bundle manifests.
+  virtual llvm::json::Object toJSON() const = 0;
+
+  // The generated source: a header comment naming the spec, the template include, and one use of the
+  // entry that makes NVRTC instantiate it. Every constant is baked into the template arguments.
+  std::string source() const;
+};
+
+} // namespace minfer

@@ -1,0 +1,52 @@
+// bench/Bench.h — kernel benchmarks: time a launch with CUDA events (warm-up, median of many runs,
+// inputs rotated across several copies so L2 does not flatter), and report what it moved and computed
+// against the ceilings measured in the same run. Results are JSON lines on stdout.
+#pragma once
+
+#include "runtime/Driver.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace minfer::bench {
+
+struct Ceilings {
+  double copyGBps = 0; // device-to-device copy bandwidth (read + write bytes / time), measured here
+};
+
+struct Result {
+  std::string kernel; // the spec's name()
+  std::string shape;  // e.g. "M=1 N=5632 K=2048"
+  double ms = 0;      // median
+  double bytes = 0;   // bytes the kernel must move at least (weights + activations + KV)
+  double flops = 0;   // useful floating-point operations
+};
+
+// Median milliseconds of `launch(i)` over `iters` runs after `warmup` runs; `i` counts runs, so a caller
+// can rotate through copies of its inputs.
+llvm::Expected<double> timeMedian(const std::function<llvm::Error(int)> &launch, int warmup = 10, int iters = 50);
+
+// Device-to-device copy of a 1 GiB buffer: the bandwidth ceiling.
+llvm::Expected<Ceilings> measureCeilings();
+
+// One JSON object: the result, its GB/s and TFLOP/s, and the GB/s as a fraction of copy bandwidth.
+llvm::json::Object toJSON(const Result &r, const Ceilings &c);
+
+// A family of benchmarks (gemm, gemv, attention, ...): runs its shapes and returns the results.
+struct Suite {
+  std::string name;
+  std::function<llvm::Expected<std::vector<Result>>(const Ceilings &)> run;
+};
+// Each bench/<family>Bench.cpp registers its suite with a static Registration object.
+std::vector<Suite> &suites();
+struct Registration {
+  Registration(std::string name, std::function<llvm::Expected<std::vector<Result>>(const Ceilings &)> run) {
+    suites().push_back({std::move(name), std::move(run)});
+  }
+};
+
+} // namespace minfer::bench

@@ -156,8 +156,9 @@ llvm::Error evalRelu(const EvalCtx &c) {
   return pointwise(c, [](float x) { return x > 0 ? x : 0.0f; });
 }
 
-// Inverse frequencies of the rotary pairs, as HF computes them for each schedule.
-std::vector<double> ropeInvFreq(const Op &op) {
+} // namespace
+
+std::vector<double> ropeInverseFrequencies(const Op &op) {
   int64_t hd = op.intAttr("head_dim");
   double theta = op.floatAttr("theta");
   std::vector<double> inv(hd / 2);
@@ -184,11 +185,13 @@ std::vector<double> ropeInvFreq(const Op &op) {
   return inv;
 }
 
+namespace {
+
 llvm::Error evalRope(const EvalCtx &c) {
   const Tensor &x = c.in(0), &pos = c.in(1);
   int64_t heads = c.op.intAttr("heads"), hd = c.op.intAttr("head_dim"), half = hd / 2;
   bool interleaved = c.op.enumAttr("style") == "interleaved";
-  std::vector<double> inv = ropeInvFreq(c.op);
+  std::vector<double> inv = ropeInverseFrequencies(c.op);
   Tensor &y = c.out(0, x.shape);
   for (int64_t t = 0; t < x.rows(); ++t) {
     for (int64_t i = 0; i < half; ++i) {

@@ -60,6 +60,10 @@ private:
   std::unique_ptr<State> s;
 };
 
+// The inverse frequency of each rotary pair of a rope op, [head_dim / 2], as HF computes them for its
+// schedule (default, linear, llama3). Kernels take this table rather than recomputing it.
+std::vector<double> ropeInverseFrequencies(const Op &rope);
+
 // The cache an attention op reads and extends: [length, kv_heads * head_dim] each.
 struct KvCache {
   Tensor k, v;

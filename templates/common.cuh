@@ -1,0 +1,65 @@
+// templates/common.cuh — shared device helpers for minfer's kernel templates (compiled by NVRTC only).
+//
+// Activations are bf16 row-major [rows, cols]; math and accumulation are fp32. Nothing here includes a
+// host header: NVRTC gets cuda_bf16.h from the toolkit and these templates from memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace minfer {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kWarpSize = 32;
+
+__device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float toFloat(__half x) { return __half2float(x); }
+__device__ __forceinline__ float toFloat(float x) { return x; }
+__device__ __forceinline__ bf16 toBf16(float x) { return __float2bfloat16_rn(x); }
+
+// 16 bytes: the widest single load, 8 bf16 values.
+struct alignas(16) Vec8 {
+  bf16 v[8];
+};
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int off = kWarpSize / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+  for (int off = kWarpSize / 2; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Sum over a block of THREADS threads; every thread gets the result. `scratch` holds THREADS/32 floats.
+template <int THREADS> __device__ __forceinline__ float blockSum(float v, float *scratch) {
+  static_assert(THREADS % kWarpSize == 0 && THREADS <= 1024, "block must be whole warps, at most 1024 threads");
+  constexpr int kWarps = THREADS / kWarpSize;
+  v = warpSum(v);
+  if (kWarps == 1) return v;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  __syncthreads(); // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float total = lane < kWarps ? scratch[lane] : 0.f;
+  return warpSum(total);
+}
+
+template <int THREADS> __device__ __forceinline__ float blockMax(float v, float *scratch) {
+  static_assert(THREADS % kWarpSize == 0 && THREADS <= 1024, "block must be whole warps, at most 1024 threads");
+  constexpr int kWarps = THREADS / kWarpSize;
+  v = warpMax(v);
+  if (kWarps == 1) return v;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = lane < kWarps ? scratch[lane] : -INFINITY;
+  return warpMax(m);
+}
+
+} // namespace minfer

@@ -11,6 +11,9 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
+#include <optional>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -50,5 +53,20 @@ struct EmbeddedHeader {
   const char *text;
 };
 llvm::ArrayRef<EmbeddedHeader> templateHeaders();
+
+// The directory holding CUDA's headers (cuda_bf16.h): $CUDA_HOME/include, else the toolkit minfer was
+// built against, else ../include next to the libnvrtc that was loaded. The error lists every place looked.
+llvm::Expected<std::string> cudaIncludeDir();
+
+// The SM a cubin was built for (90 for sm_90 and sm_90a), read from its ELF header; nullopt when the bytes
+// are not a 64-bit CUDA ELF.
+std::optional<int> cubinSmVersion(llvm::ArrayRef<char> cubin);
+
+// How many times this process has run nvrtcCompileProgram (tests use it to see a cache hit).
+uint64_t nvrtcCompileCount();
+
+// compileKernel holds this shared while inside NVRTC; compileAll holds it exclusively around fork() so a
+// child never inherits NVRTC's internal locks mid-compile from another thread.
+std::shared_mutex &nvrtcForkMutex();
 
 } // namespace minfer

@@ -20,14 +20,22 @@ struct Ceilings {
 
 struct Result {
   std::string kernel; // the spec's name()
-  std::string shape;  // e.g. "M=1 N=5632 K=2048"
+  std::string shape;  // e.g. "M=1 N=5632 K=2048": space-separated NAME=INTEGER pairs (see below)
   double ms = 0;      // median
   double bytes = 0;   // bytes the kernel must move at least (weights + activations + KV)
   double flops = 0;   // useful floating-point operations
+  // Which bench/torch_baseline.py measurement runs the same shape; empty means the suite's name. The
+  // baseline reads its dimensions from `shape`, so use these names: "gemm" and "gemv" (y[M,N] = x[M,K] ·
+  // W[N,K]ᵀ, gemv for M = 1..8): M, N, K; "attention_decode" (one query token per sequence against a bf16
+  // KV cache): batch, heads, kv_heads, head_dim, context. Other kinds get no baseline. (`= {}` lets
+  // five-field aggregate initialisers leave it out without -Wmissing-field-initializers.)
+  std::string baseline = {};
 };
 
 // Median milliseconds of `launch(i)` over `iters` runs after `warmup` runs; `i` counts runs, so a caller
-// can rotate through copies of its inputs.
+// can rotate through copies of its inputs. Each run is bracketed by CUDA events on the default stream and
+// all runs are enqueued before the host waits; the GPU is kept busy while they are enqueued, so a kernel
+// shorter than the host's launch overhead is timed without the gaps between launches.
 llvm::Expected<double> timeMedian(const std::function<llvm::Error(int)> &launch, int warmup = 10, int iters = 50);
 
 // Device-to-device copy of a 1 GiB buffer: the bandwidth ceiling.

@@ -13,8 +13,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <shared_mutex>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 namespace minfer {
@@ -57,6 +57,12 @@ llvm::ArrayRef<EmbeddedHeader> templateHeaders();
 // The directory holding CUDA's headers (cuda_bf16.h): $CUDA_HOME/include, else the toolkit minfer was
 // built against, else ../include next to the libnvrtc that was loaded. The error lists every place looked.
 llvm::Expected<std::string> cudaIncludeDir();
+// The first of `candidates` holding cuda_bf16.h (links resolved); the error lists each one with its `why`.
+struct IncludeCandidate {
+  std::string dir;
+  std::string why; // "$CUDA_HOME/include", "next to /usr/local/cuda/lib64/libnvrtc.so.13", ...
+};
+llvm::Expected<std::string> findCudaIncludeDir(llvm::ArrayRef<IncludeCandidate> candidates);
 
 // The SM a cubin was built for (90 for sm_90 and sm_90a), read from its ELF header; nullopt when the bytes
 // are not a 64-bit CUDA ELF.
@@ -65,8 +71,9 @@ std::optional<int> cubinSmVersion(llvm::ArrayRef<char> cubin);
 // How many times this process has run nvrtcCompileProgram (tests use it to see a cache hit).
 uint64_t nvrtcCompileCount();
 
-// compileKernel holds this shared while inside NVRTC; compileAll holds it exclusively around fork() so a
-// child never inherits NVRTC's internal locks mid-compile from another thread.
-std::shared_mutex &nvrtcForkMutex();
+// fork(), at a moment when no thread of this process is inside NVRTC, so the child never inherits NVRTC's
+// internal locks held mid-compile (compileKernel waits while a fork is in progress). Returns fork()'s result;
+// the child may call compileKernel freely. For compileAll's worker processes.
+pid_t forkOutsideNvrtc();
 
 } // namespace minfer

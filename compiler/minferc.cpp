@@ -1,13 +1,20 @@
 // compiler/minferc.cpp — the minfer command-line driver.
 //
 //   minferc model.ir [--emit=ir] [-o out.ir]        parse, verify, print
+//   minferc model.ir --target sm_89 -o model.mfb    plan, compile every kernel (NVRTC, cached), bundle
+//   minferc model.ir --target sm_89 --emit=plan|cuda
 //   minferc import-hf DIR -o model.ir               HF checkpoint directory → IR
 //   minferc run MODEL --prompt-ids 1,2,3 ...        greedy generation through the reference interpreter
+//   minferc cache ls|verify|clear                   the kernel cache
 //
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
 // user error, with one message and no half-written output file.
+#include "compiler/Bundle.h"
 #include "compiler/HFImport.h"
+#include "compiler/KernelCache.h"
 #include "compiler/Npy.h"
+#include "compiler/ParallelCompile.h"
+#include "compiler/Plan.h"
 #include "compiler/Safetensors.h"
 #include "compiler/WeightLoader.h"
 #include "ir/Diagnostics.h"
@@ -20,11 +27,13 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <thread>
 
 using namespace minfer;
 namespace cl = llvm::cl;
@@ -35,12 +44,30 @@ cl::OptionCategory category("minferc options");
 
 cl::SubCommand importCmd("import-hf", "Write the IR of a Hugging Face checkpoint directory (config.json, *.safetensors)");
 cl::SubCommand runCmd("run", "Generate tokens greedily from a model (an .ir file or an HF checkpoint directory)");
+cl::SubCommand cacheCmd("cache", "List, verify or clear the kernel cache ($MINFER_CACHE_DIR, $XDG_CACHE_HOME/minfer or ~/.cache/minfer)");
 
 // ----- top level: minferc model.ir
 cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.ir>"), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
-enum class Emit { IR };
-cl::opt<Emit> emit("emit", cl::desc("What to print"), cl::values(clEnumValN(Emit::IR, "ir", "the verified module as IR text")),
-                   cl::init(Emit::IR), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+enum class Emit { IR, Plan, Cuda, Bundle };
+cl::opt<Emit> emit("emit", cl::desc("What to write (default: a bundle with --target, else the IR)"),
+                   cl::values(clEnumValN(Emit::IR, "ir", "the verified module as IR text"),
+                              clEnumValN(Emit::Plan, "plan", "the launch plan of prefill and decode, as JSON"),
+                              clEnumValN(Emit::Cuda, "cuda", "the generated CUDA source of every kernel"),
+                              clEnumValN(Emit::Bundle, "bundle", "compiled kernels + plan + manifest (.mfb)")),
+                   cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<std::string> targetName("target", cl::desc("GPU architecture: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a"),
+                                cl::value_desc("sm_XY"), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<unsigned> jobs("j", cl::desc("Kernels compiled in parallel, in worker processes (default: the cores)"),
+                       cl::value_desc("N"), cl::init(0), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<std::string> dumpDir("dump-dir", cl::desc("Write every stage: the IR, the plan, each kernel's .cu, .cubin and .ptx"),
+                             cl::value_desc("dir"), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<int64_t> maxBatch("max-batch", cl::desc("Sequences decoded together (plan size)"), cl::init(1),
+                          cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<int64_t> maxSeq("max-seq", cl::desc("Tokens a sequence may hold (default: the model's max_pos)"), cl::init(0),
+                        cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<int64_t> maxPrefill("max-prefill-tokens", cl::desc("Tokens of one prefill step"), cl::init(2048),
+                            cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<std::string> cacheAction(cl::Positional, cl::desc("<ls|verify|clear>"), cl::sub(cacheCmd), cl::cat(category));
 cl::opt<bool> splitInput("split-input-file",
                          cl::desc("Treat each `// -----`-separated chunk of the input as its own module"),
                          cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
@@ -93,6 +120,118 @@ llvm::Expected<std::unique_ptr<ir::Module>> loadVerified(std::unique_ptr<llvm::M
   return m;
 }
 
+std::string humanBytes(double b) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) b /= 1000, ++u;
+  return llvm::formatv("{0:f1} {1}", b, units[u]).str();
+}
+
+llvm::Error writeDump(llvm::StringRef dir, llvm::StringRef file, llvm::StringRef bytes) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, file);
+  if (auto ec = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
+    return userError("--dump-dir: cannot create '" + llvm::sys::path::parent_path(path) + "': " + ec.message());
+  return writeOutput(path, bytes);
+}
+
+// `minferc model.ir --target sm_XY`: plan, generate, compile (through the cache, in worker processes),
+// and write the plan, the sources or a bundle.
+int compileModule(const ir::Module &m) {
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  if (targetName.empty()) return fail(userError("--emit=" + std::string(emit == Emit::Plan ? "plan" : emit == Emit::Cuda ? "cuda" : "bundle") +
+                                                " needs --target (one of " + llvm::join(validTargets(), ", ") + ")"));
+  auto target = parseTarget(targetName);
+  if (!target) return fail(target.takeError());
+  PlanOptions opts;
+  opts.maxBatch = maxBatch;
+  opts.maxSeq = maxSeq;
+  opts.maxPrefillRows = maxPrefill;
+  auto plan = buildPlan(m, *target, opts);
+  if (!plan) return fail(plan.takeError());
+  std::string planText;
+  llvm::raw_string_ostream(planText) << llvm::formatv("{0:2}", llvm::json::Value(plan->toJSON())) << "\n";
+
+  std::vector<KernelSource> sources;
+  for (const auto &k : plan->kernels) sources.push_back(KernelSource{k->name(), k->source(), k->entry()});
+  if (!dumpDir.empty()) {
+    if (auto e = writeDump(dumpDir, "module.ir", ir::printModule(m))) return fail(std::move(e));
+    if (auto e = writeDump(dumpDir, "plan.json", planText)) return fail(std::move(e));
+    for (const KernelSource &s : sources)
+      if (auto e = writeDump(dumpDir, "kernels/" + s.name + ".cu", s.text)) return fail(std::move(e));
+  }
+  if (emit == Emit::Plan) {
+    if (auto e = writeOutput(outputPath, planText)) return fail(std::move(e));
+    return 0;
+  }
+  if (emit == Emit::Cuda) {
+    std::string all;
+    for (const KernelSource &s : sources) all += "// ===== " + s.name + "\n" + s.text + "\n";
+    if (auto e = writeOutput(outputPath, all)) return fail(std::move(e));
+    return 0;
+  }
+
+  // Bundle: compile every kernel.
+  if (outputPath == "-") return fail(userError("a bundle is binary: give it a file with -o model.mfb"));
+  CompileOptions copts;
+  if (!dumpDir.empty()) copts.dumpDir = dumpDir;
+  KernelCache cache = KernelCache::openDefault();
+  CompileStats stats;
+  unsigned workers = jobs ? jobs.getValue() : std::max(1u, std::thread::hardware_concurrency());
+  auto compiled = compileAll(sources, *target, copts, cache, workers, &stats);
+  if (!compiled) return fail(compiled.takeError());
+  Bundle bundle;
+  bundle.irText = ir::printModule(m);
+  bundle.target = target->name;
+  bundle.nvrtcVersion = nvrtcVersion();
+  bundle.minferVersion = MINFER_VERSION;
+  bundle.plan = plan->toJSON();
+  for (CompiledKernel &k : *compiled) {
+    if (!dumpDir.empty()) {
+      if (auto e = writeDump(dumpDir, "kernels/" + k.name + ".cubin", llvm::StringRef(k.cubin.data(), k.cubin.size())))
+        return fail(std::move(e));
+      if (auto e = writeDump(dumpDir, "kernels/" + k.name + ".ptx", k.ptx)) return fail(std::move(e));
+    }
+    bundle.kernels.push_back(BundleKernel{k.name, k.loweredName, std::move(k.cubin), std::move(k.ptx)});
+  }
+  if (auto e = writeBundle(outputPath, bundle)) return fail(std::move(e));
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  llvm::errs() << llvm::formatv(
+      "minferc: {0} for {1}: {2} kernels ({3} from cache, {4} compiled), decode {5} launches per step "
+      "({6} per layer x {7} layers), prefill {8} launches; weights {9}, {10:f2} GFLOP per decode token; {11:f2} s\n",
+      outputPath, target->name, stats.kernels, stats.hits, stats.misses, plan->decode.launches.size(),
+      plan->decode.launchesPerLayer, plan->decode.layers, plan->prefill.launches.size(), humanBytes(plan->weightBytes),
+      plan->decodeFlopsPerToken / 1e9, secs);
+  return 0;
+}
+
+int cacheMain() {
+  KernelCache cache = KernelCache::openDefault();
+  if (cacheAction == "ls") {
+    auto entries = cache.list();
+    if (!entries) return fail(entries.takeError());
+    for (const CacheEntryInfo &e : *entries)
+      llvm::outs() << llvm::formatv("{0}  {1,-7} {2,10}  {3} {4}\n", e.key.substr(0, 16), e.target, humanBytes(e.bytes),
+                                    e.kernel, e.valid ? "" : "(invalid: " + e.problem + ")");
+    llvm::outs() << entries->size() << " entries in " << cache.kernelsDir() << "\n";
+    return 0;
+  }
+  if (cacheAction == "verify") {
+    auto report = cache.verify(/*removeBad=*/true);
+    if (!report) return fail(report.takeError());
+    for (const CacheEntryInfo &e : report->bad) llvm::outs() << "removed " << e.key << ": " << e.problem << "\n";
+    llvm::outs() << report->valid << " valid entries, " << report->removed << " bad entries removed\n";
+    return 0;
+  }
+  if (cacheAction == "clear") {
+    if (auto e = cache.clear()) return fail(std::move(e));
+    llvm::outs() << "cleared " << cache.kernelsDir() << "\n";
+    return 0;
+  }
+  return fail(userError("minferc cache: expected ls, verify or clear, got '" + cacheAction + "'"));
+}
+
 int compileMain() {
   if (inputPath.empty()) return fail(userError("no input file; see minferc --help"));
   auto buf = llvm::MemoryBuffer::getFileOrSTDIN(inputPath, /*IsText=*/true);
@@ -100,6 +239,8 @@ int compileMain() {
   if (!splitInput) {
     auto m = loadVerified(std::move(*buf));
     if (!m) return fail(m.takeError());
+    bool wantsTarget = emit.getNumOccurrences() ? emit != Emit::IR : !targetName.empty();
+    if (wantsTarget) return compileModule(**m);
     if (auto e = writeOutput(outputPath, ir::printModule(**m))) return fail(std::move(e));
     return 0;
   }
@@ -218,11 +359,14 @@ int main(int argc, char **argv) {
   if (!cl::ParseCommandLineOptions(argc, argv,
                                    "minfer: a JIT kernel-generation compiler for decoder-only LLMs\n\n"
                                    "  minferc model.ir [--emit=ir] [-o FILE]\n"
+                                   "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
+                                   "  minferc cache ls|verify|clear\n"
                                    "  minferc import-hf DIR -o model.ir\n"
                                    "  minferc run MODEL --prompt-ids 1,2,3 [--max-new-tokens N] [--logits-out F.npy]\n",
                                    &llvm::errs()))
     return 1;
   if (importCmd) return importMain();
   if (runCmd) return runMain();
+  if (cacheCmd) return cacheMain();
   return compileMain();
 }

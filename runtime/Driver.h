@@ -23,11 +23,21 @@ using DevicePtr = uint64_t; // CUdeviceptr
 using StreamHandle = void *; // CUstream; nullptr is the legacy default stream
 
 // Loads the driver (once), initialises it and makes device 0's primary context current on this thread.
-// Errors: "no CUDA driver: cannot load libcuda.so.1 (...)", a driver too old for minfer (needs CUDA 12.0+),
-// no device. $MINFER_LIBCUDA overrides the library path (tests use it to simulate a missing driver).
+// Errors: "no CUDA driver: cannot load libcuda.so.1: <dlerror>", a driver too old for minfer (needs CUDA
+// 12.0+; the message gives found and needed), no device. $MINFER_LIBCUDA overrides the library path (tests
+// use it to simulate a missing driver). Later calls are cheap: the first answer (success or the error) is
+// kept for the life of the process, and each new calling thread only makes the context current. Every other
+// function here calls init() itself, so none needs it called first; without a driver each returns init()'s
+// error.
 llvm::Error init();
 // True when init() succeeds; otherwise `why` says what is missing. For tests that skip without a GPU.
 bool available(std::string *why = nullptr);
+
+// Loads the driver library at `libraryPath` on its own, checks its version and resolves every entry point
+// minfer uses, then unloads it; returns the driver version (e.g. 13000). It neither initialises the driver
+// nor touches init()'s process-wide state, so tests can check the messages for a missing or foreign
+// library even after init() has run (init() caches its first answer for the life of the process).
+llvm::Expected<int> probeDriver(llvm::StringRef libraryPath);
 
 struct DeviceInfo {
   std::string name;
@@ -65,6 +75,7 @@ struct Function {
   void *handle = nullptr; // CUfunction
   std::string name;
   int maxSharedOptin = 0; // the device's limit, to reject a launch before it happens
+  int staticSharedBytes = 0; // __shared__ arrays in the kernel; they count against the same limit
 };
 
 // A module loaded from cubin bytes that the caller has verified (cache checksum, bundle manifest): the
@@ -101,6 +112,25 @@ public:
 
 private:
   void *begin = nullptr, *end = nullptr; // CUevent
+};
+
+// One CUDA event, for harnesses that enqueue many timed launches before synchronising once
+// (bench::timeMedian). Timing-enabled (cuEventCreate with CU_EVENT_DEFAULT).
+class Event {
+public:
+  static llvm::Expected<Event> create();
+  Event() = default;
+  Event(Event &&o) noexcept;
+  Event &operator=(Event &&o) noexcept;
+  ~Event();
+  llvm::Error record(StreamHandle stream = nullptr);
+  llvm::Expected<bool> done() const; // cuEventQuery: has the GPU passed this event yet?
+  llvm::Error synchronize() const;
+  // Milliseconds between two recorded, completed events.
+  static llvm::Expected<float> elapsedMs(const Event &from, const Event &to);
+
+private:
+  void *handle = nullptr; // CUevent
 };
 
 // Device-to-device copy (for the copy-bandwidth ceiling in benchmarks).

@@ -1,0 +1,224 @@
+// bench/AttentionBench.cpp — suite "attention": decode (split-K + combine) and causal prefill.
+//
+// Decode at context 4096, batch 1 and 16, with TinyLlama (32 heads / 4 kv heads / head dim 64) and
+// Llama-2-7B (32 / 32 / 128) heads: bytes are the KV cache read, 2 * B * ctx * kv_heads * head_dim * 2, and
+// the time covers both launches (attention_decode and attention_decode_combine) as a decode step runs them.
+// Target: >= 70% of the device-to-device copy bandwidth. At batch 1 TinyLlama reads only 4 MiB (~1.5 us of
+// HBM time), so there the launch latency of two kernels dominates and the fraction is necessarily low.
+// Prefill at 512 and 2048 tokens (a fresh prompt, start_pos 0), same heads: flops are the causal half of
+// QK^T and PV, 4 * T^2 / 2 * heads * head_dim.
+//
+// Shapes use the names bench/torch_baseline.py reads ("batch=1 heads=32 kv_heads=4 head_dim=64
+// context=4096"); prefill adds tokens=T and asks for the baseline kind "attention_prefill" (torch's
+// scaled_dot_product_attention with is_causal=True). Beside each default spec, the alternatives the
+// autotuner would weigh (other split lengths, other prefill tiles) are timed with baseline "attention_tuning",
+// which has no PyTorch counterpart: they are there to choose defaults from.
+#include "bench/Bench.h"
+#include "compiler/KernelCache.h"
+#include "compiler/kernels/Attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+
+namespace minfer::bench {
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
+
+struct Loaded {
+  cuda::Module module;
+  cuda::Function fn;
+};
+
+// Compiles `spec` for the device (through the disk cache) and loads it.
+llvm::Expected<Loaded> load(const KernelSpec &spec) {
+  auto info = cuda::deviceInfo();
+  if (!info) return info.takeError();
+  auto target = parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
+  if (!target) return target.takeError();
+  KernelCache cache = KernelCache::openDefault();
+  auto compiled = cache.getOrCompile(KernelSource{spec.name(), spec.source(), spec.entry()}, *target, {});
+  if (!compiled) return compiled.takeError();
+  auto module = cuda::Module::load(compiled->cubin, spec.name());
+  if (!module) return module.takeError();
+  auto fn = module->function(compiled->loweredName);
+  if (!fn) return fn.takeError();
+  return Loaded{std::move(*module), *fn};
+}
+
+// How many copies of the inputs to rotate through so one run's data is not still in L2 from the last:
+// enough to cover 3x the 50 MiB L2 of an H100/H200, at most 16 (as bench/torch_baseline.py does).
+int copiesFor(double bytes) { return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0)); }
+
+// 0x3C3C as bf16 is ~0.0115: finite, and every score equal, which costs the kernels what random data would.
+llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
+  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
+  if (!b) return b.takeError();
+  if (auto e = b->fill(0x3C)) return e;
+  return b;
+}
+
+std::string shape(int batch, int heads, int kvHeads, int headDim, int context, int tokens = 0) {
+  std::ostringstream s;
+  s << "batch=" << batch << " heads=" << heads << " kv_heads=" << kvHeads << " head_dim=" << headDim;
+  if (tokens) s << " tokens=" << tokens;
+  s << " context=" << context;
+  return s.str();
+}
+
+struct Heads {
+  const char *model;
+  int heads, kvHeads, headDim;
+};
+const Heads kModels[] = {{"TinyLlama", 32, 4, 64}, {"Llama-2-7B", 32, 32, 128}};
+
+// One decode step of `batch` sequences, all at `context`, with `splitTokens` (0: the session default).
+// `part` 0 times both launches, 1 only attention_decode, 2 only the combine (for tuning).
+llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int splitTokens, int smCount, int part = 0) {
+  AttentionDecodeSpec dec = AttentionDecodeSpec::forSession(h.heads, h.kvHeads, h.headDim, context, batch, smCount);
+  if (splitTokens) dec.splitTokens = splitTokens;
+  AttentionCombineSpec comb = AttentionCombineSpec::forDecode(dec);
+  if (auto e = dec.validate()) return e;
+  auto dk = load(dec);
+  if (!dk) return dk.takeError();
+  auto ck = load(comb);
+  if (!ck) return ck.takeError();
+
+  const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
+  const size_t cacheBytes = size_t(batch) * context * kvDim * 2; // one of K, V
+  const int copies = copiesFor(2.0 * cacheBytes);
+  std::vector<cuda::DeviceBuffer> ks, vs;
+  for (int i = 0; i < copies; ++i) {
+    auto k = filled(cacheBytes);
+    if (!k) return k.takeError();
+    auto v = filled(cacheBytes);
+    if (!v) return v.takeError();
+    ks.push_back(std::move(*k));
+    vs.push_back(std::move(*v));
+  }
+  auto q = filled(batch * qDim * 2);
+  if (!q) return q.takeError();
+  auto out = cuda::DeviceBuffer::alloc(batch * qDim * 2);
+  if (!out) return out.takeError();
+  auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, context));
+  if (!ws) return ws.takeError();
+  std::vector<int> lens(batch, context);
+  auto ctx = cuda::DeviceBuffer::alloc(lens.size() * sizeof(int));
+  if (!ctx) return ctx.takeError();
+  if (auto e = ctx->upload(lens.data(), lens.size() * sizeof(int))) return e;
+
+  cuda::DevicePtr qp = q->ptr(), op = out->ptr(), cp = ctx->ptr();
+  cuda::DevicePtr partialOut = ws->ptr(), partialLse = ws->ptr() + dec.partialLseOffset(batch, context);
+  int maxSeq = context, splits = int(dec.numSplits()), split = dec.splitTokens;
+  float scale = 1.0f / std::sqrt(float(h.headDim));
+  const LaunchDims decDims = dec.launch(batch), combDims = comb.launch(batch);
+  auto ms = timeMedian([&](int i) -> llvm::Error {
+    cuda::DevicePtr kp = ks[i % copies].ptr(), vp = vs[i % copies].ptr();
+    void *decodeArgs[] = {&qp, &kp, &vp, &partialOut, &partialLse, &cp, &maxSeq, &scale};
+    if (part != 2)
+      if (auto e = cuda::launch(dk->fn, decDims, decodeArgs)) return e;
+    void *combineArgs[] = {&partialOut, &partialLse, &cp, &op, &splits, &split};
+    return part != 1 ? cuda::launch(ck->fn, combDims, combineArgs) : llvm::Error::success();
+  });
+  if (!ms) return ms.takeError();
+  if (auto e = cuda::synchronize()) return e;
+
+  Result r;
+  r.kernel = dec.name() + (part == 1 ? " (decode only)" : part == 2 ? " (combine only)" : "+combine") +
+             " splits=" + std::to_string(dec.numSplits());
+  r.shape = shape(batch, h.heads, h.kvHeads, h.headDim, context);
+  r.ms = *ms;
+  r.bytes = 2.0 * cacheBytes;
+  r.flops = 4.0 * batch * h.heads * double(context) * h.headDim; // QK^T and PV, 2 FLOPs a multiply-add
+  r.baseline = splitTokens || part ? "attention_tuning" : "attention_decode";
+  return r;
+}
+
+// A fresh prompt of `tokens` rows (start_pos 0) with `spec`'s tile.
+llvm::Expected<Result> benchPrefill(const Heads &h, int tokens, const AttentionPrefillSpec &spec, bool isDefault) {
+  if (auto e = spec.validate()) return e;
+  auto k = load(spec);
+  if (!k) return k.takeError();
+  const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
+  const size_t qBytes = tokens * qDim * 2, cacheBytes = tokens * kvDim * 2;
+  const int copies = copiesFor(2.0 * qBytes + 2.0 * cacheBytes);
+  std::vector<cuda::DeviceBuffer> qs, ks, vs;
+  for (int i = 0; i < copies; ++i) {
+    auto q = filled(qBytes), kc = filled(cacheBytes), vc = filled(cacheBytes);
+    if (!q) return q.takeError();
+    if (!kc) return kc.takeError();
+    if (!vc) return vc.takeError();
+    qs.push_back(std::move(*q));
+    ks.push_back(std::move(*kc));
+    vs.push_back(std::move(*vc));
+  }
+  auto out = cuda::DeviceBuffer::alloc(qBytes);
+  if (!out) return out.takeError();
+  cuda::DevicePtr op = out->ptr();
+  int rows = tokens, start = 0;
+  float scale = 1.0f / std::sqrt(float(h.headDim));
+  const LaunchDims dims = spec.launch(tokens);
+  auto ms = timeMedian([&](int i) -> llvm::Error {
+    cuda::DevicePtr qp = qs[i % copies].ptr(), kp = ks[i % copies].ptr(), vp = vs[i % copies].ptr();
+    void *args[] = {&qp, &kp, &vp, &op, &rows, &start, &scale};
+    return cuda::launch(k->fn, dims, args);
+  });
+  if (!ms) return ms.takeError();
+  if (auto e = cuda::synchronize()) return e;
+
+  Result r;
+  r.kernel = spec.name();
+  r.shape = shape(1, h.heads, h.kvHeads, h.headDim, tokens, tokens);
+  r.ms = *ms;
+  r.bytes = 2.0 * qBytes + 2.0 * cacheBytes;                         // q and out, K and V
+  r.flops = 4.0 * double(tokens) * tokens / 2 * h.heads * h.headDim; // causal: half of QK^T and PV
+  r.baseline = isDefault ? "attention_prefill" : "attention_tuning";
+  return r;
+}
+
+llvm::Expected<std::vector<Result>> runAttention(const Ceilings &) {
+  auto info = cuda::deviceInfo();
+  if (!info) return info.takeError();
+  std::vector<Result> results;
+  auto add = [&](llvm::Expected<Result> r, const std::string &what) -> llvm::Error {
+    if (!r) return fail(what + ": " + llvm::toString(r.takeError()));
+    results.push_back(std::move(*r));
+    return llvm::Error::success();
+  };
+
+  constexpr int kContext = 4096;
+  for (const Heads &h : kModels) {
+    for (int batch : {1, 16}) {
+      std::string what = std::string("decode ") + h.model + " batch " + std::to_string(batch);
+      if (auto e = add(benchDecode(h, batch, kContext, 0, info->smCount), what)) return e;
+      // Other split lengths, for tuning chooseSplitTokens.
+      int chosen = AttentionDecodeSpec::chooseSplitTokens(h.kvHeads, h.headDim, kContext, batch, info->smCount);
+      for (int split : {chosen / 4, chosen / 2, chosen * 2, chosen * 4})
+        if (split >= 16 && split % 16 == 0 && (kContext + split - 1) / split <= AttentionDecodeSpec::kMaxSplits)
+          if (auto e = add(benchDecode(h, batch, kContext, split, info->smCount), what + " split " + std::to_string(split)))
+            return e;
+      if (std::getenv("MINFER_ATTN_BENCH_PARTS"))
+        for (int part : {1, 2})
+          if (auto e = add(benchDecode(h, batch, kContext, 0, info->smCount, part), what + " part")) return e;
+    }
+  }
+  for (const Heads &h : kModels) {
+    for (int tokens : {512, 2048}) {
+      std::vector<AttentionPrefillSpec> tiles = AttentionPrefillSpec::candidates(h.heads, h.kvHeads, h.headDim);
+      for (size_t i = 0; i < tiles.size(); ++i) {
+        if (int(tiles[i].sharedBytes()) > info->maxSharedPerBlockOptin) continue; // does not fit this GPU
+        std::string what = std::string("prefill ") + h.model + " tokens " + std::to_string(tokens) + " " + tiles[i].name();
+        if (auto e = add(benchPrefill(h, tokens, tiles[i], i == 0), what)) return e;
+      }
+    }
+  }
+  return results;
+}
+
+Registration reg("attention", runAttention);
+
+} // namespace
+} // namespace minfer::bench

@@ -1,0 +1,172 @@
+// bench/GemmBench.cpp — suites "gemm" (prefill matmul on tensor cores) and "gemv" (decode matmul).
+//
+// Shapes are the projections of TinyLlama-1.1B — q/o (N, K) = (2048, 2048), k/v (256, 2048), gate/up
+// (5632, 2048), down (2048, 5632), lm_head (32000, 2048) — and Llama-2-7B — q/k/v/o (4096, 4096), gate/up
+// (11008, 4096), down (4096, 11008): W from 1 MB to 90 MB (lm_head 131 MB).
+//   gemm at M = 2048 (a 2048-token prefill): flops 2MNK, bytes (MK + NK + MN) * 2. Judged against the
+//        cuBLAS rate bench/torch_baseline.py measures on the same shapes.
+//   gemv at M = 1 and 4 (decode): bytes NK * 2 + (MK + MN) * 2, the weights dominating. Judged by the
+//        fraction of device-to-device copy bandwidth (target >= 80% for W >= 8 MB at M = 1).
+// Each shape's default kernel (the heuristic tile, as a plan without an autotuner entry would use) reports
+// with baseline "gemm" / "gemv" and shape "M=2048 N=5632 K=2048", which bench/torch_baseline.py reads to
+// time torch.matmul on the same dims. A few alternative tiles per shape (what the autotuner would weigh)
+// report with baseline "gemm_tuning" / "gemv_tuning", which have no PyTorch counterpart.
+// Inputs rotate across enough copies to cover 3x the 50 MB L2 of an H100/H200, so L2 does not flatter.
+#include "bench/Bench.h"
+#include "compiler/KernelCache.h"
+#include "compiler/kernels/Gemm.h"
+#include "compiler/kernels/Gemv.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace minfer::bench {
+namespace {
+
+struct Loaded {
+  cuda::Module module;
+  cuda::Function fn;
+};
+
+// Compiles `spec` for the device (through the disk cache) and loads it.
+llvm::Expected<Loaded> load(const KernelSpec &spec, const Target &target) {
+  KernelCache cache = KernelCache::openDefault();
+  auto compiled = cache.getOrCompile(KernelSource{spec.name(), spec.source(), spec.entry()}, target, {});
+  if (!compiled) return compiled.takeError();
+  auto module = cuda::Module::load(compiled->cubin, spec.name());
+  if (!module) return module.takeError();
+  auto fn = module->function(compiled->loweredName);
+  if (!fn) return fn.takeError();
+  return Loaded{std::move(*module), *fn};
+}
+
+// Input copies to rotate through: 3x the 50 MB L2 of an H100/H200 at least, at most 16.
+int copiesFor(double bytes) { return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0)); }
+
+// 0x3C3C as bf16 is ~0.0115: finite, so the accumulators stay finite and the math costs what real data would.
+llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
+  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
+  if (!b) return b.takeError();
+  if (auto e = b->fill(0x3C)) return e;
+  return b;
+}
+
+struct Shape {
+  int64_t n, k;
+};
+const Shape kShapes[] = {
+    {2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}, // TinyLlama-1.1B
+    {4096, 4096}, {11008, 4096}, {4096, 11008},                            // Llama-2-7B
+};
+
+std::string shapeString(int64_t m, int64_t n, int64_t k) {
+  return "M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
+}
+
+// Times one matmul kernel (gemm or gemv: same arguments) on [m, k] x [n, k]^T with no epilogue.
+llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Target &target, int64_t m, int64_t n, int64_t k,
+                                   const char *baseline) {
+  auto kernel = load(spec, target);
+  if (!kernel) return kernel.takeError();
+  const size_t aBytes = size_t(m * k * 2), wBytes = size_t(n * k * 2), cBytes = size_t(m * n * 2);
+  const int copies = copiesFor(double(aBytes + wBytes + cBytes));
+  std::vector<cuda::DeviceBuffer> as, ws, cs;
+  for (int i = 0; i < copies; ++i) {
+    auto a = filled(aBytes), w = filled(wBytes);
+    if (!a) return a.takeError();
+    if (!w) return w.takeError();
+    auto c = cuda::DeviceBuffer::alloc(cBytes);
+    if (!c) return c.takeError();
+    as.push_back(std::move(*a));
+    ws.push_back(std::move(*w));
+    cs.push_back(std::move(*c));
+  }
+  const LaunchDims dims = spec.launch(m);
+  int rows = static_cast<int>(m);
+  struct {
+    cuda::DevicePtr bias = 0, residual = 0;
+  } epi;
+  auto ms = timeMedian([&](int i) -> llvm::Error {
+    cuda::DevicePtr c = cs[i % copies].ptr(), a = as[i % copies].ptr(), w = ws[i % copies].ptr();
+    void *args[] = {&c, &a, &w, &rows, &epi};
+    return cuda::launch(kernel->fn, dims, args);
+  });
+  if (!ms) return ms.takeError();
+  if (auto e = cuda::synchronize()) return e;
+  Result r;
+  r.kernel = spec.name();
+  r.shape = shapeString(m, n, k);
+  r.ms = *ms;
+  r.bytes = double(aBytes + wBytes + cBytes);
+  r.flops = 2.0 * double(m) * double(n) * double(k);
+  r.baseline = baseline;
+  return r;
+}
+
+struct Device {
+  Target target;
+  int smCount = 0;
+};
+
+llvm::Expected<Device> device() {
+  auto info = cuda::deviceInfo();
+  if (!info) return info.takeError();
+  auto target = parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
+  if (!target) return target.takeError();
+  return Device{*target, info->smCount};
+}
+
+llvm::Expected<std::vector<Result>> runGemm(const Ceilings &) {
+  auto dev = device();
+  if (!dev) return dev.takeError();
+  const int64_t m = 2048;
+  std::vector<Result> out;
+  for (const Shape &s : kShapes) {
+    GemmTile dflt = defaultGemmTile(dev->target, m, s.n, s.k, dev->smCount);
+    auto r = benchMatmul(GemmSpec(s.n, s.k, Epilogue::None, dflt), dev->target, m, s.n, s.k, "gemm");
+    if (!r) return r.takeError();
+    out.push_back(*r);
+    // Alternatives: the 128x128 tile with the other slice depth, 8 warps of 64x32 or 128x256 (one block an
+    // SM), and 64x64 (more blocks).
+    for (GemmTile t : {GemmTile{128, 128, 32, 4, 2, 2}, GemmTile{128, 128, 64, 3, 2, 2}, GemmTile{128, 128, 32, 4, 2, 4},
+                       GemmTile{128, 256, 64, 3, 2, 4}, GemmTile{64, 64, 32, 4, 2, 2}}) {
+      if (t == dflt) continue;
+      if (llvm::Error e = checkGemmTile(t, s.k, dev->target)) {
+        llvm::consumeError(std::move(e));
+        continue;
+      }
+      auto alt = benchMatmul(GemmSpec(s.n, s.k, Epilogue::None, t), dev->target, m, s.n, s.k, "gemm_tuning");
+      if (!alt) return alt.takeError();
+      out.push_back(*alt);
+    }
+  }
+  return out;
+}
+
+llvm::Expected<std::vector<Result>> runGemv(const Ceilings &) {
+  auto dev = device();
+  if (!dev) return dev.takeError();
+  std::vector<Result> out;
+  for (int64_t m : {1, 4}) {
+    for (const Shape &s : kShapes) {
+      GemvTile dflt = defaultGemvTile(dev->target, m, s.n, s.k, dev->smCount);
+      auto r = benchMatmul(GemvSpec(s.n, s.k, Epilogue::None, dflt), dev->target, m, s.n, s.k, "gemv");
+      if (!r) return r.takeError();
+      out.push_back(*r);
+      for (int rows : {1, 2, 4}) {
+        GemvTile t{dflt.maxM, rows, 4};
+        if (t == dflt) continue;
+        auto alt = benchMatmul(GemvSpec(s.n, s.k, Epilogue::None, t), dev->target, m, s.n, s.k, "gemv_tuning");
+        if (!alt) return alt.takeError();
+        out.push_back(*alt);
+      }
+    }
+  }
+  return out;
+}
+
+const Registration gemmSuite("gemm", runGemm);
+const Registration gemvSuite("gemv", runGemv);
+
+} // namespace
+} // namespace minfer::bench

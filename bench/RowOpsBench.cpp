@@ -1,0 +1,319 @@
+// bench/RowOpsBench.cpp — suite "rowops": the row-wise kernels at decode sizes (1 to 16 rows) and prefill
+// sizes (2048 rows), each reported as the bytes it must move against the copy-bandwidth ceiling.
+//
+//   rms_norm / layer_norm (and the fused residual form)  dim 2048, 4096      rows 1, 2048
+//   embedding (a 32000-row bf16 table)                   dim 2048, 4096      rows 1, 2048
+//   rope (Llama-2-7B q: 32 x 128; TinyLlama k: 4 x 64)   half style          rows 1, 2048
+//   rope_kv_write (8 x 128), pointwise silu_mul (5632)                       rows 1, 2048
+//   argmax                                               vocab 32000, 151936 rows 1, 2, 4, 8, 16
+//   sample (T 0.8, top-k 50, top-p 0.95; T 1, top-p 0.9) vocab 32000, 151936 rows 1, 16
+//
+// Bytes are what the kernel must read and write at least (the activations, the weights it reads, the
+// table rows it gathers, one read of the logits); at one row every kernel is far below the bandwidth
+// ceiling (a 4 KB row is latency, not bandwidth), so those rows show launch-to-finish latency. The sampling
+// kernel re-reads its row from L2 in several passes; its bytes still count one read. Shapes use NAME=INT
+// pairs (rows, dim, heads, head_dim, vocab); the baseline kinds (rms_norm, layer_norm, embedding, rope,
+// argmax, sample, ...) have no PyTorch counterpart in bench/torch_baseline.py yet, so they are listed as
+// skipped there.
+#include "bench/Bench.h"
+#include "compiler/KernelCache.h"
+#include "compiler/Safetensors.h"
+#include "compiler/kernels/RowOps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+namespace minfer::bench {
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
+
+struct Loaded {
+  cuda::Module module;
+  cuda::Function fn;
+};
+
+// Compiles `spec` for the device (through the disk cache) and loads it.
+llvm::Expected<Loaded> load(const KernelSpec &spec) {
+  auto info = cuda::deviceInfo();
+  if (!info) return info.takeError();
+  auto target = parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
+  if (!target) return target.takeError();
+  KernelCache cache = KernelCache::openDefault();
+  auto compiled = cache.getOrCompile(KernelSource{spec.name(), spec.source(), spec.entry()}, *target, {});
+  if (!compiled) return compiled.takeError();
+  auto module = cuda::Module::load(compiled->cubin, spec.name());
+  if (!module) return module.takeError();
+  auto fn = module->function(compiled->loweredName);
+  if (!fn) return fn.takeError();
+  return Loaded{std::move(*module), *fn};
+}
+
+// How many copies of the inputs to rotate through so one run's data is not still in L2 from the last:
+// enough to cover 3x the 50 MiB L2 of an H100/H200, at most 16.
+int copiesFor(double bytes) { return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0)); }
+
+// Random bf16 values N(0, stddev) (finite, never all equal: data-dependent kernels such as sampling do
+// their real work), the same bits in every copy.
+std::vector<uint16_t> randomBf16(size_t n, unsigned seed, float stddev = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, stddev);
+  std::vector<uint16_t> v(n);
+  for (auto &b : v) b = floatToBf16(d(rng));
+  return v;
+}
+
+template <typename T> llvm::Expected<cuda::DeviceBuffer> upload(const std::vector<T> &v) {
+  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(v.size() * sizeof(T), 16));
+  if (!b) return b.takeError();
+  if (!v.empty())
+    if (auto e = b->upload(v.data(), v.size() * sizeof(T))) return e;
+  return b;
+}
+
+// The arguments of one launch, each in its own 8-byte slot (pointers, and ints / floats in the low bytes)
+// so cuLaunchKernel can read them through stable addresses.
+struct Args {
+  std::vector<uint64_t> slots;
+  std::vector<void *> ptrs;
+  template <typename T> Args &add(T v) {
+    static_assert(sizeof(T) <= 8, "one slot per argument");
+    uint64_t s = 0;
+    std::memcpy(&s, &v, sizeof(T));
+    slots.push_back(s);
+    return *this;
+  }
+  void **get() {
+    ptrs.clear();
+    for (uint64_t &s : slots) ptrs.push_back(&s);
+    return ptrs.data();
+  }
+};
+
+// Holds a benchmark's buffers alive and times `spec` over `rows`, rotating through the argument sets.
+struct Bench {
+  std::vector<cuda::DeviceBuffer> buffers;
+  std::vector<Args> argSets;
+
+  llvm::Expected<cuda::DevicePtr> keep(llvm::Expected<cuda::DeviceBuffer> b) {
+    if (!b) return b.takeError();
+    buffers.push_back(std::move(*b));
+    return buffers.back().ptr();
+  }
+
+  llvm::Expected<Result> time(const KernelSpec &spec, int64_t rows, double bytes, std::string shape,
+                              std::string baseline) {
+    auto k = load(spec);
+    if (!k) return k.takeError();
+    const LaunchDims dims = spec.launch(rows);
+    auto ms = timeMedian([&](int i) { return cuda::launch(k->fn, dims, argSets[i % argSets.size()].get()); });
+    if (!ms) return ms.takeError();
+    if (auto e = cuda::synchronize()) return e;
+    Result r;
+    r.kernel = spec.name();
+    r.shape = std::move(shape);
+    r.ms = *ms;
+    r.bytes = bytes;
+    r.baseline = std::move(baseline);
+    return r;
+  }
+};
+
+#define BENCH_TRY(var, expr)                                                                                 \
+  auto var##OrErr = (expr);                                                                                  \
+  if (!var##OrErr) return var##OrErr.takeError();                                                            \
+  auto var = *var##OrErr
+
+llvm::Expected<Result> benchNorm(NormKind kind, NormFusion fusion, int64_t dim, int64_t rows) {
+  NormSpec spec(kind, dim, ir::DType::BF16, fusion);
+  const bool layer = kind == NormKind::Layer, fused = fusion == NormFusion::ResidualAdd;
+  const size_t act = size_t(rows) * dim * 2;
+  const int copies = copiesFor(fused ? 2.0 * act : act);
+  Bench b;
+  BENCH_TRY(gamma, b.keep(upload(randomBf16(dim, 1))));
+  BENCH_TRY(beta, b.keep(upload(randomBf16(dim, 2))));
+  BENCH_TRY(y, b.keep(cuda::DeviceBuffer::alloc(act)));
+  BENCH_TRY(s, b.keep(cuda::DeviceBuffer::alloc(act)));
+  std::vector<uint16_t> data = randomBf16(size_t(rows) * dim, 3);
+  for (int c = 0; c < copies; ++c) {
+    BENCH_TRY(x, b.keep(upload(data)));
+    BENCH_TRY(r, b.keep(upload(data)));
+    Args a;
+    a.add(x);
+    if (fused) a.add(r);
+    a.add(gamma);
+    if (layer) a.add(beta);
+    if (fused) a.add(s);
+    a.add(y).add(int(rows)).add(1e-5f);
+    b.argSets.push_back(std::move(a));
+  }
+  // Read x (and r), write y (and s), read the gains once.
+  double bytes = (fused ? 4.0 : 2.0) * act + (layer ? 2.0 : 1.0) * dim * 2;
+  std::string baseline = std::string(layer ? "layer_norm" : "rms_norm") + (fused ? "_residual" : "");
+  return b.time(spec, rows, bytes, "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim), baseline);
+}
+
+llvm::Expected<Result> benchEmbedding(int64_t dim, int64_t rows) {
+  constexpr int64_t kTableRows = 32000; // Llama-2's vocabulary
+  EmbeddingSpec spec(dim, ir::DType::BF16);
+  Bench b;
+  BENCH_TRY(table, b.keep(upload(randomBf16(size_t(kTableRows) * dim, 4))));
+  BENCH_TRY(out, b.keep(cuda::DeviceBuffer::alloc(size_t(rows) * dim * 2)));
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> pick(0, int(kTableRows) - 1);
+  for (int c = 0; c < 4; ++c) { // the table is 128-256 MiB: other ids each run keep gathered rows out of L2
+    std::vector<int32_t> ids(rows);
+    for (auto &i : ids) i = pick(rng);
+    BENCH_TRY(idBuf, b.keep(upload(ids)));
+    Args a;
+    a.add(idBuf).add(table).add(out).add(int(rows)).add(int(kTableRows));
+    b.argSets.push_back(std::move(a));
+  }
+  double bytes = 2.0 * rows * dim * 2 + rows * 4.0;
+  return b.time(spec, rows, bytes, "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim), "embedding");
+}
+
+// ropeInverseFrequencies of the default schedule, theta 10000.
+std::vector<float> defaultInvFreq(int64_t headDim) {
+  std::vector<float> f(headDim / 2);
+  for (int64_t i = 0; i < headDim / 2; ++i) f[i] = float(1.0 / std::pow(10000.0, double(2 * i) / headDim));
+  return f;
+}
+
+std::vector<int32_t> positions(int64_t rows) {
+  std::vector<int32_t> p(rows);
+  for (int64_t r = 0; r < rows; ++r) p[r] = int32_t(r + 17);
+  return p;
+}
+
+llvm::Expected<Result> benchRope(int64_t heads, int64_t headDim, int64_t rows) {
+  RopeSpec spec(heads, headDim, RopeStyle::Half);
+  const size_t act = size_t(rows) * heads * headDim * 2;
+  const int copies = copiesFor(act);
+  Bench b;
+  BENCH_TRY(freq, b.keep(upload(defaultInvFreq(headDim))));
+  BENCH_TRY(pos, b.keep(upload(positions(rows))));
+  BENCH_TRY(y, b.keep(cuda::DeviceBuffer::alloc(act)));
+  std::vector<uint16_t> data = randomBf16(size_t(rows) * heads * headDim, 6);
+  for (int c = 0; c < copies; ++c) {
+    BENCH_TRY(x, b.keep(upload(data)));
+    Args a;
+    a.add(x).add(y).add(pos).add(freq).add(int(rows));
+    b.argSets.push_back(std::move(a));
+  }
+  double bytes = 2.0 * act + rows * 4.0;
+  return b.time(spec, rows, bytes,
+                "rows=" + std::to_string(rows) + " heads=" + std::to_string(heads) + " head_dim=" + std::to_string(headDim),
+                "rope");
+}
+
+llvm::Expected<Result> benchRopeKvWrite(int64_t kvHeads, int64_t headDim, int64_t rows) {
+  KvWriteSpec spec(kvHeads, headDim, RopeStyle::Half);
+  const int64_t kvd = kvHeads * headDim, maxSeq = std::max<int64_t>(rows, 4096);
+  const size_t act = size_t(rows) * kvd * 2;
+  const int copies = copiesFor(2.0 * act);
+  Bench b;
+  BENCH_TRY(freq, b.keep(upload(defaultInvFreq(headDim))));
+  BENCH_TRY(seq, b.keep(upload(std::vector<int32_t>(rows, 0))));
+  BENCH_TRY(pos, b.keep(upload(positions(rows))));
+  BENCH_TRY(kc, b.keep(cuda::DeviceBuffer::alloc(size_t(maxSeq + 17) * kvd * 2)));
+  BENCH_TRY(vc, b.keep(cuda::DeviceBuffer::alloc(size_t(maxSeq + 17) * kvd * 2)));
+  std::vector<uint16_t> data = randomBf16(size_t(rows) * kvd, 7);
+  for (int c = 0; c < copies; ++c) {
+    BENCH_TRY(k, b.keep(upload(data)));
+    BENCH_TRY(v, b.keep(upload(data)));
+    Args a;
+    a.add(k).add(v).add(kc).add(vc).add(seq).add(pos).add(freq).add(int(rows)).add(int(maxSeq + 17));
+    b.argSets.push_back(std::move(a));
+  }
+  double bytes = 4.0 * act + rows * 8.0;
+  return b.time(spec, rows, bytes,
+                "rows=" + std::to_string(rows) + " kv_heads=" + std::to_string(kvHeads) + " head_dim=" + std::to_string(headDim),
+                "rope_kv_write");
+}
+
+llvm::Expected<Result> benchSiluMul(int64_t cols, int64_t rows) {
+  PointwiseSpec spec(PointwiseOp::SiluMul, cols);
+  const size_t act = size_t(rows) * cols * 2;
+  const int copies = copiesFor(2.0 * act);
+  Bench b;
+  BENCH_TRY(y, b.keep(cuda::DeviceBuffer::alloc(act)));
+  std::vector<uint16_t> data = randomBf16(size_t(rows) * cols, 8);
+  for (int c = 0; c < copies; ++c) {
+    BENCH_TRY(gate, b.keep(upload(data)));
+    BENCH_TRY(up, b.keep(upload(data)));
+    Args a;
+    a.add(gate).add(up).add(y).add(int(rows));
+    b.argSets.push_back(std::move(a));
+  }
+  return b.time(spec, rows, 3.0 * act, "rows=" + std::to_string(rows) + " dim=" + std::to_string(cols), "silu_mul");
+}
+
+// Logits N(0, 3): the spread a language model's logits have, so sampling's candidate sets are realistic.
+llvm::Expected<Result> benchArgmaxOrSample(int64_t vocab, int64_t rows, const SampleParams *sample) {
+  std::unique_ptr<KernelSpec> spec;
+  if (sample) spec = std::make_unique<SampleSpec>(vocab);
+  else spec = std::make_unique<ArgmaxSpec>(vocab);
+  const size_t bytes = size_t(rows) * vocab * 2;
+  const int copies = copiesFor(double(bytes));
+  Bench b;
+  BENCH_TRY(out, b.keep(cuda::DeviceBuffer::alloc(rows * 4)));
+  std::vector<uint16_t> data = randomBf16(size_t(rows) * vocab, 9, 3.f);
+  for (int c = 0; c < copies; ++c) {
+    BENCH_TRY(logits, b.keep(upload(data)));
+    Args a;
+    a.add(logits).add(out).add(int(rows));
+    if (sample)
+      a.add(sample->temperature).add(sample->topK).add(sample->topP).add((unsigned long long)sample->seed)
+          .add((unsigned long long)c);
+    b.argSets.push_back(std::move(a));
+  }
+  std::string shape = "rows=" + std::to_string(rows) + " vocab=" + std::to_string(vocab);
+  if (sample) {
+    std::ostringstream s;
+    s << " top_k=" << sample->topK << " top_p_pct=" << int(std::lround(sample->topP * 100));
+    shape += s.str();
+  }
+  return b.time(*spec, rows, double(bytes) + rows * 4.0, shape, sample ? "sample" : "argmax");
+}
+
+llvm::Expected<std::vector<Result>> runRowOps(const Ceilings &) {
+  std::vector<Result> results;
+  auto add = [&](llvm::Expected<Result> r, const std::string &what) -> llvm::Error {
+    if (!r) return fail("rowops " + what + ": " + llvm::toString(r.takeError()));
+    results.push_back(std::move(*r));
+    return llvm::Error::success();
+  };
+  for (int64_t dim : {2048, 4096})
+    for (int64_t rows : {1, 2048}) {
+      std::string at = " dim " + std::to_string(dim) + " rows " + std::to_string(rows);
+      if (auto e = add(benchNorm(NormKind::Rms, NormFusion::None, dim, rows), "rms_norm" + at)) return e;
+      if (auto e = add(benchNorm(NormKind::Layer, NormFusion::None, dim, rows), "layer_norm" + at)) return e;
+      if (auto e = add(benchNorm(NormKind::Rms, NormFusion::ResidualAdd, dim, rows), "rms_norm_residual" + at)) return e;
+      if (auto e = add(benchEmbedding(dim, rows), "embedding" + at)) return e;
+    }
+  for (int64_t rows : {1, 2048}) {
+    std::string at = " rows " + std::to_string(rows);
+    if (auto e = add(benchRope(32, 128, rows), "rope 32x128" + at)) return e;
+    if (auto e = add(benchRope(4, 64, rows), "rope 4x64" + at)) return e;
+    if (auto e = add(benchRopeKvWrite(8, 128, rows), "rope_kv_write 8x128" + at)) return e;
+    if (auto e = add(benchSiluMul(5632, rows), "silu_mul 5632" + at)) return e;
+  }
+  for (int64_t vocab : {32000, 151936}) {
+    for (int64_t rows : {1, 2, 4, 8, 16})
+      if (auto e = add(benchArgmaxOrSample(vocab, rows, nullptr), "argmax vocab " + std::to_string(vocab))) return e;
+    const SampleParams settings[] = {{0.8f, 50, 0.95f, 1, 0}, {1.0f, 0, 0.9f, 1, 0}};
+    for (const SampleParams &p : settings)
+      for (int64_t rows : {1, 16})
+        if (auto e = add(benchArgmaxOrSample(vocab, rows, &p), "sample vocab " + std::to_string(vocab))) return e;
+  }
+  return results;
+}
+
+Registration registration("rowops", runRowOps);
+
+} // namespace
+} // namespace minfer::bench

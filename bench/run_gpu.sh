@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench/run_gpu.sh — the one script run on the GPU machine (Ubuntu 24.04, CUDA 13, PyTorch): the GPU tests,
+# the kernel benchmarks, the PyTorch baseline on the same shapes, and a summary table.
+#
+#   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR]      # BUILD_DIR defaults to build
+#
+# The build directory arrives prebuilt and is used as it is: nothing here builds. $OUT (set by the
+# environment) receives five files:
+#   run_gpu.log          everything this script printed
+#   gpu_tests.xml        JUnit XML of the GPU tests (ctest -L gpu, or the test binary itself, see below)
+#   kernel_bench.json    minfer_kernel_bench --out: one object per kernel result
+#   torch_baseline.json  torch_baseline.py --out: PyTorch on the same shapes, its copy and cuBLAS ceilings
+#   summary.txt          the table: kernel, GB/s, % of copy bandwidth, vs torch
+# The kernel cache lives under /tmp ($MINFER_CACHE_DIR, kept between runs on a warm machine): the first
+# step that compiles a kernel fills it and every later step reuses it, so kernels compile once a run.
+# Every step runs even when an earlier one failed; the exit code is 1 when any failed.
+set -uo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="${1:-build}"
+: "${OUT:?set OUT to the directory that receives the results}"
+python="${PYTHON:-python3}"
+mkdir -p "$OUT"
+
+export MINFER_CACHE_DIR="${MINFER_CACHE_DIR:-/tmp/minfer-kernel-cache}"
+mkdir -p "$MINFER_CACHE_DIR"
+shapes=/tmp/minfer_bench_shapes.json # input to the baseline only; kernel_bench.json holds the same shapes
+rm -f "$shapes"
+failed=()
+
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+run_all() {
+  step "machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || failed+=(nvidia-smi)
+  echo "build dir: $build; kernel cache: $MINFER_CACHE_DIR ($(find "$MINFER_CACHE_DIR" -type f | wc -l) files)"
+  if [[ ! -x "$build/bench/minfer_kernel_bench" ]]; then
+    echo "error: $build/bench/minfer_kernel_bench not found: pass the prebuilt build directory as \$1"
+    return 1
+  fi
+
+  step "GPU tests"
+  # ctest only works where the build directory was configured: CTest files hold absolute paths. Elsewhere
+  # (a build directory carried to another path) run the test binary directly; its XML is JUnit too.
+  configured="$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)"
+  if command -v ctest >/dev/null && [[ -n "$configured" && "$(realpath "$configured")" == "$(realpath "$build")" ]]
+  then
+    ctest --test-dir "$build" -L gpu --no-tests=error --output-on-failure --timeout 300 \
+      --output-junit "$OUT/gpu_tests.xml" || failed+=("GPU tests")
+  elif [[ -x "$build/tests/minfer_gpu_tests" ]]; then
+    echo "(ctest unavailable or build dir moved from '${configured}': running the test binary directly)"
+    "$build/tests/minfer_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.xml" || failed+=("GPU tests")
+  else
+    echo "no GPU tests in $build"
+    failed+=("GPU tests")
+  fi
+
+  step "kernel benchmarks"
+  "$build/bench/minfer_kernel_bench" --out "$OUT/kernel_bench.json" --shapes-out "$shapes" || failed+=("kernel bench")
+
+  step "PyTorch baseline"
+  if [[ -s "$shapes" ]]; then
+    "$python" "$here/torch_baseline.py" --shapes "$shapes" --out "$OUT/torch_baseline.json" \
+      || failed+=("torch baseline")
+  else
+    echo "no shapes from the kernel bench: skipped"
+  fi
+
+  step "summary"
+  if [[ -s "$OUT/kernel_bench.json" ]]; then
+    baseline=()
+    [[ -s "$OUT/torch_baseline.json" ]] && baseline=("$OUT/torch_baseline.json")
+    "$python" "$here/summarize.py" "$OUT/kernel_bench.json" "${baseline[@]}" | tee "$OUT/summary.txt" \
+      || failed+=(summary)
+  else
+    echo "no kernel results"
+  fi
+
+  echo
+  echo "kernel cache: $(find "$MINFER_CACHE_DIR" -type f | wc -l) files"
+  if ((${#failed[@]})); then
+    echo "FAILED: ${failed[*]}"
+    return 1
+  fi
+  echo "all steps passed"
+}
+
+# Everything goes to the log as well; the pipeline ends only when tee has written all of it.
+run_all 2>&1 | tee "$OUT/run_gpu.log"
+exit "${PIPESTATUS[0]}"

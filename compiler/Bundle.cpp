@@ -1,0 +1,145 @@
+// compiler/Bundle.cpp — writing and verifying .mfb bundles.
+#include "compiler/Bundle.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace minfer {
+namespace {
+
+constexpr char kMagic[8] = {'M', 'I', 'N', 'F', 'E', 'R', 'B', 'D'};
+constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
+// A manifest holds the IR text and the plan: generous, but a corrupt length must not allocate gigabytes.
+constexpr uint64_t kMaxManifestBytes = 256ull << 20;
+
+llvm::Error fail(llvm::StringRef path, const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), "bundle '" + path + "': " + msg);
+}
+
+} // namespace
+
+std::string sha256Hex(llvm::StringRef bytes) {
+  auto h = llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes));
+  return llvm::toHex(llvm::StringRef(reinterpret_cast<const char *>(h.data()), h.size()), /*LowerCase=*/true);
+}
+
+std::string Bundle::irHash() const { return sha256Hex(irText); }
+
+llvm::Error writeBundle(llvm::StringRef path, const Bundle &b) {
+  std::string blobs;
+  llvm::json::Array kernels;
+  auto blob = [&](llvm::StringRef bytes) {
+    llvm::json::Object o{{"offset", static_cast<int64_t>(blobs.size())},
+                         {"length", static_cast<int64_t>(bytes.size())},
+                         {"sha256", sha256Hex(bytes)}};
+    blobs.append(bytes.begin(), bytes.end());
+    return o;
+  };
+  for (const BundleKernel &k : b.kernels)
+    kernels.push_back(llvm::json::Object{{"name", k.name},
+                                         {"lowered_name", k.loweredName},
+                                         {"cubin", blob(llvm::StringRef(k.cubin.data(), k.cubin.size()))},
+                                         {"ptx", blob(k.ptx)}});
+  llvm::json::Object manifest{{"format_version", static_cast<int64_t>(kBundleFormatVersion)},
+                              {"minfer_version", b.minferVersion},
+                              {"target", b.target},
+                              {"nvrtc_version", b.nvrtcVersion},
+                              {"ir_sha256", b.irHash()},
+                              {"ir", b.irText},
+                              {"plan", llvm::json::Object(b.plan)},
+                              {"kernels", std::move(kernels)},
+                              {"blobs_length", static_cast<int64_t>(blobs.size())}};
+  std::string manifestText;
+  llvm::raw_string_ostream(manifestText) << llvm::json::Value(std::move(manifest));
+
+  std::string out(kMagic, sizeof kMagic);
+  char word[8];
+  llvm::support::endian::write32le(word, kBundleFormatVersion);
+  out.append(word, 4);
+  llvm::support::endian::write32le(word, 0);
+  out.append(word, 4);
+  llvm::support::endian::write64le(word, manifestText.size());
+  out.append(word, 8);
+  out += manifestText;
+  out += blobs;
+  if (auto e = llvm::writeFileAtomically(path.str() + ".tmp%%%%%%", path, out))
+    return fail(path, "cannot write: " + llvm::toString(std::move(e)));
+  return llvm::Error::success();
+}
+
+llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buf) return fail(path, "cannot read: " + buf.getError().message());
+  llvm::StringRef data = (*buf)->getBuffer();
+  if (data.size() < kHeaderBytes || !data.startswith(llvm::StringRef(kMagic, sizeof kMagic)))
+    return fail(path, "not a minfer bundle (no MINFERBD magic)");
+  uint32_t version = llvm::support::endian::read32le(data.data() + 8);
+  if (version != kBundleFormatVersion)
+    return fail(path, "format version " + llvm::Twine(version) + ", this minfer reads version " +
+                          llvm::Twine(kBundleFormatVersion));
+  uint64_t manifestLen = llvm::support::endian::read64le(data.data() + 16);
+  if (manifestLen > kMaxManifestBytes || manifestLen > data.size() - kHeaderBytes)
+    return fail(path, "manifest length " + llvm::Twine(manifestLen) + " runs past the end of the file (" +
+                          llvm::Twine(data.size()) + " bytes): truncated or corrupt");
+  auto manifest = llvm::json::parse(data.substr(kHeaderBytes, manifestLen));
+  if (!manifest) return fail(path, "manifest is not valid JSON: " + llvm::toString(manifest.takeError()));
+  const llvm::json::Object *m = manifest->getAsObject();
+  if (!m) return fail(path, "manifest is not a JSON object");
+  llvm::StringRef blobs = data.substr(kHeaderBytes + manifestLen);
+
+  Bundle b;
+  auto str = [&](const char *key, std::string &out) -> llvm::Error {
+    auto s = m->getString(key);
+    if (!s) return fail(path, llvm::Twine("manifest has no string '") + key + "'");
+    out = s->str();
+    return llvm::Error::success();
+  };
+  for (auto [key, field] : {std::pair{"ir", &b.irText}, {"target", &b.target}, {"nvrtc_version", &b.nvrtcVersion},
+                            {"minfer_version", &b.minferVersion}})
+    if (auto e = str(key, *field)) return std::move(e);
+  std::string irHash;
+  if (auto e = str("ir_sha256", irHash)) return std::move(e);
+  if (irHash != b.irHash()) return fail(path, "the IR text does not match its recorded SHA-256");
+  auto blobsLen = m->getInteger("blobs_length");
+  if (!blobsLen || static_cast<uint64_t>(*blobsLen) != blobs.size())
+    return fail(path, "holds " + llvm::Twine(blobs.size()) + " bytes of kernels, the manifest says " +
+                          llvm::Twine(blobsLen ? *blobsLen : -1) + ": truncated or corrupt");
+  if (const llvm::json::Object *plan = m->getObject("plan")) b.plan = *plan;
+  else return fail(path, "manifest has no plan");
+
+  const llvm::json::Array *kernels = m->getArray("kernels");
+  if (!kernels) return fail(path, "manifest has no kernel list");
+  for (const llvm::json::Value &kv : *kernels) {
+    const llvm::json::Object *k = kv.getAsObject();
+    if (!k || !k->getString("name") || !k->getString("lowered_name"))
+      return fail(path, "a kernel entry lacks its name or lowered name");
+    BundleKernel bk;
+    bk.name = k->getString("name")->str();
+    bk.loweredName = k->getString("lowered_name")->str();
+    auto blob = [&](const char *which, std::string &out) -> llvm::Error {
+      const llvm::json::Object *o = k->getObject(which);
+      auto off = o ? o->getInteger("offset") : llvm::None;
+      auto len = o ? o->getInteger("length") : llvm::None;
+      auto sha = o ? o->getString("sha256") : llvm::None;
+      if (!off || !len || !sha || *off < 0 || *len < 0 || static_cast<uint64_t>(*off) > blobs.size() ||
+          static_cast<uint64_t>(*len) > blobs.size() - *off)
+        return fail(path, "kernel " + bk.name + ": " + which + " lies outside the file");
+      llvm::StringRef bytes = blobs.substr(*off, *len);
+      if (sha256Hex(bytes) != *sha) return fail(path, "kernel " + bk.name + ": " + which + " checksum mismatch (corrupt)");
+      out = bytes.str();
+      return llvm::Error::success();
+    };
+    std::string cubin;
+    if (auto e = blob("cubin", cubin)) return std::move(e);
+    if (auto e = blob("ptx", bk.ptx)) return std::move(e);
+    bk.cubin.assign(cubin.begin(), cubin.end());
+    b.kernels.push_back(std::move(bk));
+  }
+  return b;
+}
+
+} // namespace minfer

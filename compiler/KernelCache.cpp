@@ -1,0 +1,489 @@
+// compiler/KernelCache.cpp — the content-keyed disk cache (see KernelCache.h for the contract).
+//
+// Entry file, little-endian, format 1:
+//   "MINFERKC" | u32 format | key: 32 bytes | target, name, loweredName, log: u32 length + bytes each
+//   | u64 cubin length + cubin | u64 PTX length + PTX | SHA-256 of every byte before it: 32 bytes
+// An entry is believed only when every field parses inside the file, the digest matches, the key is the
+// one asked for, and the cubin is an ELF for the target's SM.
+#include "compiler/KernelCache.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#ifndef MINFER_VERSION
+#define MINFER_VERSION "unknown"
+#endif
+
+namespace minfer {
+namespace {
+
+constexpr char kMagic[8] = {'M', 'I', 'N', 'F', 'E', 'R', 'K', 'C'};
+constexpr uint32_t kFormatVersion = 1; // bump when the entry layout changes: old entries become misses
+constexpr size_t kDigestBytes = 32;     // SHA-256
+constexpr llvm::StringLiteral kEntrySuffix = ".mkc";
+constexpr llvm::StringLiteral kLockSuffix = ".lock";
+
+std::atomic<bool> warned{false};
+
+bool envFlag(const char *name) {
+  auto v = llvm::sys::Process::GetEnv(name);
+  return v && !v->empty() && *v != "0";
+}
+
+void warnOnce(const llvm::Twine &what) {
+  if (warned.exchange(true)) return;
+  llvm::errs() << "minfer: warning: " << what << "; compiling kernels without the disk cache\n";
+}
+
+std::string sha256Hex(llvm::StringRef data) {
+  llvm::SHA256 h;
+  h.update(data);
+  return llvm::toHex(h.final(), /*LowerCase=*/true);
+}
+
+// SHA-256 of every embedded template: a template edit changes every key even when minfer's version does not.
+const std::string &templatesDigest() {
+  static const std::string digest = [] {
+    llvm::SHA256 h;
+    for (const EmbeddedHeader &t : templateHeaders()) {
+      h.update(llvm::StringRef(t.name, std::strlen(t.name) + 1)); // with its NUL: a separator
+      h.update(llvm::StringRef(t.text, std::strlen(t.text) + 1));
+    }
+    return llvm::toHex(h.final(), true);
+  }();
+  return digest;
+}
+
+void putU32(std::string &out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out += char((v >> (8 * i)) & 0xff);
+}
+void putU64(std::string &out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out += char((v >> (8 * i)) & 0xff);
+}
+void putString(std::string &out, llvm::StringRef s) {
+  putU32(out, uint32_t(s.size()));
+  out += s;
+}
+
+// Bounds-checked reading of an entry; every read past the end sets `truncated`.
+struct Reader {
+  llvm::StringRef data;
+  size_t pos = 0;
+  bool truncated = false;
+
+  llvm::StringRef bytes(uint64_t n) {
+    if (truncated || n > data.size() - pos) {
+      truncated = true;
+      return {};
+    }
+    llvm::StringRef s = data.substr(pos, n);
+    pos += n;
+    return s;
+  }
+  uint64_t number(unsigned width) {
+    llvm::StringRef b = bytes(width);
+    uint64_t v = 0;
+    for (unsigned i = 0; i < b.size(); ++i) v |= uint64_t(uint8_t(b[i])) << (8 * i);
+    return v;
+  }
+  llvm::StringRef string() { return bytes(number(4)); }
+};
+
+struct ParsedEntry {
+  std::string keyHex;
+  std::string target;
+  CompiledKernel kernel;
+};
+
+llvm::Error bad(const llvm::Twine &why) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), why.str());
+}
+
+// Parses and verifies one entry file's bytes. `wantKey` is the key the caller expects (the requested one,
+// or the file's own name); `wantTarget`, when given, is the target it must have been built for.
+llvm::Expected<ParsedEntry> parseEntry(llvm::StringRef data, llvm::StringRef wantKey, const Target *wantTarget) {
+  Reader r{data};
+  if (r.bytes(sizeof(kMagic)) != llvm::StringRef(kMagic, sizeof(kMagic)) || r.truncated)
+    return bad("not a minfer cache entry (bad magic)");
+  uint64_t version = r.number(4);
+  if (r.truncated) return bad("truncated");
+  if (version != kFormatVersion) return bad("entry format " + llvm::Twine(version) + ", expected " +
+                                            llvm::Twine(kFormatVersion));
+  ParsedEntry e;
+  e.keyHex = llvm::toHex(r.bytes(kDigestBytes), true);
+  e.target = r.string().str();
+  e.kernel.name = r.string().str();
+  e.kernel.loweredName = r.string().str();
+  e.kernel.log = r.string().str();
+  llvm::StringRef cubin = r.bytes(r.number(8));
+  e.kernel.ptx = r.bytes(r.number(8)).str();
+  size_t bodyEnd = r.pos;
+  llvm::StringRef digest = r.bytes(kDigestBytes);
+  if (r.truncated) return bad("truncated (a length runs past the end of the file)");
+  if (r.pos != data.size()) return bad(llvm::Twine(data.size() - r.pos) + " stray bytes after the entry");
+  llvm::SHA256 h;
+  h.update(data.take_front(bodyEnd));
+  if (h.final() != digest) return bad("checksum mismatch (corrupted)");
+  if (e.keyHex != wantKey) return bad("holds key " + e.keyHex + ", expected " + wantKey);
+  e.kernel.cubin.assign(cubin.begin(), cubin.end());
+
+  // The target it claims must parse, match the one asked for, and agree with the cubin's own ELF header.
+  llvm::Expected<Target> claimed = parseTarget(e.target);
+  if (!claimed) {
+    llvm::consumeError(claimed.takeError());
+    return bad("unknown target '" + e.target + "'");
+  }
+  if (wantTarget && wantTarget->name != e.target)
+    return bad("built for " + e.target + ", expected " + wantTarget->name);
+  std::optional<int> sm = cubinSmVersion(e.kernel.cubin);
+  if (!sm) return bad("the cubin is not a CUDA ELF");
+  if (*sm != claimed->smVersion())
+    return bad("the cubin is for sm_" + llvm::Twine(*sm) + ", the entry says " + e.target);
+  return e;
+}
+
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readFile(const llvm::Twine &path) {
+  // IsVolatile: read, never mmap, so a file changed under us cannot fault (SIGBUS) mid-verification.
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false, /*IsVolatile=*/true);
+  if (!buf) return llvm::errorCodeToError(buf.getError());
+  return std::move(*buf);
+}
+
+// The descriptors of every CacheLock open in this process, stored as fd + 1 (0 = free slot). A worker
+// forked while another thread holds a lock inherits that descriptor, and with it the flock (flock belongs to
+// the open file, which both processes now share): were the worker to lock the same key it would wait on
+// itself forever. So a worker closes what it inherited (releaseInheritedLocks) before anything else. Slots
+// are lock-free because fork may happen while another thread is mid-update.
+constexpr int kLockSlots = 256; // far more cache locks than threads will ever hold at once
+std::atomic<int> lockSlots[kLockSlots];
+
+int trackLock(int fd) {
+  for (int i = 0; i < kLockSlots; ++i) {
+    int freeSlot = 0;
+    if (lockSlots[i].compare_exchange_strong(freeSlot, fd + 1)) return i;
+  }
+  return -1; // untracked: only a concurrent fork could then inherit it
+}
+
+llvm::Error writeAll(int fd, llvm::StringRef data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return llvm::errorCodeToError(std::error_code(n < 0 ? errno : EIO, std::generic_category()));
+    data = data.drop_front(size_t(n));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+void KernelCache::resetWarningForTesting() { warned = false; }
+
+CacheLock::CacheLock(CacheLock &&o) noexcept : fd_(std::exchange(o.fd_, -1)), slot_(std::exchange(o.slot_, -1)) {}
+
+CacheLock::~CacheLock() {
+  if (fd_ < 0) return;
+  if (slot_ >= 0) lockSlots[slot_].store(0); // untrack first: a tracked descriptor is always a live lock
+  ::close(fd_);                              // closing the last descriptor of the open file drops the flock
+}
+
+llvm::Expected<CacheLock> KernelCache::lockKey(llvm::StringRef key) const {
+  std::string path = lockPath(key);
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0)
+    return llvm::createStringError(std::error_code(errno, std::generic_category()), "cannot open %s: %s",
+                                   path.c_str(), std::strerror(errno));
+  CacheLock lock;
+  lock.fd_ = fd;
+  lock.slot_ = trackLock(fd);
+  while (::flock(fd, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    return llvm::createStringError(std::error_code(errno, std::generic_category()), "cannot lock %s: %s",
+                                   path.c_str(), std::strerror(errno));
+  }
+  return lock;
+}
+
+void KernelCache::releaseInheritedLocks() {
+  for (std::atomic<int> &slot : lockSlots)
+    if (int v = slot.exchange(0)) ::close(v - 1);
+}
+
+std::string KernelCache::defaultDir() {
+  if (auto d = llvm::sys::Process::GetEnv("MINFER_CACHE_DIR"); d && !d->empty()) return *d;
+  llvm::SmallString<256> p;
+  if (auto x = llvm::sys::Process::GetEnv("XDG_CACHE_HOME"); x && !x->empty()) {
+    p = *x;
+  } else {
+    if (!llvm::sys::path::home_directory(p)) return "";
+    llvm::sys::path::append(p, ".cache");
+  }
+  llvm::sys::path::append(p, "minfer");
+  return std::string(p);
+}
+
+KernelCache KernelCache::openDefault() {
+  return KernelCache(defaultDir()); // "" (no location at all): uncached, warned about on first use
+}
+
+KernelCache KernelCache::openAt(std::string dir) { return KernelCache(std::move(dir)); }
+
+std::string KernelCache::kernelsDir() const {
+  llvm::SmallString<256> p(dir_);
+  llvm::sys::path::append(p, "kernels");
+  return std::string(p);
+}
+std::string KernelCache::entryPath(llvm::StringRef key) const {
+  llvm::SmallString<256> p(kernelsDir());
+  llvm::sys::path::append(p, key + kEntrySuffix);
+  return std::string(p);
+}
+std::string KernelCache::lockPath(llvm::StringRef key) const {
+  llvm::SmallString<256> p(kernelsDir());
+  llvm::sys::path::append(p, key + kLockSuffix);
+  return std::string(p);
+}
+
+bool KernelCache::usable() {
+  if (envFlag("MINFER_NO_CACHE")) return false;
+  if (*probe_ == 0) {
+    std::string why;
+    if (dir_.empty()) {
+      why = "no cache directory (set MINFER_CACHE_DIR, XDG_CACHE_HOME or HOME)";
+    } else if (std::error_code ec = llvm::sys::fs::create_directories(kernelsDir())) {
+      why = "cannot create " + kernelsDir() + ": " + ec.message();
+    } else {
+      // A real write, not access(2): root passes permission checks that a read-only mount still refuses.
+      llvm::SmallString<256> probe;
+      int fd = -1;
+      if (std::error_code ec = llvm::sys::fs::createUniqueFile(kernelsDir() + "/probe-%%%%%%%%.tmp", fd, probe)) {
+        why = "cannot write in " + kernelsDir() + ": " + ec.message();
+      } else {
+        llvm::Error w = writeAll(fd, "probe");
+        ::close(fd);
+        llvm::sys::fs::remove(probe);
+        if (w) why = "cannot write in " + kernelsDir() + ": " + llvm::toString(std::move(w));
+      }
+    }
+    *probe_ = why.empty() ? 1 : 2;
+    if (!why.empty()) warnOnce("kernel cache unusable: " + why);
+  }
+  return *probe_ == 1;
+}
+
+llvm::Expected<CacheKey> KernelCache::computeKey(const KernelSource &src, const Target &target,
+                                                 const CompileOptions &opts) {
+  llvm::Expected<std::vector<std::string>> options = nvrtcOptions(target, opts);
+  if (!options) return options.takeError();
+  std::string joined;
+  for (const std::string &o : *options) joined += o + '\0'; // NUL-separated: "-a b" differs from "-a", "b"
+  std::string sourceHash = sha256Hex(src.text);
+  // (label, hashed value, shown value). Each is hashed with its label and length, so no two different
+  // component lists can produce the same byte stream.
+  const std::tuple<llvm::StringRef, std::string, std::string> parts[] = {
+      {"key-format", "1", "1"},
+      {"minfer", MINFER_VERSION, MINFER_VERSION},
+      {"nvrtc", nvrtcVersion(), nvrtcVersion()},
+      {"target", target.name, target.name},
+      {"options", joined, llvm::join(*options, " ")},
+      {"templates", templatesDigest(),
+       "sha256:" + templatesDigest() + " (" + std::to_string(templateHeaders().size()) + " headers)"},
+      {"name", src.name, src.name},
+      {"entry", src.entry, src.entry},
+      {"source", src.text, "sha256:" + sourceHash + " (" + std::to_string(src.text.size()) + " bytes)"},
+  };
+  llvm::SHA256 h;
+  CacheKey key;
+  for (const auto &[label, value, shown] : parts) {
+    std::string framed;
+    putString(framed, label);
+    putU64(framed, value.size());
+    h.update(framed);
+    h.update(value);
+    key.components.push_back({label.str(), shown});
+  }
+  key.hex = llvm::toHex(h.final(), true);
+  return key;
+}
+
+std::optional<CompiledKernel> KernelCache::lookup(llvm::StringRef key, const Target &target) const {
+  if (dir_.empty()) return std::nullopt;
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readFile(entryPath(key));
+  if (!buf) {
+    llvm::consumeError(buf.takeError());
+    return std::nullopt;
+  }
+  llvm::Expected<ParsedEntry> e = parseEntry((*buf)->getBuffer(), key, &target);
+  if (!e) {
+    llvm::consumeError(e.takeError());
+    return std::nullopt;
+  }
+  return std::move(e->kernel);
+}
+
+llvm::Error KernelCache::store(llvm::StringRef key, const Target &target, const CompiledKernel &k) const {
+  std::string data(kMagic, sizeof(kMagic));
+  putU32(data, kFormatVersion);
+  std::string rawKey = llvm::fromHex(key);
+  data += rawKey;
+  putString(data, target.name);
+  putString(data, k.name);
+  putString(data, k.loweredName);
+  putString(data, k.log);
+  putU64(data, k.cubin.size());
+  data.append(k.cubin.begin(), k.cubin.end());
+  putU64(data, k.ptx.size());
+  data += k.ptx;
+  llvm::SHA256 h;
+  h.update(data);
+  data += h.final().str();
+
+  // Temporary in the same directory (rename is atomic only within one file system), fsync, rename.
+  llvm::SmallString<256> tmp;
+  int fd = -1;
+  if (std::error_code ec = llvm::sys::fs::createUniqueFile(entryPath(key) + ".tmp-%%%%%%%%", fd, tmp))
+    return llvm::createStringError(ec, "cannot create a temporary in %s: %s", kernelsDir().c_str(),
+                                   ec.message().c_str());
+  llvm::Error written = writeAll(fd, data);
+  if (!written && ::fsync(fd) != 0) written = llvm::errorCodeToError(std::error_code(errno, std::generic_category()));
+  ::close(fd);
+  if (!written) {
+    if (std::error_code ec = llvm::sys::fs::rename(tmp, entryPath(key))) written = llvm::errorCodeToError(ec);
+  }
+  if (written) {
+    llvm::sys::fs::remove(tmp);
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot write %s: %s", entryPath(key).c_str(),
+                                   llvm::toString(std::move(written)).c_str());
+  }
+  // Make the rename itself durable; best effort (a crash before this only loses the entry, never corrupts).
+  int dfd = ::open(kernelsDir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<CompiledKernel> KernelCache::getOrCompile(const KernelSource &src, const Target &target,
+                                                         const CompileOptions &opts, bool *hit) {
+  if (hit) *hit = false;
+  if (!usable()) return compileKernel(src, target, opts);
+  llvm::Expected<CacheKey> key = computeKey(src, target, opts);
+  if (!key) return key.takeError();
+  if (std::optional<CompiledKernel> k = lookup(key->hex, target)) {
+    if (hit) *hit = true;
+    return std::move(*k);
+  }
+
+  // Miss: one process per key compiles; the others wait here and then find its entry. The directory is
+  // made again in case `minferc cache clear` or a user removed it since the probe.
+  llvm::sys::fs::create_directories(kernelsDir());
+  llvm::Expected<CacheLock> lock = lockKey(key->hex);
+  if (!lock) {
+    warnOnce(llvm::toString(lock.takeError()));
+    return compileKernel(src, target, opts);
+  }
+  if (std::optional<CompiledKernel> k = lookup(key->hex, target)) {
+    if (hit) *hit = true;
+    return std::move(*k);
+  }
+  // Still absent or bad under the lock: a bad entry is removed here, then rebuilt.
+  llvm::sys::fs::remove(entryPath(key->hex));
+
+  if (envFlag("MINFER_CACHE_DEBUG")) {
+    llvm::errs() << "minfer: kernel cache miss for '" << src.name << "' (" << target.name << "): key " << key->hex
+                 << "\n";
+    for (const KeyComponent &c : key->components) llvm::errs() << "  " << c.label << ": " << c.shown << "\n";
+  }
+  llvm::Expected<CompiledKernel> k = compileKernel(src, target, opts);
+  if (!k) return k.takeError();
+  if (llvm::Error e = store(key->hex, target, *k)) warnOnce(llvm::toString(std::move(e)));
+  return k;
+}
+
+llvm::Expected<std::vector<CacheEntryInfo>> KernelCache::list() const {
+  std::vector<CacheEntryInfo> out;
+  if (dir_.empty() || !llvm::sys::fs::is_directory(kernelsDir())) return out;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(kernelsDir(), ec), end; it != end && !ec; it.increment(ec)) {
+    llvm::StringRef file = llvm::sys::path::filename(it->path());
+    if (!file.endswith(kEntrySuffix)) continue; // locks, temporaries
+    CacheEntryInfo info;
+    info.key = file.drop_back(kEntrySuffix.size()).str();
+    uint64_t size = 0;
+    if (!llvm::sys::fs::file_size(it->path(), size)) info.bytes = size;
+    llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readFile(it->path());
+    if (!buf) {
+      info.problem = "unreadable: " + llvm::toString(buf.takeError());
+    } else if (llvm::Expected<ParsedEntry> e = parseEntry((*buf)->getBuffer(), info.key, nullptr)) {
+      info.kernel = e->kernel.name;
+      info.target = e->target;
+      info.valid = true;
+    } else {
+      info.problem = llvm::toString(e.takeError());
+    }
+    out.push_back(std::move(info));
+  }
+  if (ec) return llvm::createStringError(ec, "cannot list %s: %s", kernelsDir().c_str(), ec.message().c_str());
+  llvm::sort(out, [](const CacheEntryInfo &a, const CacheEntryInfo &b) {
+    return std::tie(a.kernel, a.target, a.key) < std::tie(b.kernel, b.target, b.key);
+  });
+  return out;
+}
+
+llvm::Expected<VerifyReport> KernelCache::verify(bool removeBad) const {
+  llvm::Expected<std::vector<CacheEntryInfo>> entries = list();
+  if (!entries) return entries.takeError();
+  VerifyReport report;
+  for (CacheEntryInfo &info : *entries) {
+    if (info.valid) {
+      ++report.valid;
+      continue;
+    }
+    if (removeBad) {
+      // Under the key's lock, and only if still bad: a writer may have just replaced it with a good one.
+      llvm::Expected<CacheLock> lock = lockKey(info.key);
+      if (!lock) return lock.takeError();
+      llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readFile(entryPath(info.key));
+      bool stillBad = true;
+      if (buf) {
+        if (llvm::Expected<ParsedEntry> e = parseEntry((*buf)->getBuffer(), info.key, nullptr)) stillBad = false;
+        else llvm::consumeError(e.takeError());
+      } else {
+        llvm::consumeError(buf.takeError());
+      }
+      if (stillBad && !llvm::sys::fs::remove(entryPath(info.key))) ++report.removed;
+    }
+    report.bad.push_back(std::move(info));
+  }
+  return report;
+}
+
+llvm::Error KernelCache::clear() const {
+  if (dir_.empty() || !llvm::sys::fs::is_directory(kernelsDir())) return llvm::Error::success();
+  std::error_code ec;
+  std::vector<std::string> files;
+  for (llvm::sys::fs::directory_iterator it(kernelsDir(), ec), end; it != end && !ec; it.increment(ec))
+    files.push_back(it->path());
+  if (ec) return llvm::createStringError(ec, "cannot list %s: %s", kernelsDir().c_str(), ec.message().c_str());
+  for (const std::string &f : files)
+    if (std::error_code rec = llvm::sys::fs::remove(f))
+      return llvm::createStringError(rec, "cannot remove %s: %s", f.c_str(), rec.message().c_str());
+  return llvm::Error::success();
+}
+
+} // namespace minfer

@@ -1,0 +1,419 @@
+// compiler/Plan.cpp — lowering a verified module to the launches of a prefill and of a decode step.
+//
+// One op becomes one launch (attention: a KV write and the attention kernel, plus a combine in decode;
+// split: one copy writing every part) — the unfused baseline that the fusion pass will improve on.
+// Decode matmuls at a batch of up to 16 rows use the GEMV template, everything else the tensor-core GEMM.
+#include "compiler/Plan.h"
+
+#include "compiler/MemoryPlanner.h"
+#include "compiler/kernels/Attention.h"
+#include "compiler/kernels/Epilogue.h"
+#include "compiler/kernels/Gemm.h"
+#include "compiler/kernels/Gemv.h"
+#include "compiler/kernels/RowOps.h"
+#include "compiler/kernels/Split.h"
+#include "ir/Interpreter.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+
+namespace minfer {
+
+llvm::StringRef bufferKindName(BufferKind k) {
+  switch (k) {
+  case BufferKind::Input: return "input";
+  case BufferKind::Activation: return "activation";
+  case BufferKind::Weight: return "weight";
+  case BufferKind::Constant: return "constant";
+  case BufferKind::KvCache: return "kv_cache";
+  case BufferKind::Workspace: return "workspace";
+  case BufferKind::Output: return "output";
+  }
+  return "?";
+}
+
+namespace {
+
+// GEMV serves decode batches up to this many rows (its MAX_M limit); larger batches use the GEMM.
+constexpr int64_t kGemvMaxRows = 16;
+
+// Buffers both phases share: weights, KV caches, constants and step inputs, by name.
+struct SharedBuffers {
+  std::map<std::string, int> byName;
+};
+
+class Lowering {
+public:
+  Lowering(const ir::Module &m, Plan &plan, PhasePlan &phase, bool decode, SharedBuffers &shared)
+      : m(m), plan(plan), phase(phase), decode(decode), shared(shared) {}
+
+  llvm::Error run();
+
+private:
+  using Arg = LaunchArg;
+
+  int kernel(std::shared_ptr<KernelSpec> spec) {
+    std::string n = spec->name();
+    auto it = plan.kernelIndex.find(n);
+    if (it != plan.kernelIndex.end()) return it->second;
+    plan.kernels.push_back(std::move(spec));
+    return plan.kernelIndex[n] = static_cast<int>(plan.kernels.size() - 1);
+  }
+  int buffer(PlanBuffer b) {
+    plan.buffers.push_back(std::move(b));
+    return static_cast<int>(plan.buffers.size() - 1);
+  }
+  // A fresh activation for value `v` (one per layer instance), live from the next launch on.
+  int define(ir::ValueId v, int64_t cols) {
+    std::string n = "%" + m.value(v).name + (layer >= 0 ? "@" + std::to_string(layer) : "");
+    int b = buffer(PlanBuffer{n, BufferKind::Activation, cols * 2});
+    live[b] = {static_cast<int>(phase.launches.size()), static_cast<int>(phase.launches.size())};
+    env[v] = b;
+    return b;
+  }
+  int use(ir::ValueId v) {
+    int b = env.lookup(v);
+    if (live.count(b)) live[b].second = static_cast<int>(phase.launches.size());
+    return b;
+  }
+  // The buffer named `b.name` if either phase made it already, else `b`.
+  int sharedBuffer(PlanBuffer b) {
+    auto it = shared.byName.find(b.name);
+    if (it != shared.byName.end()) return it->second;
+    std::string name = b.name;
+    return shared.byName[name] = buffer(std::move(b));
+  }
+  int weight(const ir::Operand &o) {
+    const ir::WeightDecl &w = m.weights[o.id];
+    int64_t l = w.perLayer() ? layer : 0;
+    PlanBuffer b{"@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : ""), BufferKind::Weight};
+    b.weight = o.id;
+    b.layer = l;
+    return sharedBuffer(std::move(b));
+  }
+  int input(const std::string &name) { return sharedBuffer(PlanBuffer{name, BufferKind::Input, 4}); }
+  void emit(int k, std::vector<Arg> args, const ir::Op &op, bool perSequence = false) {
+    PlannedLaunch l;
+    l.kernel = k;
+    l.args = std::move(args);
+    l.layer = layer;
+    l.op = "%" + m.value(op.results[0]).name + " = " + op.info().mnemonic.str();
+    l.perSequence = perSequence;
+    phase.launches.push_back(std::move(l));
+  }
+  static Arg buf(int b, const char *what) { return Arg{Arg::Buffer, b, 0, 0, what}; }
+  static Arg rows() { return Arg{Arg::Rows, -1, 0, 0, "rows"}; }
+  static Arg integer(int64_t v, const char *what) { return Arg{Arg::Int, -1, v, 0, what}; }
+  static Arg real(double v, const char *what) { return Arg{Arg::Float, -1, 0, v, what}; }
+  static Arg null(const char *what) { return Arg{Arg::Buffer, -1, 0, 0, what}; }
+
+  int64_t cols(ir::ValueId v) const { return *m.value(v).type.lastDim(); }
+  const ir::Value &operandValue(const ir::Op &op, size_t i) const { return m.value(op.operands[i].id); }
+
+  llvm::Error lower(const ir::Op &op);
+  llvm::Error lowerMatmul(const ir::Op &op);
+  llvm::Error lowerAttention(const ir::Op &op);
+
+  const ir::Module &m;
+  Plan &plan;
+  PhasePlan &phase;
+  bool decode;
+  int64_t layer = -1;
+  int kvSlot = 0;
+  llvm::DenseMap<ir::ValueId, int> env;
+  std::map<int, std::pair<int, int>> live; // activation buffer -> [first, last] launch
+  SharedBuffers &shared;
+  llvm::DenseMap<const ir::Op *, int> kvSlotBase;
+};
+
+llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
+  int64_t n = m.weights[op.operands[1].id].type.shape[0].value;
+  int64_t k = m.weights[op.operands[1].id].type.shape[1].value;
+  bool bias = op.operands.size() > 2;
+  Epilogue epi = bias ? Epilogue::Bias : Epilogue::None;
+  std::shared_ptr<KernelSpec> spec;
+  int64_t rowsHint = decode ? plan.options.maxBatch : plan.options.maxPrefillRows;
+  if (decode && plan.options.maxBatch <= kGemvMaxRows)
+    spec = std::make_shared<GemvSpec>(n, k, epi, defaultGemvTile(plan.target, rowsHint, n, k));
+  else
+    spec = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
+  int x = use(op.operands[0].id);
+  int w = weight(op.operands[1]);
+  int b = bias ? weight(op.operands[2]) : -1;
+  int y = define(op.results[0], n);
+  // gemm/gemv(C, A, W, M, EpiParams{bias, residual})
+  emit(kernel(spec), {buf(y, "C"), buf(x, "A"), buf(w, "W"), rows(), b >= 0 ? buf(b, "epi.bias") : null("epi.bias"),
+                      null("epi.residual")},
+       op);
+  return llvm::Error::success();
+}
+
+llvm::Error Lowering::lowerAttention(const ir::Op &op) {
+  int heads = static_cast<int>(op.intAttr("heads")), kvHeads = static_cast<int>(op.intAttr("kv_heads"));
+  int headDim = static_cast<int>(op.intAttr("head_dim"));
+  double scale = op.floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(headDim)));
+  int slot = kvSlotBase.lookup(&op) + static_cast<int>(std::max<int64_t>(layer, 0));
+  auto cache = [&](bool isV) {
+    PlanBuffer b{std::string(isV ? "v_cache" : "k_cache") + "@" + std::to_string(slot), BufferKind::KvCache};
+    b.kvSlot = slot;
+    b.isValue = isV;
+    b.layer = layer;
+    b.fixedBytes = plan.options.maxBatch * plan.options.maxSeq * kvHeads * headDim * 2;
+    return sharedBuffer(std::move(b));
+  };
+  int kc = cache(false), vc = cache(true);
+  int q = use(op.operands[0].id), k = use(op.operands[1].id), v = use(op.operands[2].id);
+  int seqOf = input("seq_of"), posOf = input("positions");
+  // kv_write(k, v, k_cache, v_cache, seq_of, pos_of, rows, max_seq)
+  emit(kernel(std::make_shared<KvWriteSpec>(kvHeads, headDim)),
+       {buf(k, "k"), buf(v, "v"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(seqOf, "seq_of"), buf(posOf, "pos_of"),
+        rows(), integer(plan.options.maxSeq, "max_seq")},
+       op);
+  int out = define(op.results[0], int64_t(heads) * headDim);
+  if (!decode) {
+    // attention_prefill(q, k_cache, v_cache, out, rows, start_pos, scale), once per sequence
+    auto spec = std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim);
+    emit(kernel(spec),
+         {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(out, "out"), rows(), integer(0, "start_pos"),
+          real(scale, "scale")},
+         op, /*perSequence=*/true);
+    return llvm::Error::success();
+  }
+  auto dec = std::make_shared<AttentionDecodeSpec>(
+      AttentionDecodeSpec::forSession(heads, kvHeads, headDim, plan.options.maxSeq, plan.options.maxBatch));
+  PlanBuffer ws{"attn_workspace@" + std::to_string(slot), BufferKind::Workspace};
+  ws.fixedBytes = static_cast<int64_t>(dec->workspaceBytes(plan.options.maxBatch, plan.options.maxSeq));
+  int w = buffer(std::move(ws));
+  int ctx = input("context_len");
+  // attention_decode(q, k_cache, v_cache, partial_out, partial_lse, context_len, max_seq, scale)
+  emit(kernel(dec),
+       {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(w, "partial_out"), buf(w, "partial_lse"),
+        buf(ctx, "context_len"), integer(plan.options.maxSeq, "max_seq"), real(scale, "scale")},
+       op);
+  // attention_decode_combine(partial_out, partial_lse, context_len, out, num_splits, split_tokens)
+  emit(kernel(std::make_shared<AttentionCombineSpec>(AttentionCombineSpec::forDecode(*dec))),
+       {buf(w, "partial_out"), buf(w, "partial_lse"), buf(ctx, "context_len"), buf(out, "out"),
+        integer(dec->numSplits(), "num_splits"), integer(dec->splitTokens, "split_tokens")},
+       op);
+  return llvm::Error::success();
+}
+
+llvm::Error Lowering::lower(const ir::Op &op) {
+  using ir::OpKind;
+  switch (op.kind) {
+  case OpKind::Embedding: {
+    const ir::WeightDecl &table = m.weights[op.operands[1].id];
+    int64_t dim = table.type.shape[1].value;
+    int ids = input(operandValue(op, 0).name == "tokens" ? "tokens" : "positions");
+    int t = weight(op.operands[1]);
+    int y = define(op.results[0], dim);
+    // embedding(ids, table, out, rows, table_rows)
+    emit(kernel(std::make_shared<EmbeddingSpec>(dim, table.type.dtype)),
+         {buf(ids, "ids"), buf(t, "table"), buf(y, "out"), rows(), integer(table.type.shape[0].value, "table_rows")}, op);
+    return llvm::Error::success();
+  }
+  case OpKind::LayerNorm:
+  case OpKind::RmsNorm: {
+    bool layerNorm = op.kind == OpKind::LayerNorm;
+    int64_t dim = cols(op.operands[0].id);
+    auto spec = std::make_shared<NormSpec>(layerNorm ? NormKind::Layer : NormKind::Rms, dim,
+                                           m.weights[op.operands[1].id].type.dtype);
+    std::vector<Arg> args = {buf(use(op.operands[0].id), "x"), buf(weight(op.operands[1]), "gamma")};
+    if (layerNorm) args.push_back(buf(weight(op.operands[2]), "beta"));
+    args.push_back(buf(define(op.results[0], dim), "y"));
+    args.push_back(rows());
+    args.push_back(real(op.floatAttr("eps"), "eps"));
+    emit(kernel(spec), std::move(args), op);
+    return llvm::Error::success();
+  }
+  case OpKind::Matmul: return lowerMatmul(op);
+  case OpKind::Attention: return lowerAttention(op);
+  case OpKind::Split: {
+    std::vector<int64_t> sizes = op.intsAttr("sizes");
+    if (sizes.size() > 4) return m.error(op.loc, "the split kernel writes at most 4 parts, this split has " + std::to_string(sizes.size()));
+    std::vector<Arg> args = {buf(use(op.operands[0].id), "x")};
+    for (size_t i = 0; i < 4; ++i)
+      args.push_back(i < sizes.size() ? buf(define(op.results[i], sizes[i]), "y") : null("y"));
+    args.push_back(rows());
+    emit(kernel(std::make_shared<SplitSpec>(cols(op.operands[0].id), sizes)), std::move(args), op);
+    return llvm::Error::success();
+  }
+  case OpKind::Rope: {
+    int64_t heads = op.intAttr("heads"), headDim = op.intAttr("head_dim");
+    PlanBuffer table{"inv_freq:%" + m.value(op.results[0]).name, BufferKind::Constant};
+    for (double f : ir::ropeInverseFrequencies(op)) table.constant.push_back(static_cast<float>(f));
+    table.fixedBytes = static_cast<int64_t>(table.constant.size() * 4);
+    // One table per rope op, shared by every layer (the frequencies do not depend on the layer).
+    int tb = sharedBuffer(std::move(table));
+    int x = use(op.operands[0].id);
+    int y = define(op.results[0], heads * headDim);
+    // rope(x, y, positions, inv_freq, rows)
+    emit(kernel(std::make_shared<RopeSpec>(heads, headDim, ropeStyleOf(op))),
+         {buf(x, "x"), buf(y, "y"), buf(input("positions"), "positions"), buf(tb, "inv_freq"), rows()}, op);
+    return llvm::Error::success();
+  }
+  default: {
+    std::optional<PointwiseOp> pw = pointwiseOpOf(op.kind);
+    if (!pw) return m.error(op.loc, "no kernel lowers '" + op.info().mnemonic + "'");
+    int64_t c = cols(op.results[0]);
+    std::vector<Arg> args = {buf(use(op.operands[0].id), "a")};
+    if (isBinary(*pw)) args.push_back(buf(use(op.operands[1].id), "b"));
+    args.push_back(buf(define(op.results[0], c), "y"));
+    args.push_back(rows());
+    // unary(x, y, rows, arg) / binary(a, b, y, rows)
+    if (!isBinary(*pw)) args.push_back(real(op.floatAttr("factor", 0.0), "arg"));
+    emit(kernel(std::make_shared<PointwiseSpec>(*pw, c)), std::move(args), op);
+    return llvm::Error::success();
+  }
+  }
+}
+
+llvm::Error Lowering::run() {
+  int slots = 0;
+  ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {
+    if (op.kind == ir::OpKind::Attention) {
+      kvSlotBase[&op] = slots;
+      slots += static_cast<int>(count ? count : 1);
+    }
+  });
+  for (const ir::Item &item : m.items) {
+    if (const ir::Op *op = std::get_if<ir::Op>(&item)) {
+      if (auto e = lower(*op)) return e;
+      continue;
+    }
+    const ir::Repeat &r = std::get<ir::Repeat>(item);
+    for (size_t i = 0; i < r.carried.size(); ++i) env[r.carried[i]] = use(r.inits[i]);
+    phase.layers = r.count.value;
+    for (layer = 0; layer < r.count.value; ++layer) {
+      size_t before = phase.launches.size();
+      for (const ir::Op &op : r.body)
+        if (auto e = lower(op)) return e;
+      if (layer == 0) phase.launchesPerLayer = static_cast<int64_t>(phase.launches.size() - before);
+      for (size_t i = 0; i < r.carried.size(); ++i) env[r.carried[i]] = use(r.yields[i]);
+    }
+    layer = -1;
+    for (size_t i = 0; i < r.carried.size(); ++i) env[r.results[i]] = env[r.carried[i]];
+  }
+  // The logits are the step's output; decode picks the next token on the GPU too.
+  int logits = use(m.outputs[0]);
+  plan.buffers[logits].kind = BufferKind::Output;
+  live.erase(logits);
+  if (decode) {
+    int64_t vocab = cols(m.outputs[0]);
+    int tokensOut = buffer(PlanBuffer{"next_tokens", BufferKind::Output, 4});
+    PlannedLaunch l;
+    l.kernel = kernel(std::make_shared<ArgmaxSpec>(vocab));
+    // argmax(logits, out, rows)
+    l.args = {buf(logits, "logits"), buf(tokensOut, "out"), rows()};
+    l.op = "greedy: argmax of the logits";
+    phase.launches.push_back(std::move(l));
+  }
+
+  // Place the activations in the arena by liveness.
+  std::vector<int> ids;
+  std::vector<LiveRange> ranges;
+  for (auto &[b, range] : live) {
+    ids.push_back(b);
+    ranges.push_back({plan.buffers[b].bytesPerRow, range.first, range.second});
+  }
+  ArenaLayout layout = planArena(ranges);
+  for (size_t i = 0; i < ids.size(); ++i) plan.buffers[ids[i]].arenaOffsetPerRow = layout.offsetsPerRow[i];
+  phase.arenaBytesPerRow = layout.bytesPerRow;
+  phase.peakLiveBytesPerRow = layout.peakLiveBytesPerRow;
+  return llvm::Error::success();
+}
+
+llvm::json::Value argJSON(const Plan &plan, const LaunchArg &a) {
+  switch (a.kind) {
+  case LaunchArg::Buffer:
+    return llvm::json::Object{{a.what, a.buffer < 0 ? llvm::json::Value(nullptr) : llvm::json::Value(plan.buffers[a.buffer].name)}};
+  case LaunchArg::Rows: return llvm::json::Object{{a.what, "rows"}};
+  case LaunchArg::Int: return llvm::json::Object{{a.what, a.i}};
+  case LaunchArg::Float: return llvm::json::Object{{a.what, a.f}};
+  }
+  return nullptr;
+}
+
+llvm::json::Object phaseJSON(const Plan &plan, const PhasePlan &p) {
+  llvm::json::Array steps;
+  for (const PlannedLaunch &l : p.launches) {
+    llvm::json::Array args;
+    for (const LaunchArg &a : l.args) args.push_back(argJSON(plan, a));
+    llvm::json::Object s{{"kernel", plan.kernels[l.kernel]->name()}, {"op", l.op}, {"args", std::move(args)}};
+    if (l.layer >= 0) s["layer"] = l.layer;
+    if (l.perSequence) s["per_sequence"] = true;
+    steps.push_back(std::move(s));
+  }
+  return llvm::json::Object{{"launches", static_cast<int64_t>(p.launches.size())},
+                            {"launches_per_layer", p.launchesPerLayer},
+                            {"layers", p.layers},
+                            {"arena_bytes_per_row", p.arenaBytesPerRow},
+                            {"peak_live_bytes_per_row", p.peakLiveBytesPerRow},
+                            {"steps", std::move(steps)}};
+}
+
+} // namespace
+
+llvm::json::Object Plan::toJSON() const {
+  llvm::json::Object decodeJSON = phaseJSON(*this, decode);
+  decodeJSON["weight_bytes"] = weightBytes;
+  decodeJSON["flops_per_token"] = decodeFlopsPerToken;
+  llvm::json::Array ks;
+  for (const auto &k : kernels) {
+    llvm::json::Object o = k->toJSON();
+    o["name"] = k->name();
+    ks.push_back(std::move(o));
+  }
+  llvm::json::Array bufs;
+  for (const PlanBuffer &b : buffers) {
+    llvm::json::Object o{{"name", b.name}, {"kind", bufferKindName(b.kind)}};
+    if (b.bytesPerRow) o["bytes_per_row"] = b.bytesPerRow;
+    if (b.fixedBytes) o["bytes"] = b.fixedBytes;
+    if (b.arenaOffsetPerRow >= 0) o["arena_offset_per_row"] = b.arenaOffsetPerRow;
+    if (!b.constant.empty()) {
+      llvm::json::Array values;
+      for (float f : b.constant) values.push_back(static_cast<double>(f));
+      o["values"] = std::move(values);
+    }
+    bufs.push_back(std::move(o));
+  }
+  return llvm::json::Object{{"target", target.name},
+                            {"max_batch", options.maxBatch},
+                            {"max_prefill_rows", options.maxPrefillRows},
+                            {"max_seq", options.maxSeq},
+                            {"prefill", phaseJSON(*this, prefill)},
+                            {"decode", std::move(decodeJSON)},
+                            {"kernels", std::move(ks)},
+                            {"buffers", std::move(bufs)}};
+}
+
+llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const PlanOptions &opts) {
+  Plan plan;
+  plan.target = target;
+  plan.options = opts;
+  if (plan.options.maxSeq <= 0) plan.options.maxSeq = m.findDim("max_pos") ? m.findDim("max_pos")->value : 4096;
+  if (plan.options.maxBatch <= 0 || plan.options.maxPrefillRows <= 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "plan: batch and prefill rows must be positive");
+  // Weight bytes as the kernels read them: matmul weights bf16 (converted at load), others as declared.
+  std::vector<bool> isMatmulWeight(m.weights.size(), false);
+  ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
+    if (op.kind == ir::OpKind::Matmul) isMatmulWeight[op.operands[1].id] = true;
+  });
+  std::vector<int64_t> counts = m.weightLayerCounts();
+  for (size_t i = 0; i < m.weights.size(); ++i) {
+    int64_t numel = 1;
+    for (const ir::Dim &d : m.weights[i].type.shape) numel *= d.value;
+    plan.weightBytes += counts[i] * numel * (isMatmulWeight[i] ? 2 : static_cast<int64_t>(ir::dtypeSize(m.weights[i].type.dtype)));
+    if (isMatmulWeight[i]) plan.decodeFlopsPerToken += 2.0 * counts[i] * numel;
+  }
+  plan.prefill.name = "prefill";
+  plan.decode.name = "decode";
+  SharedBuffers shared;
+  if (auto e = Lowering(m, plan, plan.prefill, false, shared).run()) return std::move(e);
+  if (auto e = Lowering(m, plan, plan.decode, true, shared).run()) return std::move(e);
+  return plan;
+}
+
+} // namespace minfer

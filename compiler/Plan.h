@@ -1,0 +1,95 @@
+// compiler/Plan.h — the ordered kernel launches of a prefill and of a decode step, with their buffers.
+//
+// buildPlan lowers a verified module op by op (no fusion yet: that is the fusion pass's job) into
+// launches of specialised kernels. Each launch names its kernel (an index into `kernels`, unique by
+// spec name), its arguments in the kernel's parameter order, and the layer it belongs to. Activation
+// buffers live in one arena per phase, placed by the memory planner; weights, constants (rope frequency
+// tables), the KV cache and workspaces are buffers of their own kinds. The runtime walks this to run a
+// step; --emit=plan prints it; a bundle stores it.
+#pragma once
+
+#include "compiler/Target.h"
+#include "compiler/kernels/KernelSpec.h"
+#include "ir/Module.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+enum class BufferKind {
+  Input,      // i32 per row: tokens, positions, sequence ids
+  Activation, // bf16 [rows, cols] in the phase's arena
+  Weight,     // one tensor of one layer, as loaded (matmul weights bf16 [out, in])
+  Constant,   // data computed at plan time (rope inverse frequencies)
+  KvCache,    // one layer's K or V cache: [batch, max_seq, kv_dim] bf16
+  Workspace,  // scratch of a kernel (decode attention partials), sized by batch and max_seq
+  Output,     // the logits [rows, vocab] bf16, and the sampled token ids
+};
+llvm::StringRef bufferKindName(BufferKind);
+
+struct PlanBuffer {
+  std::string name;
+  BufferKind kind = BufferKind::Activation;
+  int64_t bytesPerRow = 0; // Input, Activation, Output: bytes per token row
+  int64_t fixedBytes = 0;  // Weight, Constant: total bytes
+  int64_t arenaOffsetPerRow = -1; // Activation: offset in the arena, bytes per row
+  int weight = -1;         // Weight: index into Module::weights
+  int64_t layer = -1;      // Weight, KvCache: the layer
+  int kvSlot = -1;         // KvCache: the attention slot (Module::numKvSlots)
+  bool isValue = false;    // KvCache: V (else K)
+  std::vector<float> constant; // Constant: the values (fp32)
+};
+
+struct LaunchArg {
+  enum Kind { Buffer, Rows, Int, Float } kind = Buffer;
+  int buffer = -1;   // Buffer
+  int64_t i = 0;     // Int
+  double f = 0;      // Float
+  std::string what;  // the kernel parameter it binds, for dumps
+};
+
+struct PlannedLaunch {
+  int kernel = -1;
+  std::vector<LaunchArg> args;
+  int64_t layer = -1;     // -1 outside the decoder layers
+  std::string op;         // the IR op this launch implements, e.g. "%q0 = matmul"
+  bool perSequence = false; // launched once per sequence (prefill attention), pointers offset per sequence
+};
+
+struct PhasePlan {
+  std::string name; // "prefill" or "decode"
+  std::vector<PlannedLaunch> launches;
+  int64_t launchesPerLayer = 0; // launches in one decoder layer
+  int64_t layers = 0;
+  int64_t arenaBytesPerRow = 0;
+  int64_t peakLiveBytesPerRow = 0;
+};
+
+struct PlanOptions {
+  int64_t maxBatch = 1;       // decode rows
+  int64_t maxPrefillRows = 2048;
+  int64_t maxSeq = 0;         // 0: the module's `max_pos` dim, else 4096
+};
+
+struct Plan {
+  Target target;
+  PlanOptions options;
+  std::vector<std::shared_ptr<KernelSpec>> kernels; // unique by name
+  std::map<std::string, int> kernelIndex;            // name -> index in kernels
+  std::vector<PlanBuffer> buffers;
+  PhasePlan prefill, decode;
+  int64_t weightBytes = 0;         // every weight as the kernels read it
+  double decodeFlopsPerToken = 0;  // 2 * matmul weights (+ attention at context 1)
+
+  llvm::json::Object toJSON() const;
+};
+
+llvm::Expected<Plan> buildPlan(const ir::Module &, const Target &, const PlanOptions & = {});
+
+} // namespace minfer

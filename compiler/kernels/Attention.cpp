@@ -1,0 +1,199 @@
+// compiler/kernels/Attention.cpp — names, launch geometry, shared memory and workspace of the attention
+// kernels. The shared-memory formulas mirror attn::prefillSmemBytes / attn::decodeSmemBytes in the
+// templates (AttentionSpecTest has NVRTC check that both sides agree); the kernels trap when given less.
+#include "compiler/kernels/Attention.h"
+
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+
+namespace minfer {
+namespace {
+
+llvm::Error specError(const std::string &spec, const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), spec + ": " + msg);
+}
+
+// The mma k-dimension is 16: shared rows hold the head dim rounded up to 16, plus 8 bf16 against bank
+// conflicts (templates: attn::paddedHeadDim, attn::smemStride).
+int smemStride(int headDim) { return (headDim + 15) / 16 * 16 + 8; }
+
+// Rules shared by every attention kernel (the templates static_assert the same).
+llvm::Error validateHeads(const std::string &spec, int heads, int kvHeads, int headDim) {
+  if (heads <= 0 || kvHeads <= 0) return specError(spec, "heads and kv_heads must be positive");
+  if (heads % kvHeads != 0)
+    return specError(spec, "heads " + llvm::Twine(heads) + " is not a multiple of kv_heads " + llvm::Twine(kvHeads));
+  if (headDim < 8 || headDim > 128 || headDim % 8 != 0)
+    return specError(spec, "head_dim " + llvm::Twine(headDim) + " is not a multiple of 8 in 8..128");
+  return llvm::Error::success();
+}
+
+unsigned ceilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+} // namespace
+
+// ---- prefill -----------------------------------------------------------------------------------------------
+
+std::vector<AttentionPrefillSpec> AttentionPrefillSpec::candidates(int heads, int kvHeads, int headDim) {
+  // (blockM, blockN, warps): the default, a taller tile (K/V reused by twice the rows), a shorter key
+  // tile (fewer registers and less shared memory, for head dim 128 on sm_89's 99 KB).
+  return {{heads, kvHeads, headDim, 64, 64, 4},
+          {heads, kvHeads, headDim, 128, 64, 8},
+          {heads, kvHeads, headDim, 64, 32, 4},
+          {heads, kvHeads, headDim, 128, 32, 8}};
+}
+
+llvm::Error AttentionPrefillSpec::validate() const {
+  if (auto e = validateHeads(name(), heads, kvHeads, headDim)) return e;
+  if (warps < 1 || warps > 16) return specError(name(), "warps must be 1..16");
+  if (blockM != 16 * warps) return specError(name(), "block_m must be 16 * warps (16 query rows a warp)");
+  if (blockN < 16 || blockN > 128 || blockN % 16 != 0) return specError(name(), "block_n must be a multiple of 16 in 16..128");
+  return llvm::Error::success();
+}
+
+unsigned AttentionPrefillSpec::sharedBytes() const {
+  // Q tile + two stages of K and V tiles, bf16.
+  return static_cast<unsigned>((blockM + 4 * blockN) * smemStride(headDim) * 2);
+}
+
+std::string AttentionPrefillSpec::name() const {
+  return "attention_prefill_bf16_h" + std::to_string(heads) + "_kv" + std::to_string(kvHeads) + "_d" +
+         std::to_string(headDim) + "_m" + std::to_string(blockM) + "n" + std::to_string(blockN) + "_w" +
+         std::to_string(warps);
+}
+
+std::string AttentionPrefillSpec::entry() const {
+  return "minfer::attention_prefill<" + std::to_string(heads) + ", " + std::to_string(kvHeads) + ", " +
+         std::to_string(headDim) + ", " + std::to_string(blockM) + ", " + std::to_string(blockN) + ", " +
+         std::to_string(warps) + ">";
+}
+
+LaunchDims AttentionPrefillSpec::launch(int64_t rows) const {
+  LaunchDims d;
+  d.grid = {ceilDiv(rows, blockM), static_cast<unsigned>(heads), 1};
+  d.block = {static_cast<unsigned>(32 * warps), 1, 1};
+  d.sharedBytes = sharedBytes();
+  return d;
+}
+
+llvm::json::Object AttentionPrefillSpec::toJSON() const {
+  return llvm::json::Object{{"family", "attention_prefill"}, {"heads", heads},   {"kv_heads", kvHeads},
+                            {"head_dim", headDim},           {"block_m", blockM}, {"block_n", blockN},
+                            {"warps", warps},                {"shared_bytes", sharedBytes()}};
+}
+
+// ---- decode ------------------------------------------------------------------------------------------------
+
+int AttentionDecodeSpec::residentBlocksPerSm(int headDim) {
+  // 228 KB of shared memory an SM, 1 KB reserved per block; registers allow 3 blocks of 128 threads at head
+  // dim 128 (~160 a thread) and 4 below (~120 at 64, fewer for smaller heads).
+  const int bySmem = (228 * 1024) / (int(AttentionDecodeSpec(1, 1, headDim, 16, 16).sharedBytes()) + 1024);
+  const int byRegs = headDim > 64 ? 3 : 4;
+  return std::max(1, std::min(bySmem, byRegs));
+}
+
+int AttentionDecodeSpec::chooseSplitTokens(int kvHeads, int headDim, int64_t maxSeq, int64_t batch, int smCount) {
+  const int64_t slots = int64_t(std::max(smCount, 1)) * residentBlocksPerSm(headDim);
+  const int64_t pairs = int64_t(std::max(kvHeads, 1)) * std::max<int64_t>(batch, 1); // blocks per chunk index
+  // One wave when the pairs leave room; otherwise ~4 waves' worth of blocks.
+  const int64_t splits = std::clamp<int64_t>(pairs <= slots ? slots / pairs : (4 * slots + pairs - 1) / pairs, 1,
+                                             kMaxSplits);
+  const int64_t seq = std::max<int64_t>(maxSeq, 1);
+  const int64_t perSplit = (seq + splits - 1) / splits; // ceil: at most `splits` chunks
+  return static_cast<int>((perSplit + 15) / 16 * 16);   // whole 16-key tiles
+}
+
+AttentionDecodeSpec AttentionDecodeSpec::forSession(int heads, int kvHeads, int headDim, int64_t maxSeq,
+                                                    int64_t batch, int smCount) {
+  return {heads, kvHeads, headDim, chooseSplitTokens(kvHeads, headDim, maxSeq, batch, smCount), maxSeq};
+}
+
+size_t AttentionDecodeSpec::partialLseOffset(int64_t batch, int64_t maxSeq) const {
+  return size_t(batch) * heads * numSplits(maxSeq) * headDim * sizeof(float);
+}
+
+size_t AttentionDecodeSpec::workspaceBytes(int64_t batch, int64_t maxSeq) const {
+  return partialLseOffset(batch, maxSeq) + size_t(batch) * heads * numSplits(maxSeq) * sizeof(float);
+}
+
+llvm::Error AttentionDecodeSpec::validate() const {
+  if (auto e = validateHeads(name(), heads, kvHeads, headDim)) return e;
+  if (splitTokens <= 0 || splitTokens % 16 != 0) return specError(name(), "split_tokens must be a positive multiple of 16");
+  if (threads < 32 || threads > 512 || threads % 32 != 0) return specError(name(), "threads must be 1..16 whole warps");
+  if (maxSeq <= 0) return specError(name(), "max_seq must be positive (set it at plan time)");
+  if (numSplits() > kMaxSplits)
+    return specError(name(), "max_seq " + llvm::Twine(maxSeq) + " makes " + llvm::Twine(numSplits()) +
+                                 " splits, more than the combine's " + llvm::Twine(kMaxSplits) + "; use longer splits");
+  return llvm::Error::success();
+}
+
+unsigned AttentionDecodeSpec::sharedBytes() const {
+  // Per warp a ring of `stages` 16-key K and V tiles (2..4 stages within ~64 KB for the block), reused after
+  // the loop for the merge (16 rows of fp32 O plus m and l per warp). Mirrors attn::decodeStages/SmemBytes.
+  const int warps = threads / 32, stride = smemStride(headDim);
+  const int perStage = warps * 2 * 16 * stride * 2;
+  const int stages = std::clamp(65536 / perStage, 2, 4);
+  const int ring = perStage * stages;
+  const int merge = warps * 16 * ((headDim + 15) / 16 * 16 + 2) * 4;
+  return static_cast<unsigned>(std::max(ring, merge));
+}
+
+std::string AttentionDecodeSpec::name() const {
+  return "attention_decode_bf16_h" + std::to_string(heads) + "_kv" + std::to_string(kvHeads) + "_d" +
+         std::to_string(headDim) + "_s" + std::to_string(splitTokens) + "_t" + std::to_string(threads);
+}
+
+std::string AttentionDecodeSpec::entry() const {
+  return "minfer::attention_decode<" + std::to_string(heads) + ", " + std::to_string(kvHeads) + ", " +
+         std::to_string(headDim) + ", " + std::to_string(splitTokens) + ", " + std::to_string(threads) + ">";
+}
+
+LaunchDims AttentionDecodeSpec::launch(int64_t rows) const {
+  LaunchDims d;
+  d.grid = {static_cast<unsigned>(numSplits()), static_cast<unsigned>(kvHeads), static_cast<unsigned>(rows)};
+  d.block = {static_cast<unsigned>(threads), 1, 1};
+  d.sharedBytes = sharedBytes();
+  return d;
+}
+
+llvm::json::Object AttentionDecodeSpec::toJSON() const {
+  return llvm::json::Object{{"family", "attention_decode"},
+                            {"heads", heads},
+                            {"kv_heads", kvHeads},
+                            {"head_dim", headDim},
+                            {"split_tokens", splitTokens},
+                            {"threads", threads},
+                            {"max_seq", maxSeq},
+                            {"num_splits", numSplits()},
+                            {"shared_bytes", sharedBytes()}};
+}
+
+// ---- combine -----------------------------------------------------------------------------------------------
+
+llvm::Error AttentionCombineSpec::validate() const {
+  if (heads <= 0) return specError(name(), "heads must be positive");
+  if (headDim < 8 || headDim > 128 || headDim % 8 != 0)
+    return specError(name(), "head_dim " + llvm::Twine(headDim) + " is not a multiple of 8 in 8..128");
+  return llvm::Error::success();
+}
+
+std::string AttentionCombineSpec::name() const {
+  return "attention_decode_combine_bf16_h" + std::to_string(heads) + "_d" + std::to_string(headDim);
+}
+
+std::string AttentionCombineSpec::entry() const {
+  return "minfer::attention_decode_combine<" + std::to_string(heads) + ", " + std::to_string(headDim) + ">";
+}
+
+LaunchDims AttentionCombineSpec::launch(int64_t rows) const {
+  LaunchDims d;
+  d.grid = {static_cast<unsigned>(heads), static_cast<unsigned>(rows), 1};
+  d.block = {128, 1, 1}; // attn::kCombineThreads: 4 warps, chunks merged side by side
+  return d;
+}
+
+llvm::json::Object AttentionCombineSpec::toJSON() const {
+  return llvm::json::Object{{"family", "attention_decode_combine"}, {"heads", heads}, {"head_dim", headDim}};
+}
+
+} // namespace minfer

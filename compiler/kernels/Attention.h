@@ -1,0 +1,118 @@
+// compiler/kernels/Attention.h — the specs of templates/attention_prefill.cuh and attention_decode.cuh.
+//
+// Prefill runs one launch per sequence (the host offsets the cache pointers to that sequence's slab):
+//   attention_prefill(q [rows, heads*head_dim], k_cache, v_cache [max_seq, kv_dim], out [rows, heads*head_dim],
+//                     int rows, int start_pos, float scale)
+// Decode is two launches on the same stream, sharing a workspace of workspaceBytes(batch, maxSeq):
+//   attention_decode(q [B, heads*head_dim], k_cache, v_cache [B, max_seq, kv_dim],
+//                    float *partial_out = workspace, float *partial_lse = workspace + partialLseOffset(B, maxSeq),
+//                    const int *context_len [B], int max_seq, float scale)
+//   attention_decode_combine(const float *partial_out, const float *partial_lse, const int *context_len,
+//                            bf16 *out [B, heads*head_dim], int num_splits = decode.numSplits(),
+//                            int split_tokens = decode.splitTokens)
+// context_len counts this step's token (already written to the cache by kv_write); max_seq is the cache's
+// positions per sequence (its row stride).
+// `scale` is 1/sqrt(head_dim) unless the IR op says otherwise; the host passes it.
+#pragma once
+
+#include "compiler/kernels/KernelSpec.h"
+
+#include "llvm/Support/Error.h"
+
+#include <vector>
+
+namespace minfer {
+
+// Flash-attention prefill: grid (ceil(rows / blockM), heads), one warp per 16 query rows.
+struct AttentionPrefillSpec : KernelSpec {
+  int heads = 0, kvHeads = 0, headDim = 0;
+  // Default tile: 64 query rows (4 warps) x 64 keys. At head dim 128 that is 85 KB of shared memory
+  // (Q + two stages of K and V) and ~180 registers a thread: 2 blocks, 8 warps an SM on H100.
+  int blockM = 64, blockN = 64, warps = 4;
+
+  AttentionPrefillSpec(int heads, int kvHeads, int headDim) : heads(heads), kvHeads(kvHeads), headDim(headDim) {}
+  AttentionPrefillSpec(int heads, int kvHeads, int headDim, int blockM, int blockN, int warps)
+      : heads(heads), kvHeads(kvHeads), headDim(headDim), blockM(blockM), blockN(blockN), warps(warps) {}
+
+  // The tiles the autotuner may try for a head dim (the default first).
+  static std::vector<AttentionPrefillSpec> candidates(int heads, int kvHeads, int headDim);
+
+  // What the template's static_asserts would reject, as an error naming the field.
+  llvm::Error validate() const;
+  unsigned sharedBytes() const; // dynamic shared memory; mirrors attn::prefillSmemBytes
+
+  std::string name() const override; // attention_prefill_bf16_h32_kv4_d64_m64n64_w4
+  std::string header() const override { return "attention_prefill.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override; // rows: query rows of the sequence
+  llvm::json::Object toJSON() const override;
+};
+
+// Split-K decode: grid (numSplits(), kvHeads, batch); every block serves one kv head's query-head group over
+// splitTokens cache positions. maxSeq (the session's cache length) fixes the grid; it is a launch parameter,
+// not part of the generated source or the name.
+struct AttentionDecodeSpec : KernelSpec {
+  int heads = 0, kvHeads = 0, headDim = 0;
+  int splitTokens = 64;
+  // 4 warps: each streams its own 16-key tiles, so a block keeps 4 rings of copies in flight while staying
+  // small enough (68 KB at head dim 128) for 3 blocks an SM.
+  int threads = 128;
+  int64_t maxSeq = 0;
+
+  AttentionDecodeSpec(int heads, int kvHeads, int headDim, int splitTokens, int64_t maxSeq, int threads = 128)
+      : heads(heads), kvHeads(kvHeads), headDim(headDim), splitTokens(splitTokens), threads(threads), maxSeq(maxSeq) {}
+  // The spec for a session of `batch` sequences of at most `maxSeq` positions: splitTokens from
+  // chooseSplitTokens.
+  static AttentionDecodeSpec forSession(int heads, int kvHeads, int headDim, int64_t maxSeq, int64_t batch = 1,
+                                        int smCount = kDefaultSmCount);
+
+  // 132 SMs: H100 SXM and H200.
+  static constexpr int kDefaultSmCount = 132;
+  // The most chunks per (sequence, head): the combine stages their log-sum-exps in shared memory
+  // (attn::kMaxSplits in the template).
+  static constexpr int kMaxSplits = 256;
+  // The chunk length (a multiple of 16) for a full-length context: enough chunks that batch * kvHeads *
+  // numSplits blocks fill every SM's resident slots once (one wave: the blocks stream their chunks side by
+  // side and finish together; H200, Llama-2-7B batch 1: 12 chunks of 352 run in ~60% of the time of 64
+  // chunks of 64), or, when the batch alone has more (sequence, kv head) pairs than there are slots, ~4
+  // waves' worth so the last, partly filled wave is a small part. At most kMaxSplits chunks.
+  static int chooseSplitTokens(int kvHeads, int headDim, int64_t maxSeq, int64_t batch = 1,
+                               int smCount = kDefaultSmCount);
+  // Blocks of attention_decode resident on one SM: limited by shared memory (228 KB an SM on H100/H200, 1 KB
+  // of it reserved per block) and by registers (~160 a thread at head dim 128, ~120 at 64: 3 and 4 blocks).
+  static int residentBlocksPerSm(int headDim);
+
+  int64_t numSplits() const { return numSplits(maxSeq); }
+  int64_t numSplits(int64_t maxSeq) const { return (maxSeq + splitTokens - 1) / splitTokens; }
+  // The workspace both launches share: partial_out [batch, heads, numSplits, headDim] fp32, then
+  // partial_lse [batch, heads, numSplits] fp32 at partialLseOffset.
+  size_t workspaceBytes(int64_t batch, int64_t maxSeq) const;
+  size_t partialLseOffset(int64_t batch, int64_t maxSeq) const;
+
+  llvm::Error validate() const;
+  unsigned sharedBytes() const; // dynamic shared memory; mirrors attn::decodeSmemBytes
+
+  std::string name() const override; // attention_decode_bf16_h32_kv4_d64_s256_t128
+  std::string header() const override { return "attention_decode.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override; // rows: the batch (sequences)
+  llvm::json::Object toJSON() const override;
+};
+
+// The second decode launch: grid (heads, batch), 128 threads merging the chunks in parallel.
+struct AttentionCombineSpec : KernelSpec {
+  int heads = 0, headDim = 0;
+
+  AttentionCombineSpec(int heads, int headDim) : heads(heads), headDim(headDim) {}
+  static AttentionCombineSpec forDecode(const AttentionDecodeSpec &d) { return {d.heads, d.headDim}; }
+
+  llvm::Error validate() const;
+
+  std::string name() const override; // attention_decode_combine_bf16_h32_d64
+  std::string header() const override { return "attention_decode.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override; // rows: the batch
+  llvm::json::Object toJSON() const override;
+};
+
+} // namespace minfer

@@ -1,0 +1,76 @@
+// compiler/kernels/Gemm.h — the prefill matmul kernel family (templates/gemm.cuh): its spec, which tile
+// shapes are valid on a target, the autotuner's candidates and the heuristic default.
+//
+// A GemmSpec fixes everything but M: C[M, N] = epi(A[M, K] · W[N, K]^T), bf16 in and out, fp32
+// accumulation. Kernel arguments, in order (the same for gemv, Gemv.h):
+//   bf16 *C [M, N], const bf16 *A [M, K], const bf16 *W [N, K], int M, EpiParams {bias [N], residual [M, N]}
+// A, W and C 16-byte aligned; C may alias the residual, never A or W.
+#pragma once
+
+#include "compiler/Target.h"
+#include "compiler/kernels/Epilogue.h"
+#include "compiler/kernels/KernelSpec.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+// One block computes a bm x bn tile of C, walking K in bk-wide slices through a `stages`-deep ring of
+// shared-memory buffers, with warpsM x warpsN warps (each owning a (bm/warpsM) x (bn/warpsN) warp tile).
+struct GemmTile {
+  int bm = 128, bn = 128, bk = 32, stages = 4, warpsM = 2, warpsN = 2;
+
+  int threads() const { return 32 * warpsM * warpsN; }
+  // STAGES * (BM + BN) * BK * 2: the ring of A and W slices, bf16. Nothing else lives in shared memory.
+  int sharedBytes() const { return stages * (bm + bn) * bk * 2; }
+  // "m128n128k32_s4_w2x2", as it appears in spec names.
+  std::string str() const;
+  bool operator==(const GemmTile &o) const = default;
+};
+
+// The dynamic shared memory one block may opt in to on `target` (the per-block maximum, e.g. 227 KB on
+// sm_90, 163 KB on sm_80, 99 KB on sm_86/sm_89/sm_120).
+int maxSharedBytesPerBlock(const Target &target);
+// A typical SM count for `target` (H100: 132, A100: 108, ...), for heuristics that run without a device.
+int nominalSmCount(const Target &target);
+
+// Success when gemm.cuh accepts `tile` for this K on `target`, else why not: the static_asserts of the
+// template, checked before NVRTC sees them, plus the target's shared-memory limit.
+llvm::Error checkGemmTile(const GemmTile &tile, int64_t k, const Target &target);
+
+struct GemmSpec : KernelSpec {
+  int64_t n = 0, k = 0; // W is [n, k]
+  Epilogue epi = Epilogue::None;
+  GemmTile tile;
+
+  GemmSpec() = default;
+  GemmSpec(int64_t n, int64_t k, Epilogue epi, GemmTile tile) : n(n), k(k), epi(epi), tile(tile) {}
+
+  // gemm_bf16_n5632_k2048_m128n128k32_s4_w2x2_epi_bias
+  std::string name() const override;
+  std::string header() const override { return "gemm.cuh"; }
+  // minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 2, minfer::EpiBias>
+  std::string entry() const override;
+  // grid (ceil(n / bn), ceil(rows / bm)) — at least one block row, so rows = 0 is a harmless launch —
+  // block 32 * warpsM * warpsN, shared tile.sharedBytes().
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  // checkGemmTile for this spec, plus n >= 1: success when gemm.cuh instantiates it for `target`.
+  llvm::Error validate(const Target &target) const;
+};
+
+// The tile to use when the autotuner has no entry: of 128x128 (its BK and stages sized so two blocks fit
+// an SM of `target`), 64x128, 64x64 and 32x64, the one that minimises waves of blocks over the SMs times
+// per-block work over the tile's measured efficiency (see Gemm.cpp). `smCount` 0 means
+// nominalSmCount(target).
+GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
+
+// Every tile the autotuner should time for this problem: a curated set of warp layouts crossed with
+// bk in {32, 64} and 2..4 stages, keeping those checkGemmTile accepts and whose bm is not far above m.
+std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k);
+
+} // namespace minfer

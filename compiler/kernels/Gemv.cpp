@@ -1,0 +1,109 @@
+// compiler/kernels/Gemv.cpp — naming, launch geometry, validity and tile choice for templates/gemv.cuh.
+#include "compiler/kernels/Gemv.h"
+
+#include "compiler/kernels/Gemm.h"
+
+#include <algorithm>
+
+namespace minfer {
+
+namespace {
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// M rounded up to the power of two the kernel is instantiated for: four variants cover decode batches.
+int gemvMaxM(int64_t m) {
+  int maxM = 1;
+  while (maxM < m && maxM < kGemvMaxRows) maxM *= 2;
+  return maxM;
+}
+
+} // namespace
+
+std::string GemvTile::str() const {
+  return "m" + std::to_string(maxM) + "_r" + std::to_string(rowsPerWarp) + "_w" + std::to_string(warps);
+}
+
+llvm::Error checkGemvTile(const GemvTile &t, int64_t k) {
+  auto invalid = [&](const llvm::Twine &why) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv tile " + t.str() + ": " + why);
+  };
+  if (k < 8 || k % 8 != 0) return invalid("K = " + llvm::Twine(k) + " must be a positive multiple of 8 (16-byte loads)");
+  if (t.maxM < 1 || t.maxM > 16) return invalid("maxM must be 1..16");
+  if (t.rowsPerWarp < 1 || t.rowsPerWarp > 8) return invalid("rowsPerWarp must be 1..8");
+  if (t.warps < 1 || t.warps > 32) return invalid("warps must be 1..32");
+  return llvm::Error::success();
+}
+
+std::string GemvSpec::name() const {
+  return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_" + tile.str() + "_epi_" +
+         epilogueInfo(epi).suffix.str();
+}
+
+std::string GemvSpec::entry() const {
+  return "minfer::gemv<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) + ", " +
+         std::to_string(tile.rowsPerWarp) + ", " + std::to_string(tile.warps) + ", " + epilogueInfo(epi).policy.str() +
+         ">";
+}
+
+LaunchDims GemvSpec::launch(int64_t rows) const {
+  (void)rows; // every warp loops over the rows of A
+  LaunchDims d;
+  d.grid = {static_cast<unsigned>(ceilDiv(n, tile.rowsPerBlock())), 1, 1};
+  d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
+  d.sharedBytes = 0;
+  return d;
+}
+
+llvm::json::Object GemvSpec::toJSON() const {
+  return llvm::json::Object{
+      {"family", "gemv"},
+      {"n", n},
+      {"k", k},
+      {"epilogue", epilogueInfo(epi).suffix},
+      {"tile", llvm::json::Object{{"max_m", tile.maxM}, {"rows_per_warp", tile.rowsPerWarp}, {"warps", tile.warps}}},
+      {"threads", tile.threads()},
+  };
+}
+
+llvm::Error GemvSpec::validate() const {
+  if (n < 1)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: N = %lld must be at least 1", (long long)n);
+  return checkGemvTile(tile, k);
+}
+
+GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {
+  if (smCount <= 0) smCount = nominalSmCount(target);
+  GemvTile t;
+  t.maxM = gemvMaxM(m);
+  // Each activation vector loaded (from L1) serves rowsPerWarp W loads, so more rows per warp as M grows
+  // (at M = 4 on an H200, 4 rows per warp stream a 131 MB W at 3.1 TB/s, 1 row at 2.6)...
+  t.rowsPerWarp = std::min(4, t.maxM);
+  // ... but never so few warps that the SMs starve: N / rowsPerWarp >= 8 warps per SM (at N = 2048 one
+  // row per warp is best at every M measured).
+  while (t.rowsPerWarp > 1 && ceilDiv(n, t.rowsPerWarp) < 8LL * smCount) t.rowsPerWarp /= 2;
+  // 4 warps (128 threads): fine-grained enough that small N still spreads over every SM, and 16 such
+  // blocks (the 64-warp limit) fit on an SM when registers allow; 8 warps measured no better overall.
+  t.warps = 4;
+  (void)k;
+  return t;
+}
+
+std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k) {
+  (void)target;
+  (void)n;
+  std::vector<GemvTile> out;
+  int maxM = gemvMaxM(m);
+  for (int r : {1, 2, 4, 8})
+    for (int w : {2, 4, 8}) {
+      GemvTile t{maxM, r, w};
+      if (llvm::Error e = checkGemvTile(t, k)) {
+        llvm::consumeError(std::move(e));
+        continue;
+      }
+      out.push_back(t);
+    }
+  return out;
+}
+
+} // namespace minfer

@@ -1,0 +1,208 @@
+// compiler/kernels/RowOps.h — the specs of the row-wise kernels: norms (templates/norm.cuh), embedding
+// (embedding.cuh), pointwise ops (pointwise.cuh), rope and the KV-cache write (rope.cuh), argmax and
+// sampling (sampling.cuh); and the host copy of the sampling algorithm that the kernel is tested against.
+//
+// Activations are always bf16, so a name carries a dtype only where one varies: the weight's, for norms
+// and embeddings (`rms_norm_bf16_d2048_t256` reads bf16 gammas). Every dim but the rows (tokens this step,
+// the kernel's `int rows` argument) is a template constant of the entry. launch(rows) gives one block per
+// row except for pointwise ops (flat, one 16-byte vector per thread); rows = 0 still launches one block,
+// which exits at once.
+//
+// Kernel arguments, in order (shapes [rows, cols], KVD = kv_heads * head_dim):
+//   NormSpec       x, gamma, [beta,] y, rows, eps                 ResidualAdd: a, b, gamma, [beta,] sum, y, rows, eps
+//   EmbeddingSpec  ids (i32 [rows]), table [table_rows, dim], out, rows, table_rows
+//   PointwiseSpec  unary: x, y, rows, arg (Scale's factor; ignored otherwise)   binary: a, b, y, rows
+//   RopeSpec       x, y, positions (i32 [rows]), inv_freq (f32 [head_dim/2]), rows
+//   KvWriteSpec    k, v, k_cache, v_cache, seq_of, pos_of, [inv_freq,] rows, max_seq
+//   ArgmaxSpec     logits [rows, vocab], out (i32 [rows]), rows
+//   SampleSpec     logits, out, rows, temperature, top_k, top_p, seed (u64), step (u64)
+#pragma once
+
+#include "compiler/kernels/KernelSpec.h"
+#include "ir/Module.h"
+#include "ir/Types.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+// ---- norms ----------------------------------------------------------------------------------------------
+
+enum class NormKind { Rms, Layer };
+// ResidualAdd normalises s = a + b and writes s too: `%s = add %a, %b` followed by a norm of %s, in one kernel.
+enum class NormFusion { None, ResidualAdd };
+
+struct NormSpec : KernelSpec {
+  NormKind kind = NormKind::Rms;
+  int64_t dim = 0;
+  ir::DType weight = ir::DType::BF16; // gamma and beta
+  NormFusion fusion = NormFusion::None;
+  int threads = 0;
+
+  // threads = 0 picks defaultThreads(dim).
+  NormSpec(NormKind kind, int64_t dim, ir::DType weight, NormFusion fusion = NormFusion::None, int threads = 0);
+  // One thread per 16-byte vector of the row, in whole warps, at most 256: 8 warps hold a 2048-wide row in
+  // one vector per thread and a 4096-wide one in two, a block per row keeps 8 blocks (2048 threads) per SM
+  // at prefill, and narrow rows (768, 896) do not idle most of their threads.
+  static int defaultThreads(int64_t dim);
+
+  std::string name() const override;
+  std::string header() const override { return "norm.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  // Shape rules the template static_asserts, as an error naming the spec (for the planner).
+  llvm::Error verify() const;
+};
+
+// ---- embedding ------------------------------------------------------------------------------------------
+
+struct EmbeddingSpec : KernelSpec {
+  int64_t dim = 0;
+  ir::DType table = ir::DType::BF16;
+  int threads = 0;
+
+  EmbeddingSpec(int64_t dim, ir::DType table);
+  std::string name() const override;
+  std::string header() const override { return "embedding.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error verify() const;
+};
+
+// ---- pointwise ------------------------------------------------------------------------------------------
+
+enum class PointwiseOp { Scale, GeluTanh, GeluErf, Silu, Relu, Add, Mul, SiluMul };
+
+// The pointwise op of an IR op kind (scale, gelu_tanh, gelu_erf, silu, relu, add, mul), or nullopt.
+std::optional<PointwiseOp> pointwiseOpOf(ir::OpKind kind);
+bool isBinary(PointwiseOp op);
+const char *pointwiseOpName(PointwiseOp op); // "silu_mul"
+
+struct PointwiseSpec : KernelSpec {
+  PointwiseOp op = PointwiseOp::Silu;
+  int64_t cols = 0;
+
+  // templates/pointwise.cuh kPointwiseThreads.
+  static constexpr unsigned kThreads = 256;
+
+  PointwiseSpec(PointwiseOp op, int64_t cols) : op(op), cols(cols) {}
+  std::string name() const override;
+  std::string header() const override { return "pointwise.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error verify() const;
+};
+
+// ---- rope and the KV-cache write ------------------------------------------------------------------------
+
+// templates/rope.cuh's minfer::RopeStyle: Half rotates (i, i + head_dim/2), Interleaved (2i, 2i+1).
+enum class RopeStyle { Half, Interleaved };
+// The style of an IR rope op (its `style` attribute).
+RopeStyle ropeStyleOf(const ir::Op &rope);
+
+struct RopeSpec : KernelSpec {
+  int64_t heads = 0, headDim = 0;
+  RopeStyle style = RopeStyle::Half;
+  int threads = 0;
+
+  RopeSpec(int64_t heads, int64_t headDim, RopeStyle style);
+  std::string name() const override;
+  std::string header() const override { return "rope.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error verify() const;
+};
+
+// Writes this step's k and v rows into one layer's cache [batch, max_seq, kv_heads * head_dim]; with
+// `rope`, k is rotated at its cache position on the way (rope_kv_write), so the k rope needs no launch.
+struct KvWriteSpec : KernelSpec {
+  int64_t kvHeads = 0, headDim = 0;
+  std::optional<RopeStyle> rope;
+  int threads = 0;
+
+  KvWriteSpec(int64_t kvHeads, int64_t headDim, std::optional<RopeStyle> rope = std::nullopt);
+  std::string name() const override;
+  std::string header() const override { return "rope.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error verify() const;
+};
+
+// ---- argmax and sampling --------------------------------------------------------------------------------
+
+struct ArgmaxSpec : KernelSpec {
+  int64_t vocab = 0;
+  int threads = 0;
+
+  // 1024 threads (the most a block has): one block reads a whole 64-300 KB row of logits, so the row's
+  // time is bounded by how many loads one SM keeps in flight and how many it issues per cycle; at decode
+  // there are only a few rows (blocks), so each should be as wide as possible.
+  static constexpr int kDefaultThreads = 1024;
+
+  explicit ArgmaxSpec(int64_t vocab, int threads = kDefaultThreads) : vocab(vocab), threads(threads) {}
+  std::string name() const override;
+  std::string header() const override { return "sampling.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error verify() const;
+};
+
+struct SampleSpec : KernelSpec {
+  int64_t vocab = 0;
+  int threads = 0;
+
+  // 512 threads: the sampling passes need more registers than argmax (64-bit masses, the scan), and at
+  // 1024 threads a thread gets only 64 registers and spills; 512 still keeps 16 warps of loads in flight.
+  static constexpr int kDefaultThreads = 512;
+
+  explicit SampleSpec(int64_t vocab, int threads = kDefaultThreads) : vocab(vocab), threads(threads) {}
+  std::string name() const override;
+  std::string header() const override { return "sampling.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error verify() const;
+};
+
+// ---- the sampling algorithm on the host (templates/sampling.cuh defines it; this is its exact copy) -----
+
+struct SampleParams {
+  float temperature = 1.0f; // <= 0: argmax
+  int topK = 0;             // <= 0 or >= vocab: all
+  float topP = 1.0f;        // applied when 0 < topP < 1
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
+
+// splitmix64(splitmix64(splitmix64(seed) ^ step) ^ row): the kernel's random bits for a row.
+uint64_t sampleRandomBits(uint64_t seed, uint64_t step, uint64_t row);
+
+struct SampleOutcome {
+  int32_t token = 0;
+  // How far the draw and the top-p cut were from changing (relative to the kept mass): where the device's
+  // expf differs from the host's by an ulp, the kernel may differ from this reference only when one of
+  // them is below ~1e-6. Infinity when there was no draw (argmax) or no top-p cut.
+  double drawMargin = INFINITY;
+  double topPMargin = INFINITY;
+};
+
+// The token the sample kernel draws for `row` of the logits (bf16 bits, one row).
+SampleOutcome sampleReference(llvm::ArrayRef<uint16_t> logits, const SampleParams &params, uint64_t row);
+// The probability of each token under `params` (W / S of the kept set, exactly; argmax cases put 1 on the
+// argmax): what the draws of many rows should follow.
+std::vector<double> sampleDistribution(llvm::ArrayRef<uint16_t> logits, const SampleParams &params);
+
+} // namespace minfer

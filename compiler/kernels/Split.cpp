@@ -1,0 +1,37 @@
+// compiler/kernels/Split.cpp — naming and launch geometry of the split kernel.
+#include "compiler/kernels/Split.h"
+
+#include <algorithm>
+
+namespace minfer {
+
+std::string SplitSpec::name() const {
+  std::string n = "split_bf16_c" + std::to_string(cols);
+  for (int64_t s : sizes) n += "_" + std::to_string(s);
+  return n;
+}
+
+std::string SplitSpec::entry() const {
+  std::string e = "minfer::split<" + std::to_string(cols);
+  for (size_t i = 0; i < 4; ++i) e += ", " + std::to_string(i < sizes.size() ? sizes[i] : 0);
+  return e + ">";
+}
+
+LaunchDims SplitSpec::launch(int64_t rows) const {
+  bool vec = std::all_of(sizes.begin(), sizes.end(), [](int64_t s) { return s % 8 == 0; });
+  int64_t work = rows * (vec ? cols / 8 : cols);
+  // One element (or vector) per thread, capped: the grid-stride loop covers the rest.
+  int64_t blocks = std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 65535);
+  LaunchDims d;
+  d.grid = {static_cast<unsigned>(blocks), 1, 1};
+  d.block = {kThreads, 1, 1};
+  return d;
+}
+
+llvm::json::Object SplitSpec::toJSON() const {
+  llvm::json::Array s;
+  for (int64_t v : sizes) s.push_back(v);
+  return llvm::json::Object{{"family", "split"}, {"cols", cols}, {"sizes", std::move(s)}};
+}
+
+} // namespace minfer

@@ -1,0 +1,151 @@
+// templates/norm.cuh — RMSNorm and LayerNorm over the last dim of bf16 activations [rows, D], and their
+// fusions with the residual add before them.
+//
+//   rms_norm<D, THREADS, WeightT>  (x, gamma, y, rows, eps)         y = x / sqrt(mean(x²) + eps) * gamma
+//   layer_norm<D, THREADS, WeightT>(x, gamma, beta, y, rows, eps)   y = (x - mean) / sqrt(var + eps) * gamma + beta
+//   rms_norm_residual / layer_norm_residual: the same of s = a + b, also writing s (the new residual stream)
+//
+// One block of THREADS threads per row. Each thread loads its 16-byte vectors of the row once into
+// registers (PER of them, VEC bf16 each, coalesced: vector i of the row goes to thread i % THREADS), the
+// block reduces in fp32 (common.cuh blockSum), and the output is computed from the registers: x is read
+// once. LayerNorm is two-pass over the registers (mean, then the biased variance of x - mean) like the
+// interpreter, so a large mean does not cancel the variance. Weights (gamma, beta) are bf16, f16 or f32
+// (WeightT), read through toFloat; math is fp32 (rsqrtf: ≤ 2 ulp).
+//
+// The fused residual variants round s = a + b to bf16 before normalising it, exactly what the unfused
+// `add` then `norm` do (and what HF does in bf16), so fusing changes no bit; s may alias a or b (each
+// element is read and then written by the same thread).
+//
+// Pointers must be 16-byte aligned; D's divisibility picks the access width (vecWidth): 8 bf16 when D is
+// a multiple of 8, narrower otherwise.
+#pragma once
+
+#include "common.cuh"
+#include "pointwise.cuh"
+
+namespace minfer {
+namespace norm_detail {
+
+// The registers of one row are PER × VEC floats; 16 vectors of 8 is 128 floats per thread, past which
+// the row should get more threads rather than spill.
+constexpr int kMaxVectorsPerThread = 16;
+
+template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL>
+__device__ __forceinline__ void normRow(const bf16 *a, const bf16 *b, const WeightT *gamma, const WeightT *beta,
+                                        bf16 *sum, bf16 *y, float eps) {
+  static_assert(D > 0, "norm: D must be positive");
+  static_assert(THREADS % kWarpSize == 0 && THREADS >= kWarpSize && THREADS <= 1024,
+                "norm: THREADS must be whole warps, at most 1024");
+  constexpr int VEC = vecWidth<bf16, D>(); // bf16 per access
+  constexpr int NV = D / VEC;              // vectors per row
+  constexpr int PER = (NV + THREADS - 1) / THREADS;
+  static_assert(PER <= kMaxVectorsPerThread, "norm: row too long for THREADS threads; raise THREADS");
+  __shared__ float scratch[THREADS / kWarpSize];
+
+  float v[PER][VEC];
+  float acc = 0.f;
+#pragma unroll
+  for (int p = 0; p < PER; ++p) {
+    const int i = p * THREADS + threadIdx.x;
+    if (i < NV) {
+      loadFloats<VEC>(a + i * VEC, v[p]);
+      if constexpr (RESIDUAL) {
+        float r[VEC];
+        loadFloats<VEC>(b + i * VEC, r);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[p][e] = toFloat(toBf16(v[p][e] + r[e])); // the stored residual
+        storeBf16<VEC>(sum + i * VEC, v[p]);
+      }
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) acc += LAYER ? v[p][e] : v[p][e] * v[p][e];
+    }
+  }
+
+  float mean = 0.f, inv;
+  if constexpr (LAYER) {
+    mean = blockSum<THREADS>(acc, scratch) * (1.f / D);
+    float sq = 0.f;
+#pragma unroll
+    for (int p = 0; p < PER; ++p)
+      if (p * THREADS + static_cast<int>(threadIdx.x) < NV) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) sq += (v[p][e] - mean) * (v[p][e] - mean);
+      }
+    inv = rsqrtf(blockSum<THREADS>(sq, scratch) * (1.f / D) + eps);
+  } else {
+    inv = rsqrtf(blockSum<THREADS>(acc, scratch) * (1.f / D) + eps);
+  }
+
+#pragma unroll
+  for (int p = 0; p < PER; ++p) {
+    const int i = p * THREADS + threadIdx.x;
+    if (i < NV) {
+      float g[VEC], out[VEC];
+      loadFloats<VEC>(gamma + i * VEC, g);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) out[e] = (v[p][e] - mean) * inv * g[e];
+      if constexpr (LAYER) {
+        float bt[VEC];
+        loadFloats<VEC>(beta + i * VEC, bt);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) out[e] += bt[e];
+      }
+      storeBf16<VEC>(y + i * VEC, out);
+    }
+  }
+}
+
+} // namespace norm_detail
+
+template <int D, int THREADS, typename WeightT>
+__global__ void __launch_bounds__(THREADS) rms_norm(const bf16 *x,        // [rows, D]
+                                                    const WeightT *gamma, // [D]
+                                                    bf16 *y,              // [rows, D]
+                                                    int rows, float eps) {
+  const long long r = blockIdx.x;
+  if (r >= rows) return;
+  norm_detail::normRow<D, THREADS, WeightT, false, false>(x + r * D, nullptr, gamma, nullptr, nullptr, y + r * D,
+                                                          eps);
+}
+
+template <int D, int THREADS, typename WeightT>
+__global__ void __launch_bounds__(THREADS) layer_norm(const bf16 *x,        // [rows, D]
+                                                      const WeightT *gamma, // [D]
+                                                      const WeightT *beta,  // [D]
+                                                      bf16 *y,              // [rows, D]
+                                                      int rows, float eps) {
+  const long long r = blockIdx.x;
+  if (r >= rows) return;
+  norm_detail::normRow<D, THREADS, WeightT, true, false>(x + r * D, nullptr, gamma, beta, nullptr, y + r * D, eps);
+}
+
+// s = a + b (rounded to bf16, written to `sum`), y = rms_norm(s).
+template <int D, int THREADS, typename WeightT>
+__global__ void __launch_bounds__(THREADS) rms_norm_residual(const bf16 *a,        // [rows, D]
+                                                             const bf16 *b,        // [rows, D]
+                                                             const WeightT *gamma, // [D]
+                                                             bf16 *sum,            // [rows, D], may alias a or b
+                                                             bf16 *y,              // [rows, D]
+                                                             int rows, float eps) {
+  const long long r = blockIdx.x;
+  if (r >= rows) return;
+  norm_detail::normRow<D, THREADS, WeightT, false, true>(a + r * D, b + r * D, gamma, nullptr, sum + r * D,
+                                                         y + r * D, eps);
+}
+
+// s = a + b (rounded to bf16, written to `sum`), y = layer_norm(s).
+template <int D, int THREADS, typename WeightT>
+__global__ void __launch_bounds__(THREADS) layer_norm_residual(const bf16 *a,        // [rows, D]
+                                                               const bf16 *b,        // [rows, D]
+                                                               const WeightT *gamma, // [D]
+                                                               const WeightT *beta,  // [D]
+                                                               bf16 *sum,            // [rows, D], may alias a or b
+                                                               bf16 *y,              // [rows, D]
+                                                               int rows, float eps) {
+  const long long r = blockIdx.x;
+  if (r >= rows) return;
+  norm_detail::normRow<D, THREADS, WeightT, true, true>(a + r * D, b + r * D, gamma, beta, sum + r * D, y + r * D,
+                                                        eps);
+}
+
+} // namespace minfer

@@ -1,0 +1,326 @@
+// tests/gpu/AttentionGpuTest.cpp — the attention kernels against the interpreter's `attention` op on a GPU
+// (CTest label `gpu`; skipped with the reason when there is none).
+//
+// Every case draws random bf16 q, k, v (never zeros), builds the reference with ir::evalOp over a KvCache
+// holding the earlier positions, and runs the kernel on a device cache where *only* the written positions
+// hold data: everything else (later positions, other sequences) is 0xFF bytes, bf16 NaN, so a kernel that
+// reads past a context or into the wrong sequence produces NaN. Outputs are poisoned the same way, so an
+// unwritten element shows. On a mismatch the failure names where: NaN rows, the worst (row, head) pairs
+// and the heads and rows whose error stands out — masking, tail, GQA-mapping and split bugs each leave a
+// recognisable pattern.
+#include "GpuHarness.h"
+#include "common/TestModels.h"
+#include "compiler/kernels/Attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace minfer {
+namespace {
+
+struct HeadConfig {
+  int heads, kvHeads, headDim;
+};
+
+// Llama-2-7B, TinyLlama, Qwen2.5-0.5B, and the test fixtures' shapes (MQA 4/1/32, GQA 4/2/16, 8/8/8).
+const HeadConfig kConfigs[] = {{32, 32, 128}, {32, 4, 64}, {14, 2, 64}, {4, 1, 32}, {4, 2, 16}, {8, 8, 8}};
+
+std::string configName(const testing::TestParamInfo<HeadConfig> &info) {
+  const HeadConfig &c = info.param;
+  std::ostringstream s;
+  s << "h" << c.heads << "_kv" << c.kvHeads << "_d" << c.headDim;
+  return s.str();
+}
+
+// A module whose one attention op has the config's heads; the rest only feeds it types.
+struct AttentionModule {
+  std::unique_ptr<ir::Module> module;
+  const ir::Op *op = nullptr;
+};
+
+AttentionModule attentionModule(const HeadConfig &c) {
+  int qDim = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim, all = qDim + 2 * kvDim;
+  std::ostringstream s;
+  s << "model \"attention_test\"\n"
+    << "weight @table : bf16[1, " << all << "] = \"table\"\n"
+    << "graph(%tokens: i32[T]) {\n"
+    << "  %x = embedding %tokens, @table : bf16[T, " << all << "]\n"
+    << "  %q, %k, %v = split %x {sizes = [" << qDim << ", " << kvDim << ", " << kvDim << "]} : bf16[T, " << qDim
+    << "], bf16[T, " << kvDim << "], bf16[T, " << kvDim << "]\n"
+    << "  %y = attention %q, %k, %v {heads = " << c.heads << ", kv_heads = " << c.kvHeads
+    << ", head_dim = " << c.headDim << "} : bf16[T, " << qDim << "]\n"
+    << "  return %y\n}\n";
+  AttentionModule m;
+  m.module = test::parseVerified(s.str());
+  if (!m.module) return m;
+  for (const ir::Item &item : m.module->items)
+    if (const ir::Op *op = std::get_if<ir::Op>(&item); op && op->kind == ir::OpKind::Attention) m.op = op;
+  return m;
+}
+
+// Rows [from, to) of a [rows, cols] tensor.
+ir::Tensor sliceRows(const ir::Tensor &t, int64_t from, int64_t to) {
+  ir::Tensor out({to - from, t.cols()});
+  std::copy(t.row(from), t.row(to), out.data.begin());
+  return out;
+}
+
+// Where a [rows, heads * headDim] result differs from the reference: NaN rows, the worst (row, head) pairs,
+// and the heads / rows whose error is far above the rest. `rowName(r)` labels a row ("row 5 (position 42)").
+std::string diagnose(const ir::Tensor &got, const ir::Tensor &ref, int heads, int headDim,
+                     const std::function<std::string(int64_t)> &rowName) {
+  std::ostringstream s;
+  int64_t rows = ref.rows();
+  struct Cell {
+    double err, num, den;
+    int64_t row;
+    int head;
+    size_t nans;
+  };
+  std::vector<Cell> cells;
+  std::vector<double> headNum(heads), headDen(heads);
+  std::vector<int64_t> nanRows;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int h = 0; h < heads; ++h) {
+      Cell c{0, 0, 0, r, h, 0};
+      for (int d = 0; d < headDim; ++d) {
+        size_t i = size_t(r) * heads * headDim + size_t(h) * headDim + d;
+        float g = got.data[i], e = ref.data[i];
+        if (std::isnan(g)) {
+          ++c.nans;
+          continue;
+        }
+        c.num += (double(g) - e) * (double(g) - e);
+        c.den += double(e) * e;
+      }
+      c.err = c.nans ? INFINITY : std::sqrt(c.num / std::max(c.den, 1e-30));
+      headNum[h] += c.num;
+      headDen[h] += c.den;
+      if (c.nans && (nanRows.empty() || nanRows.back() != r)) nanRows.push_back(r);
+      cells.push_back(c);
+    }
+  }
+  if (!nanRows.empty()) {
+    s << "\n  NaN (unwritten, or read from poisoned cache) in " << nanRows.size() << " of " << rows << " rows:";
+    for (size_t i = 0; i < std::min<size_t>(nanRows.size(), 8); ++i) s << " " << rowName(nanRows[i]);
+    if (nanRows.size() > 8) s << " ... " << rowName(nanRows.back());
+  }
+  std::sort(cells.begin(), cells.end(), [](const Cell &a, const Cell &b) { return a.err > b.err; });
+  s << "\n  worst (row, head) pairs:";
+  for (size_t i = 0; i < std::min<size_t>(cells.size(), 5); ++i) {
+    const Cell &c = cells[i];
+    size_t at = size_t(c.row) * heads * headDim + size_t(c.head) * headDim;
+    s << "\n    " << rowName(c.row) << " head " << c.head << ": rel err " << c.err << " (" << c.nans
+      << " NaN); got[0..3] = " << got.data[at] << ", " << got.data[at + 1] << ", " << got.data[at + 2]
+      << "; ref[0..3] = " << ref.data[at] << ", " << ref.data[at + 1] << ", " << ref.data[at + 2];
+  }
+  s << "\n  per-head rel err:";
+  for (int h = 0; h < heads; ++h) s << " " << std::sqrt(headNum[h] / std::max(headDen[h], 1e-30));
+  return s.str();
+}
+
+void expectClose(const ir::Tensor &got, const ir::Tensor &ref, const HeadConfig &c, const std::string &what,
+                 const std::function<std::string(int64_t)> &rowName) {
+  gputest::expectMatches(got, ref, gputest::kBf16Tolerance, what);
+  if (gputest::countNaN(got) != 0 || !(gputest::relError(got, ref) < gputest::kBf16Tolerance))
+    ADD_FAILURE() << what << ": where it differs:" << diagnose(got, ref, c.heads, c.headDim, rowName);
+}
+
+// Compiled kernels by spec name: each spec is compiled once per test binary.
+llvm::Expected<const gputest::GpuKernel *> kernelFor(const KernelSpec &spec) {
+  static std::map<std::string, std::unique_ptr<gputest::GpuKernel>> built;
+  auto it = built.find(spec.name());
+  if (it != built.end()) return it->second.get();
+  auto k = gputest::buildKernel(spec);
+  if (!k) return k.takeError();
+  auto owned = std::make_unique<gputest::GpuKernel>(std::move(*k));
+  const gputest::GpuKernel *p = owned.get();
+  built.emplace(spec.name(), std::move(owned));
+  return p;
+}
+
+// A bf16 device buffer of `numel` elements, all NaN, with `t`'s rows uploaded from element `offset` on.
+llvm::Error uploadRowsAt(cuda::DeviceBuffer &buf, const ir::Tensor &t, size_t offset) {
+  if (t.data.empty()) return llvm::Error::success();
+  std::vector<uint16_t> bits = gputest::toBf16(t);
+  return buf.upload(bits.data(), bits.size() * 2, offset * 2);
+}
+
+// ---- prefill ----------------------------------------------------------------------------------------------
+
+class AttentionPrefillGpu : public testing::TestWithParam<HeadConfig> {};
+
+// rows {1, 17, 64, 200} x start_pos {0, 37} x three tiles (the default, a taller one, a shorter key tile): one
+// row, a partial row tile, an exact tile, several tiles with a tail; a fresh prompt and a continuation whose
+// first rows see cached keys outside the diagonal.
+TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
+  MINFER_REQUIRE_GPU();
+  const HeadConfig c = GetParam();
+  AttentionModule m = attentionModule(c);
+  ASSERT_TRUE(m.op);
+  const int qDim = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim;
+  const float scale = 1.0f / std::sqrt(float(c.headDim));
+  std::mt19937 rng(1234 + c.heads * 7 + c.headDim);
+
+  const std::vector<AttentionPrefillSpec> tiles = {AttentionPrefillSpec(c.heads, c.kvHeads, c.headDim),
+                                                   AttentionPrefillSpec(c.heads, c.kvHeads, c.headDim, 128, 64, 8),
+                                                   AttentionPrefillSpec(c.heads, c.kvHeads, c.headDim, 64, 32, 4)};
+  for (int rows : {1, 17, 64, 200}) {
+    for (int start : {0, 37}) {
+      const int total = start + rows;
+      const int maxSeq = total + 5; // a few poisoned positions past the context
+      ir::Tensor q = gputest::randomBf16({rows, qDim}, rng);
+      ir::Tensor k = gputest::randomBf16({total, kvDim}, rng), v = gputest::randomBf16({total, kvDim}, rng);
+
+      // Reference: the cache holds positions 0 .. start-1; the op appends this step's rows.
+      ir::KvCache cache;
+      if (start > 0) {
+        cache.k = sliceRows(k, 0, start);
+        cache.v = sliceRows(v, 0, start);
+      }
+      ir::Tensor kNew = sliceRows(k, start, total), vNew = sliceRows(v, start, total);
+      auto ref = ir::evalOp(*m.module, *m.op, {&q, &kNew, &vNew}, &cache);
+      ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
+
+      // Device: a cache of two sequences, the data in sequence 1; sequence 0 stays NaN, so reading the
+      // wrong slab (an offset bug) shows too.
+      const size_t slab = size_t(maxSeq) * kvDim;
+      cuda::DeviceBuffer kc = gputest::takeOrFail(gputest::poisonedBf16(2 * slab), "k cache");
+      cuda::DeviceBuffer vc = gputest::takeOrFail(gputest::poisonedBf16(2 * slab), "v cache");
+      cuda::DeviceBuffer qd = gputest::takeOrFail(gputest::uploadBf16(q), "q");
+      ASSERT_FALSE(HasFailure());
+      MINFER_ASSERT_OK(uploadRowsAt(kc, k, slab));
+      MINFER_ASSERT_OK(uploadRowsAt(vc, v, slab));
+
+      for (const AttentionPrefillSpec &spec : tiles) {
+        std::string what = spec.name() + " rows=" + std::to_string(rows) + " start_pos=" + std::to_string(start);
+        SCOPED_TRACE(what);
+        MINFER_ASSERT_OK(spec.validate());
+        auto kernel = kernelFor(spec);
+        ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+        auto out = gputest::poisonedBf16(size_t(rows) * qDim);
+        ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+
+        cuda::DevicePtr qp = qd.ptr(), kp = kc.ptr() + slab * 2, vp = vc.ptr() + slab * 2, op = out->ptr();
+        int rowsArg = rows, startArg = start;
+        float scaleArg = scale;
+        void *args[] = {&qp, &kp, &vp, &op, &rowsArg, &startArg, &scaleArg};
+        MINFER_ASSERT_OK(cuda::launch((*kernel)->fn, spec.launch(rows), args));
+        MINFER_ASSERT_OK(cuda::synchronize());
+        auto got = gputest::downloadBf16(*out, {rows, qDim});
+        ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+        expectClose(*got, (*ref)[0], c, what, [&](int64_t r) {
+          return "row " + std::to_string(r) + " (position " + std::to_string(start + r) + ")";
+        });
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefillGpu, testing::ValuesIn(kConfigs), configName);
+
+// ---- decode -----------------------------------------------------------------------------------------------
+
+class AttentionDecodeGpu : public testing::TestWithParam<HeadConfig> {};
+
+// Contexts (including this step's token) per batch: each of 1, 7, 1000, 4096 alone; three sequences of
+// different lengths; sixteen spread around those four values. The cache holds max_seq = 4099 positions a
+// sequence (poisoned past each context): not a multiple of any split, so the grid's last split is short.
+const std::vector<std::vector<int>> kContexts = {
+    {1}, {7}, {1000}, {4096}, {7, 4096, 1000},
+    {1, 7, 1000, 4096, 2, 8, 997, 4093, 3, 9, 994, 4090, 4, 10, 991, 4087}};
+constexpr int kDecodeMaxSeq = 4099;
+
+// Against the interpreter, with the session's split and with 32 (129 chunks of two tiles: most warps idle,
+// most chunks past the short contexts), 208 (a split that is not a power of two) and 4112 (one chunk for
+// every context: each warp cycles its ring many times).
+TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
+  MINFER_REQUIRE_GPU();
+  const HeadConfig c = GetParam();
+  AttentionModule m = attentionModule(c);
+  ASSERT_TRUE(m.op);
+  const int qDim = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim;
+  const float scale = 1.0f / std::sqrt(float(c.headDim));
+  std::mt19937 rng(4321 + c.heads * 7 + c.headDim);
+
+  for (const std::vector<int> &contexts : kContexts) {
+    const int batch = int(contexts.size());
+    std::ostringstream ctxList;
+    for (size_t i = 0; i < contexts.size(); ++i) ctxList << (i ? "," : "") << contexts[i];
+    const std::string ctxText = ctxList.str();
+
+    // Reference, sequence by sequence: the cache holds positions 0 .. ctx-2, the op appends position ctx-1.
+    ir::Tensor q = gputest::randomBf16({batch, qDim}, rng);
+    ir::Tensor ref({batch, qDim});
+    const size_t slab = size_t(kDecodeMaxSeq) * kvDim;
+    cuda::DeviceBuffer kc = gputest::takeOrFail(gputest::poisonedBf16(size_t(batch) * slab), "k cache");
+    cuda::DeviceBuffer vc = gputest::takeOrFail(gputest::poisonedBf16(size_t(batch) * slab), "v cache");
+    cuda::DeviceBuffer qd = gputest::takeOrFail(gputest::uploadBf16(q), "q");
+    cuda::DeviceBuffer ctxd = gputest::takeOrFail(gputest::uploadVector(contexts), "context_len");
+    ASSERT_FALSE(HasFailure());
+    for (int b = 0; b < batch; ++b) {
+      const int ctx = contexts[b];
+      ir::Tensor k = gputest::randomBf16({ctx, kvDim}, rng), v = gputest::randomBf16({ctx, kvDim}, rng);
+      MINFER_ASSERT_OK(uploadRowsAt(kc, k, size_t(b) * slab));
+      MINFER_ASSERT_OK(uploadRowsAt(vc, v, size_t(b) * slab));
+      ir::KvCache cache;
+      if (ctx > 1) {
+        cache.k = sliceRows(k, 0, ctx - 1);
+        cache.v = sliceRows(v, 0, ctx - 1);
+      }
+      ir::Tensor qb = sliceRows(q, b, b + 1), kNew = sliceRows(k, ctx - 1, ctx), vNew = sliceRows(v, ctx - 1, ctx);
+      auto r = ir::evalOp(*m.module, *m.op, {&qb, &kNew, &vNew}, &cache);
+      ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+      std::copy((*r)[0].data.begin(), (*r)[0].data.end(), ref.row(b));
+    }
+
+    std::vector<int> splits = {AttentionDecodeSpec::chooseSplitTokens(c.kvHeads, c.headDim, kDecodeMaxSeq, batch), 32,
+                               208, 4112};
+    std::sort(splits.begin(), splits.end());
+    splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+    for (int split : splits) {
+      AttentionDecodeSpec dec(c.heads, c.kvHeads, c.headDim, split, kDecodeMaxSeq);
+      AttentionCombineSpec comb = AttentionCombineSpec::forDecode(dec);
+      std::string what = dec.name() + " contexts=" + ctxText;
+      SCOPED_TRACE(what);
+      MINFER_ASSERT_OK(dec.validate());
+      MINFER_ASSERT_OK(comb.validate());
+      auto dk = kernelFor(dec);
+      ASSERT_TRUE(bool(dk)) << llvm::toString(dk.takeError());
+      auto ck = kernelFor(comb);
+      ASSERT_TRUE(bool(ck)) << llvm::toString(ck.takeError());
+
+      // The workspace is poisoned too (0xFF bytes: fp32 NaN): a split the combine reads but the decode
+      // kernel never wrote shows as NaN.
+      auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, kDecodeMaxSeq));
+      ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
+      MINFER_ASSERT_OK(ws->fill(0xFF));
+      auto out = gputest::poisonedBf16(size_t(batch) * qDim);
+      ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+
+      cuda::DevicePtr qp = qd.ptr(), kp = kc.ptr(), vp = vc.ptr(), cp = ctxd.ptr(), op = out->ptr();
+      cuda::DevicePtr partialOut = ws->ptr(), partialLse = ws->ptr() + dec.partialLseOffset(batch, kDecodeMaxSeq);
+      int maxSeqArg = kDecodeMaxSeq, numSplits = int(dec.numSplits()), splitTokens = dec.splitTokens;
+      float scaleArg = scale;
+      void *decodeArgs[] = {&qp, &kp, &vp, &partialOut, &partialLse, &cp, &maxSeqArg, &scaleArg};
+      void *combineArgs[] = {&partialOut, &partialLse, &cp, &op, &numSplits, &splitTokens};
+      MINFER_ASSERT_OK(cuda::launch((*dk)->fn, dec.launch(batch), decodeArgs));
+      MINFER_ASSERT_OK(cuda::launch((*ck)->fn, comb.launch(batch), combineArgs));
+      MINFER_ASSERT_OK(cuda::synchronize());
+      auto got = gputest::downloadBf16(*out, {batch, qDim});
+      ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+      expectClose(*got, ref, c, what, [&](int64_t b) {
+        return "sequence " + std::to_string(b) + " (context " + std::to_string(contexts[b]) + ")";
+      });
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, AttentionDecodeGpu, testing::ValuesIn(kConfigs), configName);
+
+} // namespace
+} // namespace minfer

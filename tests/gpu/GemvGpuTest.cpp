@@ -1,0 +1,88 @@
+// tests/gpu/GemvGpuTest.cpp — templates/gemv.cuh on the GPU against the interpreter's matmul (CTest label
+// `gpu`; skipped with the reason when there is no GPU).
+//
+// For each (N, K) of the gemm test plus GPT-2's lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M
+// from 1 to 8 runs the heuristic default tile with the epilogues none, bias, residual and bias + gelu_tanh,
+// and two other tiles (one row per warp in 8-warp blocks; 4 rows per warp in 2-warp blocks); M = 3 runs
+// every epilogue; M = 11 runs an 8-row tile (rows beyond MAX_M take a second pass over W); and the residual
+// epilogue also runs in place. Outputs are poisoned first and compared with ir::evalOp.
+#include "MatmulGpuTest.h"
+
+#include "compiler/kernels/Gemm.h"
+#include "compiler/kernels/Gemv.h"
+
+using namespace minfer;
+using namespace minfer::gputest;
+
+namespace {
+
+struct Shape {
+  int64_t n, k;
+};
+void PrintTo(const Shape &s, std::ostream *os) { *os << "N=" << s.n << " K=" << s.k; }
+
+std::string shapeName(const testing::TestParamInfo<Shape> &info) {
+  return "n" + std::to_string(info.param.n) + "_k" + std::to_string(info.param.k);
+}
+
+class GemvKernel : public testing::TestWithParam<Shape> {};
+
+TEST_P(GemvKernel, MatchesInterpreter) {
+  MINFER_REQUIRE_GPU();
+  const auto [n, k] = GetParam();
+  auto target = deviceTarget();
+  ASSERT_TRUE(bool(target)) << llvm::toString(target.takeError());
+  auto info = cuda::deviceInfo();
+  ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
+  auto problem = MatmulProblem::create(n, k, static_cast<unsigned>(n * 17 + k));
+  ASSERT_TRUE(problem);
+  KernelSet kernels;
+
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11}) {
+    std::mt19937 rng(static_cast<unsigned>(m * 104729 + n));
+    ir::Tensor a = randomBf16({m, k}, rng), res = randomBf16({m, n}, rng);
+    auto aDev = uploadBf16(a), resDev = uploadBf16(res);
+    auto cDev = cuda::DeviceBuffer::alloc(static_cast<size_t>(m * n * 2));
+    ASSERT_TRUE(aDev && resDev && cDev) << "device buffers for M=" << m;
+    std::vector<int64_t> rows = rowsToCheck(m, n, k); // every row: M is at most 11
+    std::map<Epilogue, ir::Tensor> refs;
+    auto refFor = [&](Epilogue e) -> const ir::Tensor * {
+      if (!refs.count(e)) {
+        auto r = problem->reference(a, res, e);
+        if (!r) {
+          ADD_FAILURE() << "reference: " << llvm::toString(r.takeError());
+          return nullptr;
+        }
+        refs[e] = std::move(*r);
+      }
+      return &refs[e];
+    };
+    auto run = [&](GemvTile tile, Epilogue e) {
+      const ir::Tensor *ref = refFor(e);
+      if (!ref) return;
+      GemvSpec spec(n, k, e, tile);
+      runAndCompare(kernels, spec, *problem, m, *aDev, *cDev, resDev->ptr(), rows, *ref,
+                    spec.name() + " M=" + std::to_string(m));
+    };
+
+    const GemvTile dflt = defaultGemvTile(*target, std::min(m, kGemvMaxRows), n, k, info->smCount);
+    for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::Residual, Epilogue::BiasGeluTanh}) run(dflt, e);
+    run(GemvTile{dflt.maxM, 1, 8}, Epilogue::BiasResidual);
+    run(GemvTile{dflt.maxM, 4, 2}, Epilogue::None);
+    if (m == 3)
+      for (const EpilogueInfo &e : allEpilogues()) run(dflt, e.id);
+
+    // In place: C is the residual buffer.
+    GemvSpec spec(n, k, Epilogue::Residual, dflt);
+    MINFER_ASSERT_OK(cDev->upload(toBf16(res).data(), static_cast<size_t>(m * n * 2)));
+    runAndCompare(kernels, spec, *problem, m, *aDev, *cDev, cDev->ptr(), rows, *refFor(Epilogue::Residual),
+                  spec.name() + " in place, M=" + std::to_string(m), /*keepC=*/true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemvKernel,
+                         testing::Values(Shape{64, 64}, Shape{321, 64}, Shape{136, 96}, Shape{256, 2048},
+                                         Shape{2048, 2048}, Shape{5632, 2048}, Shape{321, 200}, Shape{50257, 768}),
+                         shapeName);
+
+} // namespace

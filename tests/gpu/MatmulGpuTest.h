@@ -1,0 +1,205 @@
+// tests/gpu/MatmulGpuTest.h — what the gemm and gemv GPU tests share: a one-matmul IR module whose ops
+// (matmul with and without bias, add, and each activation) give the reference for every epilogue through
+// ir::evalOp; bf16 inputs drawn once per shape; the launch of a matmul kernel; and a comparison that says
+// which element went wrong.
+//
+// The reference of epilogue e on rows R of A is evalOp(matmul[, bias]) on those rows, then evalOp(act),
+// then evalOp(add residual): the interpreter's own ops, in the policy's order (Epilogue.def). For large
+// problems only a sample of rows is checked against the reference (every tile boundary of the last rows
+// included), but every element of the output is checked to have been written.
+#pragma once
+
+#include "GpuHarness.h"
+
+#include "common/TestModels.h"
+#include "compiler/kernels/Epilogue.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+namespace minfer::gputest {
+
+// The kernel arguments of gemm.cuh and gemv.cuh, in order (EpiParams is two pointers).
+struct MatmulArgs {
+  cuda::DevicePtr c = 0, a = 0, w = 0;
+  int m = 0;
+  cuda::DevicePtr bias = 0, residual = 0;
+};
+
+inline llvm::Error launchMatmul(const GpuKernel &k, const LaunchDims &dims, MatmulArgs args) {
+  struct {
+    cuda::DevicePtr bias, residual;
+  } epi{args.bias, args.residual};
+  void *params[] = {&args.c, &args.a, &args.w, &args.m, &epi};
+  if (auto e = cuda::launch(k.fn, dims, params)) return e;
+  return cuda::synchronize();
+}
+
+// W [n, k] ~ N(0, 1/k) so that the accumulators are ~N(0, 1) (activations see both signs and the tanh
+// knee); A, bias and residual ~ N(0, 1). All bf16-rounded.
+class MatmulProblem {
+public:
+  int64_t n, k;
+
+  static std::unique_ptr<MatmulProblem> create(int64_t n, int64_t k, unsigned seed) {
+    auto p = std::unique_ptr<MatmulProblem>(new MatmulProblem(n, k));
+    p->module = test::parseVerified(moduleText(n, k));
+    if (!p->module) return nullptr;
+    for (const ir::Item &item : p->module->items) {
+      const ir::Op *op = std::get_if<ir::Op>(&item);
+      if (!op) continue;
+      if (op->kind == ir::OpKind::Matmul) (op->operands.size() == 3 ? p->matmulBias : p->matmul) = op;
+      else p->pointwise[op->info().mnemonic.str()] = op;
+    }
+    std::mt19937 rng(seed);
+    p->w = randomBf16({n, k}, rng, 0, 1 / std::sqrt(float(k)));
+    p->bias = randomBf16({n}, rng);
+    auto wBuf = uploadBf16(p->w), bBuf = uploadBf16(p->bias);
+    if (!wBuf || !bBuf) {
+      ADD_FAILURE() << "upload: " << (wBuf ? std::string() : llvm::toString(wBuf.takeError()))
+                    << (bBuf ? std::string() : llvm::toString(bBuf.takeError()));
+      return nullptr;
+    }
+    p->wDev = std::move(*wBuf);
+    p->biasDev = std::move(*bBuf);
+    return p;
+  }
+
+  // The reference for rows `rows` of A (a [rows, k] tensor of those rows) and the matching rows of the
+  // residual, for epilogue `e`.
+  llvm::Expected<ir::Tensor> reference(const ir::Tensor &aRows, const ir::Tensor &resRows, Epilogue e) const {
+    const EpilogueInfo &info = epilogueInfo(e);
+    auto acc = info.bias ? ir::evalOp(*module, *matmulBias, {&aRows, &w, &bias})
+                         : ir::evalOp(*module, *matmul, {&aRows, &w});
+    if (!acc) return acc.takeError();
+    ir::Tensor v = std::move((*acc)[0]);
+    if (info.activation != "none") {
+      auto act = ir::evalOp(*module, *pointwise.at(info.activation.str()), {&v});
+      if (!act) return act.takeError();
+      v = std::move((*act)[0]);
+    }
+    if (info.residual) {
+      auto sum = ir::evalOp(*module, *pointwise.at("add"), {&v, &resRows});
+      if (!sum) return sum.takeError();
+      v = std::move((*sum)[0]);
+    }
+    return v;
+  }
+
+  cuda::DevicePtr weightsPtr() const { return wDev.ptr(); } // W [n, k]
+  cuda::DevicePtr biasPtr() const { return biasDev.ptr(); }   // bias [n]
+
+private:
+  MatmulProblem(int64_t n, int64_t k) : n(n), k(k) {}
+
+  // %x [T, k] from an embedding (any value of the right type will do: evalOp takes operands directly).
+  static std::string moduleText(int64_t n, int64_t k) {
+    std::ostringstream s;
+    s << "model \"matmul_test\"\n\ndim n = " << n << "\ndim k = " << k << "\n\n"
+      << "weight @e : bf16[4, k] = \"e\"\nweight @w : bf16[n, k] = \"w\"\nweight @b : bf16[n] = \"b\"\n\n"
+      << "graph(%tokens: i32[T]) {\n"
+      << "  %x = embedding %tokens, @e : bf16[T, k]\n"
+      << "  %y = matmul %x, @w : bf16[T, n]\n"
+      << "  %yb = matmul %x, @w, @b : bf16[T, n]\n"
+      << "  %g1 = gelu_tanh %y : bf16[T, n]\n"
+      << "  %g2 = gelu_erf %g1 : bf16[T, n]\n"
+      << "  %g3 = silu %g2 : bf16[T, n]\n"
+      << "  %g4 = relu %g3 : bf16[T, n]\n"
+      << "  %out = add %g4, %yb : bf16[T, n]\n"
+      << "  return %out\n}\n";
+    return s.str();
+  }
+
+  std::unique_ptr<ir::Module> module;
+  const ir::Op *matmul = nullptr, *matmulBias = nullptr;
+  std::map<std::string, const ir::Op *> pointwise; // add, gelu_tanh, gelu_erf, silu, relu
+  ir::Tensor w, bias;
+  cuda::DeviceBuffer wDev, biasDev;
+};
+
+// The rows checked against the reference: all of them for small problems; else the first rows, the last
+// 136 (the tails of every tile height), and an even sample between.
+inline std::vector<int64_t> rowsToCheck(int64_t m, int64_t n, int64_t k) {
+  std::vector<int64_t> rows;
+  if (m * n * k <= (int64_t(1) << 28)) {
+    for (int64_t r = 0; r < m; ++r) rows.push_back(r);
+    return rows;
+  }
+  std::set<int64_t> s;
+  for (int64_t r = 0; r < std::min<int64_t>(m, 8); ++r) s.insert(r);
+  for (int64_t r = std::max<int64_t>(0, m - 136); r < m; ++r)
+    if (r >= m - 8 || r % 8 == 0 || r % 64 == 63) s.insert(r);
+  for (int64_t r = 0; r < m; r += std::max<int64_t>(1, m / 24)) s.insert(r);
+  return {s.begin(), s.end()};
+}
+
+inline ir::Tensor selectRows(const ir::Tensor &t, const std::vector<int64_t> &rows) {
+  ir::Tensor out({static_cast<int64_t>(rows.size()), t.cols()});
+  for (size_t i = 0; i < rows.size(); ++i) std::copy_n(t.row(rows[i]), t.cols(), out.row(static_cast<int64_t>(i)));
+  return out;
+}
+
+// Compares rows `rows` of the kernel's output with the reference and checks that every element of the
+// output was written; on failure says where: the first unwritten element and the worst one.
+inline void expectOutputMatches(const ir::Tensor &got, const std::vector<int64_t> &rows, const ir::Tensor &ref,
+                                const std::string &what) {
+  size_t nan = countNaN(got);
+  if (nan) {
+    int64_t first = 0;
+    while (!std::isnan(got.data[first])) ++first;
+    ADD_FAILURE() << what << ": " << nan << " of " << got.numel() << " elements unwritten or NaN; first at row "
+                  << first / got.cols() << " col " << first % got.cols();
+    return;
+  }
+  ir::Tensor sub = selectRows(got, rows);
+  double err = relError(sub, ref);
+  if (err < kBf16Tolerance) return;
+  int64_t worst = 0;
+  double worstDiff = -1;
+  for (int64_t i = 0; i < sub.numel(); ++i) {
+    double d = std::fabs(double(sub.data[i]) - ref.data[i]);
+    if (d > worstDiff) worstDiff = d, worst = i;
+  }
+  ADD_FAILURE() << what << ": relative error " << err << " over " << rows.size() << " rows; worst at row "
+                << rows[worst / sub.cols()] << " col " << worst % sub.cols() << ": got " << sub.data[worst]
+                << ", want " << ref.data[worst];
+}
+
+// Compiles each spec once per test (kernels are looked up by name).
+class KernelSet {
+public:
+  const GpuKernel *get(const KernelSpec &spec) {
+    auto it = kernels.find(spec.name());
+    if (it != kernels.end()) return &it->second;
+    auto built = buildKernel(spec);
+    if (!built) {
+      ADD_FAILURE() << "building " << spec.name() << ": " << llvm::toString(built.takeError());
+      return nullptr;
+    }
+    return &kernels.emplace(spec.name(), std::move(*built)).first->second;
+  }
+
+private:
+  std::map<std::string, GpuKernel> kernels;
+};
+
+// Runs `spec` on rows [m] of A with `c` as the output (poisoned first unless `keepC`, for the in-place
+// residual case) and compares the checked rows with `ref`.
+inline void runAndCompare(KernelSet &kernels, const KernelSpec &spec, const MatmulProblem &p, int64_t m,
+                          const cuda::DeviceBuffer &a, cuda::DeviceBuffer &c, cuda::DevicePtr residual,
+                          const std::vector<int64_t> &rows, const ir::Tensor &ref, const std::string &what,
+                          bool keepC = false) {
+  const GpuKernel *k = kernels.get(spec);
+  if (!k) return;
+  if (!keepC) MINFER_ASSERT_OK(c.fill(0xFF));
+  MatmulArgs args{c.ptr(), a.ptr(), p.weightsPtr(), static_cast<int>(m), p.biasPtr(), residual};
+  MINFER_ASSERT_OK(launchMatmul(*k, spec.launch(m), args));
+  auto got = downloadBf16(c, {m, p.n});
+  ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+  expectOutputMatches(*got, rows, ref, what);
+}
+
+} // namespace minfer::gputest

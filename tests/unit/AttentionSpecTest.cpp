@@ -1,0 +1,204 @@
+// tests/unit/AttentionSpecTest.cpp — the attention specs on the CPU: names, launch geometry, shared memory,
+// decode workspace and split choice; and every template instantiation of a sweep (head dims 8..128, GQA
+// ratios 1, 4, 7, 8, MQA) compiled by NVRTC for sm_80, sm_89 and sm_90. No GPU needed.
+#include "compiler/Nvrtc.h"
+#include "compiler/kernels/Attention.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+#include <vector>
+
+namespace minfer {
+namespace {
+
+TEST(AttentionSpec, NamesAndEntriesSpellEveryTemplateArgument) {
+  AttentionPrefillSpec p(32, 4, 64);
+  EXPECT_EQ(p.name(), "attention_prefill_bf16_h32_kv4_d64_m64n64_w4");
+  EXPECT_EQ(p.entry(), "minfer::attention_prefill<32, 4, 64, 64, 64, 4>");
+  EXPECT_EQ(p.header(), "attention_prefill.cuh");
+
+  AttentionDecodeSpec d(32, 4, 64, 256, 4096);
+  EXPECT_EQ(d.name(), "attention_decode_bf16_h32_kv4_d64_s256_t128");
+  EXPECT_EQ(d.entry(), "minfer::attention_decode<32, 4, 64, 256, 128>");
+  EXPECT_EQ(d.header(), "attention_decode.cuh");
+  // max_seq sizes the grid only: it changes neither the source nor the name.
+  EXPECT_EQ(AttentionDecodeSpec(32, 4, 64, 256, 100).source(), d.source());
+
+  AttentionCombineSpec c = AttentionCombineSpec::forDecode(d);
+  EXPECT_EQ(c.name(), "attention_decode_combine_bf16_h32_d64");
+  EXPECT_EQ(c.entry(), "minfer::attention_decode_combine<32, 64>");
+  EXPECT_NE(c.source().find("#include \"attention_decode.cuh\""), std::string::npos);
+}
+
+TEST(AttentionSpec, PrefillLaunchCoversRowsByBlockMAndHeads) {
+  AttentionPrefillSpec p(32, 32, 128);
+  LaunchDims l = p.launch(2048);
+  EXPECT_EQ(l.grid, (std::array<unsigned, 3>{32, 32, 1}));
+  EXPECT_EQ(l.block, (std::array<unsigned, 3>{128, 1, 1}));
+  // (64 Q rows + 2 stages x 64 keys x (K, V)) x (128 + 8) bf16 = 87040 bytes.
+  EXPECT_EQ(l.sharedBytes, 87040u);
+  EXPECT_EQ(p.launch(1).grid[0], 1u);
+  EXPECT_EQ(p.launch(65).grid[0], 2u);
+  // Head dim 8 is padded to 16 columns (+8 against bank conflicts): (128 + 4 * 32) * 24 * 2.
+  AttentionPrefillSpec small(8, 8, 8, 128, 32, 8);
+  EXPECT_EQ(small.launch(200).grid, (std::array<unsigned, 3>{2, 8, 1}));
+  EXPECT_EQ(small.launch(200).block[0], 256u);
+  EXPECT_EQ(small.sharedBytes(), 12288u);
+}
+
+TEST(AttentionSpec, DecodeLaunchIsSplitsByKvHeadsByBatch) {
+  AttentionDecodeSpec d(32, 4, 64, 64, 4096);
+  LaunchDims l = d.launch(16);
+  EXPECT_EQ(l.grid, (std::array<unsigned, 3>{64, 4, 16}));
+  EXPECT_EQ(l.block, (std::array<unsigned, 3>{128, 1, 1}));
+  // Head dim 64: 4 warps x 3 stages x (K, V) x 16 keys x 72 bf16 = 55296 bytes (over the 4 x 16 x 66 fp32
+  // merge area).
+  EXPECT_EQ(l.sharedBytes, 55296u);
+  // Head dim 128: 2 stages (68 KB); head dim 8: 4 stages of 16 + 8 columns.
+  EXPECT_EQ(AttentionDecodeSpec(32, 32, 128, 352, 4096).sharedBytes(), 69632u);
+  EXPECT_EQ(AttentionDecodeSpec(8, 8, 8, 64, 4096).sharedBytes(), 24576u);
+  // A max_seq that is not a multiple of the split gets a last, shorter split.
+  EXPECT_EQ(AttentionDecodeSpec(32, 4, 64, 64, 4097).launch(1).grid[0], 65u);
+
+  AttentionCombineSpec c(32, 64);
+  EXPECT_EQ(c.launch(3).grid, (std::array<unsigned, 3>{32, 3, 1}));
+  EXPECT_EQ(c.launch(3).block[0], 128u);
+  EXPECT_EQ(c.launch(3).sharedBytes, 0u); // its arrays are static
+}
+
+TEST(AttentionSpec, DecodeWorkspaceHoldsPartialOutputsThenLogSumExps) {
+  AttentionDecodeSpec d(32, 4, 64, 64, 4096);
+  // 16 sequences x 32 heads x 64 splits x 64 fp32, then 16 x 32 x 64 fp32.
+  EXPECT_EQ(d.partialLseOffset(16, 4096), size_t(16) * 32 * 64 * 64 * 4);
+  EXPECT_EQ(d.workspaceBytes(16, 4096), size_t(16) * 32 * 64 * 65 * 4);
+  EXPECT_EQ(d.workspaceBytes(1, 100), size_t(1) * 32 * 2 * 65 * 4);
+  EXPECT_EQ(AttentionDecodeSpec(14, 2, 8, 16, 4096).partialLseOffset(3, 4096) % 16, 0u); // lse 16-byte aligned
+}
+
+TEST(AttentionSpec, SplitTokensFillTheGpuInOneWave) {
+  // Resident blocks an SM: 3 at head dim 128 (68 KB of shared memory, ~160 registers), 4 at 64 (54 KB).
+  EXPECT_EQ(AttentionDecodeSpec::residentBlocksPerSm(128), 3);
+  EXPECT_EQ(AttentionDecodeSpec::residentBlocksPerSm(64), 4);
+  // One wave on 132 SMs: Llama-2-7B (32 kv heads) at batch 1 wants 396 / 32 = 12 chunks of 4096: 342,
+  // rounded up to 352 (still 12 chunks); TinyLlama (4 kv heads) 528 / 4 = 132 chunks at batch 1 (32
+  // positions, 128 chunks) and 528 / 64 = 8 at batch 16 (512 positions).
+  EXPECT_EQ(AttentionDecodeSpec::chooseSplitTokens(32, 128, 4096, 1), 352);
+  EXPECT_EQ(AttentionDecodeSpec::chooseSplitTokens(4, 64, 4096, 1), 32);
+  EXPECT_EQ(AttentionDecodeSpec::chooseSplitTokens(4, 64, 4096, 16), 512);
+  // Llama-2-7B at batch 16 has 512 (sequence, kv head) pairs for 396 slots: ~4 waves' worth, 4 chunks.
+  EXPECT_EQ(AttentionDecodeSpec::chooseSplitTokens(32, 128, 4096, 16), 1024);
+  // A short session gets one-tile chunks; a long one never more than kMaxSplits chunks.
+  EXPECT_EQ(AttentionDecodeSpec::chooseSplitTokens(4, 64, 100, 1), 16);
+  int s = AttentionDecodeSpec::chooseSplitTokens(1, 16, 100000, 1);
+  EXPECT_EQ(s % 16, 0);
+  EXPECT_LE((100000 + s - 1) / s, AttentionDecodeSpec::kMaxSplits);
+
+  AttentionDecodeSpec d = AttentionDecodeSpec::forSession(32, 32, 128, 4096);
+  EXPECT_EQ(d.splitTokens, 352);
+  EXPECT_EQ(d.maxSeq, 4096);
+  EXPECT_EQ(d.numSplits(), 12);
+  EXPECT_FALSE(bool(d.validate()));
+}
+
+TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {
+  auto rejects = [](llvm::Error e, const std::string &needle) {
+    ASSERT_TRUE(bool(e)) << "expected an error mentioning " << needle;
+    std::string msg = llvm::toString(std::move(e));
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  };
+  EXPECT_FALSE(bool(AttentionPrefillSpec(32, 4, 64).validate()));
+  EXPECT_FALSE(bool(AttentionDecodeSpec(32, 4, 64, 64, 4096).validate()));
+  EXPECT_FALSE(bool(AttentionCombineSpec(32, 64).validate()));
+  rejects(AttentionPrefillSpec(6, 4, 64).validate(), "not a multiple of kv_heads");
+  rejects(AttentionPrefillSpec(8, 8, 12).validate(), "head_dim 12");
+  rejects(AttentionPrefillSpec(8, 8, 256).validate(), "head_dim 256");
+  rejects(AttentionPrefillSpec(8, 8, 64, 64, 64, 8).validate(), "block_m");
+  rejects(AttentionPrefillSpec(8, 8, 64, 64, 24, 4).validate(), "block_n");
+  rejects(AttentionDecodeSpec(8, 8, 64, 24, 4096).validate(), "split_tokens");
+  rejects(AttentionDecodeSpec(8, 8, 64, 64, 0).validate(), "max_seq");
+  rejects(AttentionDecodeSpec(8, 8, 64, 16, 4097).validate(), "257 splits");
+  rejects(AttentionDecodeSpec(8, 8, 64, 64, 4096, 100).validate(), "threads");
+  rejects(AttentionCombineSpec(8, 20).validate(), "head_dim 20");
+}
+
+TEST(AttentionSpec, JsonNamesTheFamilyAndEveryField) {
+  llvm::json::Object j = AttentionDecodeSpec(32, 4, 64, 64, 4096).toJSON();
+  EXPECT_EQ(j.getString("family"), llvm::Optional<llvm::StringRef>("attention_decode"));
+  EXPECT_EQ(j.getInteger("num_splits"), llvm::Optional<int64_t>(64));
+  EXPECT_EQ(j.getInteger("max_seq"), llvm::Optional<int64_t>(4096));
+  llvm::json::Object p = AttentionPrefillSpec(32, 4, 64).toJSON();
+  EXPECT_EQ(p.getInteger("block_n"), llvm::Optional<int64_t>(64));
+  EXPECT_EQ(p.getInteger("shared_bytes"), llvm::Optional<int64_t>(AttentionPrefillSpec(32, 4, 64).sharedBytes()));
+}
+
+// ---- NVRTC ----------------------------------------------------------------------------------------------
+
+struct Heads {
+  int heads, kvHeads, headDim;
+};
+
+// Head dims 8..128; GQA ratios 1, 4, 7, 8 and MQA; the test fixtures' shapes (4/2/16, 4/1/32, 8/8/8) and the
+// real models' (Llama-2-7B 32/32/128, TinyLlama 32/4/64, Qwen2.5-0.5B 14/2/64, Llama-3 32/8/128). 32/1/64
+// has a group of 32 query heads: decode takes two 16-row passes.
+const Heads kSweep[] = {{8, 8, 8},   {4, 2, 16},  {16, 4, 16},  {4, 1, 32},   {32, 4, 64},
+                        {14, 2, 64}, {32, 1, 64}, {32, 32, 128}, {32, 8, 128}};
+
+// The spec's source, plus static_asserts that the template's shared-memory formula agrees with the host's.
+KernelSource withSmemCheck(const KernelSpec &spec, const std::string &check) {
+  return KernelSource{spec.name(), spec.source() + check, spec.entry()};
+}
+
+std::vector<KernelSource> sweepSources(bool everyTile) {
+  std::vector<KernelSource> out;
+  for (const Heads &h : kSweep) {
+    std::vector<AttentionPrefillSpec> prefills = {AttentionPrefillSpec(h.heads, h.kvHeads, h.headDim)};
+    if (everyTile) prefills = AttentionPrefillSpec::candidates(h.heads, h.kvHeads, h.headDim);
+    for (const AttentionPrefillSpec &p : prefills)
+      out.push_back(withSmemCheck(p, "static_assert(minfer::attn::prefillSmemBytes(" + std::to_string(p.headDim) + ", " +
+                                         std::to_string(p.blockM) + ", " + std::to_string(p.blockN) +
+                                         ") == " + std::to_string(p.sharedBytes()) + ", \"host/template smem\");\n"));
+    AttentionDecodeSpec d = AttentionDecodeSpec::forSession(h.heads, h.kvHeads, h.headDim, 4096);
+    out.push_back(withSmemCheck(d, "static_assert(minfer::attn::decodeSmemBytes(" + std::to_string(d.headDim) + ", " +
+                                       std::to_string(d.threads) + ") == " + std::to_string(d.sharedBytes()) +
+                                       ", \"host/template smem\");\n"));
+    AttentionCombineSpec c = AttentionCombineSpec::forDecode(d);
+    out.push_back(KernelSource{c.name(), c.source(), c.entry()});
+  }
+  return out;
+}
+
+// Compiles every source for `targetName` on two threads (the CI machine has two cores); returns the failures.
+std::vector<std::string> compileAll(const std::vector<KernelSource> &sources, const std::string &targetName) {
+  auto target = parseTarget(targetName);
+  if (!target) return {llvm::toString(target.takeError())};
+  std::vector<std::string> failures;
+  for (size_t i = 0; i < sources.size(); i += 2) {
+    std::vector<std::future<std::string>> jobs;
+    for (size_t j = i; j < std::min(i + 2, sources.size()); ++j)
+      jobs.push_back(std::async(std::launch::async, [&, j]() -> std::string {
+        auto compiled = compileKernel(sources[j], *target);
+        if (!compiled) return llvm::toString(compiled.takeError());
+        if (compiled->loweredName.empty() || compiled->cubin.empty()) return sources[j].name + ": no entry or cubin";
+        return "";
+      }));
+    for (auto &job : jobs)
+      if (std::string e = job.get(); !e.empty()) failures.push_back(e);
+  }
+  return failures;
+}
+
+// sm_90 (H100/H200, where the benchmarks run) gets every prefill tile the autotuner may pick.
+TEST(AttentionSpec, EveryTemplateCompilesUnderNvrtcForSm90) {
+  for (const std::string &f : compileAll(sweepSources(/*everyTile=*/true), "sm_90")) ADD_FAILURE() << f;
+}
+
+// sm_80 and sm_89 (Ampere, Ada: the same mma.sync / ldmatrix / cp.async path) get the default tiles.
+TEST(AttentionSpec, EveryTemplateCompilesUnderNvrtcForSm80AndSm89) {
+  for (const char *arch : {"sm_80", "sm_89"})
+    for (const std::string &f : compileAll(sweepSources(/*everyTile=*/false), arch)) ADD_FAILURE() << arch << ": " << f;
+}
+
+} // namespace
+} // namespace minfer

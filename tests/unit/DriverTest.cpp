@@ -1,0 +1,134 @@
+// DriverTest.cpp — the CUDA driver layer where there may be no driver at all (CI, the build machine):
+// the messages for a missing or foreign libcuda, $MINFER_LIBCUDA, available() with its reason, and every
+// API entry returning init()'s error instead of crashing when called without init. With a GPU present
+// the no-driver cases skip; tests/gpu/DriverGpuTest.cpp covers the GPU side.
+#include "runtime/Driver.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+using namespace minfer;
+using llvm::StringRef;
+
+namespace {
+
+// A path that cannot exist, for "the library is missing".
+constexpr const char *kMissingLibrary = "/nonexistent/minfer-test/libcuda.so.1";
+
+testing::AssertionResult failsMentioning(llvm::Error e, std::initializer_list<StringRef> parts) {
+  if (!e) return testing::AssertionFailure() << "expected an error, got success";
+  std::string msg = llvm::toString(std::move(e));
+  for (StringRef p : parts)
+    if (!StringRef(msg).contains(p))
+      return testing::AssertionFailure() << "error message\n    " << msg << "\ndoes not mention '" << p.str() << "'";
+  return testing::AssertionSuccess() << msg;
+}
+template <typename T>
+testing::AssertionResult failsMentioning(llvm::Expected<T> v, std::initializer_list<StringRef> parts) {
+  if (v) return testing::AssertionFailure() << "expected an error, got a value";
+  return failsMentioning(v.takeError(), parts);
+}
+
+TEST(Driver, MissingLibraryIsNoCudaDriverNamingThePath) {
+  EXPECT_TRUE(failsMentioning(cuda::probeDriver(kMissingLibrary), {"no CUDA driver", "cannot load", kMissingLibrary}));
+}
+
+TEST(Driver, FileThatIsNotALibraryIsNoCudaDriver) {
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("minfer-not-libcuda", "so", path));
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    ASSERT_FALSE(ec);
+    os << "this is not an ELF shared object\n";
+  }
+  EXPECT_TRUE(failsMentioning(cuda::probeDriver(path), {"no CUDA driver", "cannot load", path}));
+  llvm::sys::fs::remove(path);
+}
+
+TEST(Driver, LibraryWithoutDriverEntryPointsIsNotACudaDriver) {
+  // libm loads everywhere and exports no cuDriverGetVersion.
+  EXPECT_TRUE(failsMentioning(cuda::probeDriver("libm.so.6"), {"no CUDA driver", "libm.so.6", "cuDriverGetVersion"}));
+}
+
+// init() reads $MINFER_LIBCUDA once and keeps its answer, so this runs in a fresh process (a
+// "threadsafe" death test re-executes the test binary for just this test).
+TEST(DriverDeathTest, InitHonoursMinferLibcuda) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("MINFER_LIBCUDA", kMissingLibrary, 1);
+        llvm::Error e = cuda::init();
+        std::string msg = e ? llvm::toString(std::move(e)) : "init succeeded";
+        std::string why;
+        bool avail = cuda::available(&why);
+        fprintf(stderr, "init: %s\navailable: %d, why: %s\n", msg.c_str(), int(avail), why.c_str());
+        std::exit(avail ? 1 : 0);
+      },
+      testing::ExitedWithCode(0), "init: no CUDA driver: cannot load /nonexistent/minfer-test/libcuda.so.1: .*"
+                                  "available: 0, why: no CUDA driver: cannot load /nonexistent/minfer-test");
+}
+
+TEST(Driver, AvailableGivesAReasonWhenThereIsNoGpu) {
+  std::string why = "stale";
+  if (cuda::available(&why)) {
+    EXPECT_TRUE(why.empty());
+    GTEST_SKIP() << "a GPU is present; the no-GPU answer cannot be checked here";
+  }
+  EXPECT_FALSE(why.empty());
+  EXPECT_NE(why, "stale");
+  // The answer is kept: a second call says the same.
+  std::string again;
+  EXPECT_FALSE(cuda::available(&again));
+  EXPECT_EQ(why, again);
+  EXPECT_TRUE(failsMentioning(cuda::init(), {why}));
+}
+
+// Every entry point initialises on its own; without a driver each returns init()'s error, no crash.
+TEST(Driver, EveryCallWithoutADriverReturnsTheInitError) {
+  std::string why;
+  if (cuda::available(&why)) GTEST_SKIP() << "a GPU is present; DriverGpuTest covers these calls";
+  EXPECT_TRUE(failsMentioning(cuda::deviceInfo(), {why}));
+  EXPECT_TRUE(failsMentioning(cuda::DeviceBuffer::alloc(1024), {why}));
+  EXPECT_TRUE(failsMentioning(cuda::synchronize(), {why}));
+  EXPECT_TRUE(failsMentioning(cuda::EventTimer::create(), {why}));
+  EXPECT_TRUE(failsMentioning(cuda::Event::create(), {why}));
+  EXPECT_TRUE(failsMentioning(cuda::copyDeviceToDevice(0x1000, 0x2000, 64), {why}));
+  const char bytes[16] = {1, 2, 3};
+  EXPECT_TRUE(failsMentioning(cuda::Module::load(bytes, "m"), {why}));
+  cuda::Function fn;
+  fn.handle = reinterpret_cast<void *>(0x1); // never dereferenced: init fails first
+  fn.name = "k";
+  EXPECT_TRUE(failsMentioning(cuda::launch(fn, LaunchDims{}, nullptr), {why}));
+}
+
+// Objects that were never created are safe to use and destroy, with or without a GPU.
+TEST(Driver, DefaultConstructedObjectsAreInertAndSayWhy) {
+  cuda::DeviceBuffer buf;
+  char host[8] = {};
+  EXPECT_TRUE(failsMentioning(buf.upload(host, sizeof host), {"upload of 8 bytes", "buffer of 0 bytes"}));
+  EXPECT_TRUE(failsMentioning(buf.download(host, sizeof host), {"download of 8 bytes"}));
+  EXPECT_FALSE(bool(buf.upload(host, 0))); // nothing to move is not an error
+  cuda::Module mod;
+  EXPECT_TRUE(failsMentioning(mod.function("add_one"), {"cuModuleGetFunction(add_one)", "no module loaded"}));
+  cuda::Function fn;
+  fn.name = "add_one";
+  EXPECT_TRUE(failsMentioning(cuda::launch(fn, LaunchDims{}, nullptr), {"add_one", "no function"}));
+  cuda::EventTimer timer;
+  EXPECT_TRUE(failsMentioning(timer.start(), {"event not created"}));
+  cuda::Event ev;
+  EXPECT_TRUE(failsMentioning(ev.done(), {"event not created"}));
+  // Moves of empty objects, then destruction: nothing to free.
+  cuda::DeviceBuffer moved = std::move(buf);
+  cuda::Module movedMod = std::move(mod);
+  cuda::EventTimer movedTimer = std::move(timer);
+  EXPECT_EQ(moved.ptr(), 0u);
+}
+
+} // namespace

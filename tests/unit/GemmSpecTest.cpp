@@ -1,0 +1,326 @@
+// tests/unit/GemmSpecTest.cpp — the matmul kernel specs (gemm, gemv) and their epilogues, on the CPU:
+// readable unique names, the exact template-ids, launch geometry and shared memory, which tiles are valid
+// on which target, the heuristic defaults, and that the templates compile under NVRTC (sm_90 for a sweep
+// of shapes, tiles and epilogues; sm_80 and sm_89 for the defaults). NVRTC needs no GPU; a compile takes
+// 0.1-0.8 s here; the ~60 compiles take ~30 s of CPU.
+#include "compiler/Nvrtc.h"
+#include "compiler/kernels/Gemm.h"
+#include "compiler/kernels/Gemv.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <utility>
+
+using namespace minfer;
+
+namespace {
+
+Target target(llvm::StringRef name) {
+  auto t = parseTarget(name);
+  EXPECT_TRUE(bool(t)) << llvm::toString(t.takeError());
+  return t ? *t : Target{};
+}
+
+int64_t intField(const llvm::json::Object &o, llvm::StringRef key) { return o.getInteger(key).getValueOr(-1); }
+
+std::string errorOf(llvm::Error e) { return e ? llvm::toString(std::move(e)) : std::string("(success)"); }
+
+// Compiles `spec` for `t`; a failure names the spec and carries NVRTC's log.
+void expectCompiles(const KernelSpec &spec, const Target &t) {
+  auto compiled = compileKernel(KernelSource{spec.name(), spec.source(), spec.entry()}, t);
+  ASSERT_TRUE(bool(compiled)) << spec.name() << " for " << t.name << ":\n" << llvm::toString(compiled.takeError());
+  EXPECT_FALSE(compiled->cubin.empty()) << spec.name();
+  EXPECT_FALSE(compiled->loweredName.empty()) << spec.name();
+  EXPECT_EQ(cubinSmVersion(compiled->cubin), t.smVersion()) << spec.name();
+}
+
+// The projections of the models in examples/ (N, K), plus the odd and tiny shapes the GPU tests use.
+const std::pair<int64_t, int64_t> kShapes[] = {
+    {2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}, // TinyLlama-1.1B
+    {4096, 4096}, {11008, 4096}, {4096, 11008},                            // Llama-2-7B
+    {2304, 768},  {50257, 768},                                            // GPT-2: c_attn, lm_head
+    {64, 64},     {321, 64},     {136, 96},                                // test fixtures
+};
+
+// ---- epilogues ------------------------------------------------------------------------------------------
+
+TEST(Epilogue, TableRoundTripsThroughItsSuffix) {
+  std::set<std::string> suffixes, policies;
+  for (const EpilogueInfo &info : allEpilogues()) {
+    EXPECT_EQ(&epilogueInfo(info.id), &info);
+    auto parsed = parseEpilogue(info.suffix);
+    ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+    EXPECT_EQ(*parsed, info.id);
+    auto found = findEpilogue(info.bias, info.activation, info.residual);
+    ASSERT_TRUE(bool(found)) << llvm::toString(found.takeError());
+    EXPECT_EQ(*found, info.id) << info.suffix.str() << " is not the only policy doing what it does";
+    EXPECT_TRUE(info.policy.startswith("minfer::Epi")) << info.policy.str();
+    suffixes.insert(info.suffix.str());
+    policies.insert(info.policy.str());
+  }
+  EXPECT_EQ(suffixes.size(), allEpilogues().size());
+  EXPECT_EQ(policies.size(), allEpilogues().size());
+}
+
+TEST(Epilogue, CoversWhatTheFusionPassNeeds) {
+  EXPECT_EQ(epilogueInfo(Epilogue::None).policy, "minfer::EpiNone");
+  EXPECT_EQ(epilogueInfo(Epilogue::BiasGeluTanh).policy, "minfer::EpiBiasGeluTanh");
+  EXPECT_EQ(epilogueInfo(Epilogue::BiasResidual).suffix, "bias_residual");
+  auto gelu = findEpilogue(true, "gelu_erf", false);
+  ASSERT_TRUE(bool(gelu));
+  EXPECT_EQ(*gelu, Epilogue::BiasGeluErf);
+  auto silu = findEpilogue(false, "silu", false);
+  ASSERT_TRUE(bool(silu));
+  EXPECT_EQ(*silu, Epilogue::Silu);
+}
+
+TEST(Epilogue, UnknownNamesAreErrorsListingTheValidOnes) {
+  std::string msg = errorOf(parseEpilogue("swiglu").takeError());
+  EXPECT_NE(msg.find("unknown epilogue 'swiglu'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bias_gelu_tanh"), std::string::npos) << msg;
+  msg = errorOf(findEpilogue(false, "gelu_tanh", true).takeError());
+  EXPECT_NE(msg.find("activation=gelu_tanh"), std::string::npos) << msg;
+}
+
+// ---- gemm spec ------------------------------------------------------------------------------------------
+
+TEST(GemmSpec, NameAndEntrySpellEveryConstant) {
+  GemmSpec spec(5632, 2048, Epilogue::Bias, GemmTile{128, 128, 32, 4, 2, 4});
+  EXPECT_EQ(spec.name(), "gemm_bf16_n5632_k2048_m128n128k32_s4_w2x4_epi_bias");
+  EXPECT_EQ(spec.entry(), "minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 4, minfer::EpiBias>");
+  EXPECT_EQ(spec.header(), "gemm.cuh");
+  EXPECT_NE(spec.source().find("#include \"gemm.cuh\""), std::string::npos);
+  GemmSpec odd(50257, 768, Epilogue::BiasGeluTanh, GemmTile{64, 64, 64, 3, 2, 2});
+  EXPECT_EQ(odd.name(), "gemm_bf16_n50257_k768_m64n64k64_s3_w2x2_epi_bias_gelu_tanh");
+  EXPECT_EQ(odd.entry(), "minfer::gemm<50257, 768, 64, 64, 64, 3, 2, 2, minfer::EpiBiasGeluTanh>");
+}
+
+TEST(GemmSpec, NamesAreUniquePerConfiguration) {
+  std::set<std::string> names, entries;
+  size_t count = 0;
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {2048, 5632}, {321, 64}})
+    for (const GemmTile &t : gemmTileCandidates(target("sm_90"), 4096, n, k))
+      for (const EpilogueInfo &e : allEpilogues()) {
+        GemmSpec spec(n, k, e.id, t);
+        names.insert(spec.name());
+        entries.insert(spec.entry());
+        ++count;
+      }
+  EXPECT_GT(count, 300u);
+  EXPECT_EQ(names.size(), count) << "two configurations share a name";
+  EXPECT_EQ(entries.size(), count);
+}
+
+TEST(GemmSpec, LaunchCoversEveryRowAndColumn) {
+  GemmSpec spec(321, 64, Epilogue::None, GemmTile{64, 64, 32, 4, 2, 2});
+  LaunchDims d = spec.launch(130);
+  EXPECT_EQ(d.grid, (std::array<unsigned, 3>{6, 3, 1})); // ceil(321 / 64), ceil(130 / 64)
+  EXPECT_EQ(d.block, (std::array<unsigned, 3>{128, 1, 1}));
+  EXPECT_EQ(d.sharedBytes, 4u * (64 + 64) * 32 * 2);
+  EXPECT_EQ(spec.launch(1).grid[1], 1u);
+  EXPECT_EQ(spec.launch(64).grid[1], 1u);
+  EXPECT_EQ(spec.launch(65).grid[1], 2u);
+  EXPECT_EQ(spec.launch(0).grid[1], 1u) << "M = 0 still launches one harmless block row";
+
+  GemmSpec big(32000, 2048, Epilogue::None, GemmTile{128, 256, 32, 4, 2, 4});
+  d = big.launch(2048);
+  EXPECT_EQ(d.grid, (std::array<unsigned, 3>{125, 16, 1}));
+  EXPECT_EQ(d.block[0], 256u);
+  EXPECT_EQ(d.sharedBytes, 98304u); // 4 stages x (128 + 256) rows x 32 bf16
+}
+
+TEST(GemmSpec, JSONHoldsTheFields) {
+  GemmSpec spec(2048, 5632, Epilogue::Residual, GemmTile{128, 128, 64, 3, 2, 2});
+  llvm::json::Object o = spec.toJSON();
+  EXPECT_EQ(o.getString("family"), llvm::StringRef("gemm"));
+  EXPECT_EQ(intField(o, "n"), 2048);
+  EXPECT_EQ(intField(o, "k"), 5632);
+  EXPECT_EQ(o.getString("epilogue"), llvm::StringRef("residual"));
+  EXPECT_EQ(intField(o, "shared_bytes"), 3 * 256 * 64 * 2);
+  const llvm::json::Object *tile = o.getObject("tile");
+  ASSERT_NE(tile, nullptr);
+  EXPECT_EQ(intField(*tile, "bk"), 64);
+  EXPECT_EQ(intField(*tile, "warps_n"), 2);
+}
+
+TEST(GemmTileCheck, RejectsWhatTheTemplateWouldRefuse) {
+  const Target h100 = target("sm_90"), l4 = target("sm_89");
+  EXPECT_EQ(errorOf(checkGemmTile(GemmTile{128, 128, 32, 4, 2, 2}, 2048, h100)), "(success)");
+  struct Case {
+    GemmTile tile;
+    int64_t k;
+    Target target;
+    const char *message;
+  };
+  const Case cases[] = {
+      {{128, 128, 32, 4, 2, 2}, 100, h100, "multiple of 8"},
+      {{128, 128, 16, 4, 2, 2}, 2048, h100, "BK must be 32, 64 or 128"},
+      {{96, 128, 32, 4, 4, 2}, 2048, h100, "BM must be a multiple of 16 * WARPS_M"},
+      {{128, 40, 32, 4, 2, 2}, 2048, h100, "BN must be a multiple of 16 * WARPS_N"},
+      {{128, 128, 32, 1, 2, 2}, 2048, h100, "STAGES must be at least 2"},
+      {{256, 256, 32, 3, 1, 1}, 2048, h100, "warp tile above 128x64"},
+      {{128, 256, 128, 3, 2, 4}, 2048, h100, "exceed the 232448"},
+      {{128, 128, 64, 4, 2, 2}, 2048, l4, "exceed the 101376 a block may use on sm_89"},
+  };
+  EXPECT_NE(errorOf(GemmSpec(0, 64, Epilogue::None, GemmTile{}).validate(h100)).find("N = 0"), std::string::npos);
+  EXPECT_EQ(errorOf(GemmSpec(321, 64, Epilogue::None, GemmTile{}).validate(h100)), "(success)");
+  for (const Case &c : cases) {
+    std::string msg = errorOf(checkGemmTile(c.tile, c.k, c.target));
+    EXPECT_NE(msg.find(c.message), std::string::npos) << c.tile.str() << ": " << msg;
+    EXPECT_NE(msg.find(c.tile.str()), std::string::npos) << "the message names the tile: " << msg;
+  }
+}
+
+TEST(GemmTileCandidates, AreValidDistinctAndFitEveryTarget) {
+  for (llvm::StringRef name : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_120"}) {
+    const Target t = target(name);
+    for (int64_t m : {1, 17, 130, 2048}) {
+      std::vector<GemmTile> tiles = gemmTileCandidates(t, m, 5632, 2048);
+      EXPECT_GE(tiles.size(), 8u) << name.str() << " M=" << m;
+      std::set<std::string> seen;
+      for (const GemmTile &tile : tiles) {
+        EXPECT_EQ(errorOf(checkGemmTile(tile, 2048, t)), "(success)") << name.str();
+        EXPECT_LE(tile.sharedBytes(), maxSharedBytesPerBlock(t)) << tile.str();
+        EXPECT_TRUE(seen.insert(tile.str()).second) << "duplicate " << tile.str();
+        if (m <= 32) EXPECT_LE(tile.bm, 32) << "M=" << m << " gets a " << tile.bm << "-row tile";
+      }
+    }
+  }
+}
+
+TEST(GemmDefaultTile, FitsTheShapeAndTheTarget) {
+  const Target h100 = target("sm_90");
+  // Large problems: the 128x128 tile sized for two blocks per SM.
+  EXPECT_EQ(defaultGemmTile(h100, 2048, 2048, 2048), (GemmTile{128, 128, 64, 3, 2, 2}));
+  EXPECT_EQ(defaultGemmTile(h100, 2048, 32000, 2048), (GemmTile{128, 128, 64, 3, 2, 2}));
+  EXPECT_EQ(defaultGemmTile(target("sm_80"), 2048, 4096, 4096), (GemmTile{128, 128, 32, 4, 2, 2}));
+  EXPECT_EQ(defaultGemmTile(target("sm_89"), 2048, 4096, 4096), (GemmTile{128, 128, 32, 3, 2, 2}));
+  // Narrow N (TinyLlama's k/v projections): smaller tiles so 132 SMs have work.
+  GemmTile kv = defaultGemmTile(h100, 2048, 256, 2048);
+  EXPECT_EQ(kv.bm * kv.bn, 64 * 64) << kv.str();
+  // Few rows: short tiles.
+  EXPECT_EQ(defaultGemmTile(h100, 17, 2048, 2048).bm, 32);
+  // Always valid, on every target, for every model shape and row count.
+  for (llvm::StringRef name : {"sm_80", "sm_86", "sm_89", "sm_90", "sm_120"})
+    for (auto [n, k] : kShapes)
+      for (int64_t m : {1, 9, 64, 130, 2048, 8192}) {
+        GemmTile tile = defaultGemmTile(target(name), m, n, k);
+        EXPECT_EQ(errorOf(checkGemmTile(tile, k, target(name))), "(success)") << name.str() << " n" << n << " k" << k;
+      }
+}
+
+// ---- gemv spec ------------------------------------------------------------------------------------------
+
+TEST(GemvSpec, NameAndEntrySpellEveryConstant) {
+  GemvSpec spec(2048, 2048, Epilogue::None, GemvTile{4, 2, 4});
+  EXPECT_EQ(spec.name(), "gemv_bf16_n2048_k2048_m4_r2_w4_epi_none");
+  EXPECT_EQ(spec.entry(), "minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>");
+  EXPECT_EQ(spec.header(), "gemv.cuh");
+  std::set<std::string> names;
+  size_t count = 0;
+  for (const GemvTile &t : gemvTileCandidates(target("sm_90"), 4, 321, 64))
+    for (const EpilogueInfo &e : allEpilogues()) {
+      names.insert(GemvSpec(321, 64, e.id, t).name());
+      ++count;
+    }
+  EXPECT_EQ(names.size(), count);
+}
+
+TEST(GemvSpec, LaunchGivesEachWarpItsRows) {
+  GemvSpec spec(321, 64, Epilogue::None, GemvTile{8, 2, 4}); // 8 rows per block
+  LaunchDims d = spec.launch(5);
+  EXPECT_EQ(d.grid, (std::array<unsigned, 3>{41, 1, 1})); // ceil(321 / 8)
+  EXPECT_EQ(d.block, (std::array<unsigned, 3>{128, 1, 1}));
+  EXPECT_EQ(d.sharedBytes, 0u);
+  EXPECT_EQ(spec.launch(1).grid, d.grid) << "rows of A do not change the grid";
+}
+
+TEST(GemvDefaultTile, GrowsRowsPerWarpWithMWhileNKeepsTheSMsBusy) {
+  const Target h100 = target("sm_90");
+  EXPECT_EQ(defaultGemvTile(h100, 1, 2048, 2048), (GemvTile{1, 1, 4}));
+  EXPECT_EQ(defaultGemvTile(h100, 3, 32000, 2048), (GemvTile{4, 4, 4}));
+  EXPECT_EQ(defaultGemvTile(h100, 5, 32000, 2048), (GemvTile{8, 4, 4}));
+  EXPECT_EQ(defaultGemvTile(h100, 4, 4096, 4096), (GemvTile{4, 2, 4}));
+  EXPECT_EQ(defaultGemvTile(h100, 8, 2048, 2048), (GemvTile{8, 1, 4})); // only 2048 rows for 132 SMs
+  EXPECT_EQ(defaultGemvTile(h100, 2, 64, 64), (GemvTile{2, 1, 4}));
+  for (auto [n, k] : kShapes)
+    for (int64_t m = 1; m <= kGemvMaxRows; ++m) {
+      GemvTile t = defaultGemvTile(h100, m, n, k);
+      EXPECT_GE(t.maxM, m);
+      EXPECT_EQ(errorOf(checkGemvTile(t, k)), "(success)");
+    }
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile{1, 1, 4}, 100)).find("multiple of 8"), std::string::npos);
+  EXPECT_NE(errorOf(GemvSpec(64, 100, Epilogue::None, GemvTile{}).validate()).find("multiple of 8"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile{32, 1, 4}, 64)).find("maxM"), std::string::npos);
+}
+
+// ---- NVRTC --------------------------------------------------------------------------------------------
+
+// Every epilogue policy named in Epilogue.def exists in epilogue.cuh and instantiates in both kernels (odd
+// N: gemm's scalar store path). The paired path (even N) is the same code for every policy; two cover it.
+TEST(MatmulNvrtc, EveryEpilogueCompilesInBothKernels) {
+  const Target h100 = target("sm_90");
+  for (const EpilogueInfo &e : allEpilogues()) {
+    expectCompiles(GemmSpec(321, 64, e.id, GemmTile{64, 64, 32, 4, 2, 2}), h100);
+    expectCompiles(GemvSpec(321, 64, e.id, GemvTile{4, 2, 4}), h100);
+  }
+  expectCompiles(GemmSpec(2048, 96, Epilogue::BiasResidual, GemmTile{64, 64, 64, 3, 2, 2}), h100);
+  expectCompiles(GemmSpec(2048, 96, Epilogue::GeluTanh, GemmTile{64, 64, 64, 3, 2, 2}), h100);
+}
+
+// Every warp layout the autotuner may try compiles (with each BK in turn), and every gemv rows-per-warp,
+// on one shape with every tail: odd N, K not a multiple of BK.
+TEST(MatmulNvrtc, EveryCandidateLayoutCompiles) {
+  const Target h100 = target("sm_90");
+  std::set<std::string> layouts;
+  int bk = 32;
+  for (const GemmTile &t : gemmTileCandidates(h100, 4096, 321, 200)) {
+    std::string layout = std::to_string(t.bm) + "x" + std::to_string(t.bn) + "_" + std::to_string(t.warpsM) + "x" +
+                         std::to_string(t.warpsN);
+    if (t.bk != bk || layouts.count(layout)) continue;
+    layouts.insert(layout);
+    bk = bk == 32 ? 64 : 32;
+    expectCompiles(GemmSpec(321, 200, Epilogue::Bias, t), h100);
+  }
+  EXPECT_GE(layouts.size(), 8u);
+  for (GemvTile t : {GemvTile{8, 1, 2}, GemvTile{8, 2, 8}, GemvTile{8, 4, 4}, GemvTile{8, 8, 4}})
+    expectCompiles(GemvSpec(321, 200, Epilogue::None, t), h100);
+}
+
+// The default kernels of the model shapes, on sm_90 at prefill and decode sizes, and on sm_80 and sm_89.
+TEST(MatmulNvrtc, DefaultKernelsCompileForModelShapes) {
+  const Target h100 = target("sm_90");
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {256, 2048}, {4096, 11008}, {50257, 768}}) {
+    expectCompiles(GemmSpec(n, k, Epilogue::None, defaultGemmTile(h100, 2048, n, k)), h100);
+    expectCompiles(GemmSpec(n, k, Epilogue::Residual, defaultGemmTile(h100, 17, n, k)), h100);
+    expectCompiles(GemvSpec(n, k, Epilogue::None, defaultGemvTile(h100, 1, n, k)), h100);
+    expectCompiles(GemvSpec(n, k, Epilogue::BiasResidual, defaultGemvTile(h100, 8, n, k)), h100);
+  }
+  for (llvm::StringRef name : {"sm_80", "sm_89"}) {
+    const Target t = target(name);
+    expectCompiles(GemmSpec(5632, 2048, Epilogue::BiasGeluTanh, defaultGemmTile(t, 2048, 5632, 2048)), t);
+    expectCompiles(GemmSpec(50257, 768, Epilogue::None, defaultGemmTile(t, 17, 50257, 768)), t);
+    expectCompiles(GemvSpec(50257, 768, Epilogue::Bias, defaultGemvTile(t, 4, 50257, 768)), t);
+  }
+}
+
+// A spec the template cannot take fails in NVRTC with the static_assert's words, not a wall of errors.
+TEST(MatmulNvrtc, ImpossibleSpecsFailWithAReadableMessage) {
+  const Target h100 = target("sm_90");
+  const std::pair<std::unique_ptr<KernelSpec>, const char *> cases[] = {
+      {std::make_unique<GemmSpec>(64, 100, Epilogue::None, GemmTile{64, 64, 32, 4, 2, 2}), "K must be a multiple of 8"},
+      {std::make_unique<GemmSpec>(64, 64, Epilogue::None, GemmTile{64, 64, 16, 4, 2, 2}), "BK must be 32, 64 or 128"},
+      {std::make_unique<GemmSpec>(64, 64, Epilogue::None, GemmTile{96, 64, 32, 4, 4, 1}),
+       "BM must be a multiple of 16 * WARPS_M"},
+      {std::make_unique<GemvSpec>(64, 100, Epilogue::None, GemvTile{1, 1, 4}), "K must be a multiple of 8"},
+  };
+  for (const auto &[spec, words] : cases) {
+    auto compiled = compileKernel(KernelSource{spec->name(), spec->source(), spec->entry()}, h100);
+    ASSERT_FALSE(bool(compiled)) << spec->name() << " compiled";
+    std::string msg = llvm::toString(compiled.takeError());
+    EXPECT_NE(msg.find(words), std::string::npos) << spec->name() << ":\n" << msg;
+  }
+}
+
+} // namespace

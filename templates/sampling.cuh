@@ -5,7 +5,7 @@
 //   sample<V, THREADS>(const bf16 *logits [rows, V], int *out [rows], int rows, float temperature,
 //                      int top_k, float top_p, unsigned long long seed, unsigned long long step)
 //
-// One block of THREADS threads per row (SampleSpec / ArgmaxSpec: 1024, see RowOps.h for why).
+// One block of THREADS threads per row (ArgmaxSpec: 1024, SampleSpec: 512; RowOps.h says why).
 //
 // argmax: the lowest index of the largest logit (-0 and +0 are equal, like the interpreter's
 // generateGreedy); NaN logits are skipped, and a row with nothing above -inf gives 0.
@@ -33,14 +33,15 @@
 //   7. The token is the lowest index i in the kept set whose running sum of W over kept indices <= i is
 //      > target: an inverse-CDF draw in vocabulary order, with probability W(i) / S for each kept token.
 //
-// How the block computes it without sorting V ≤ 152k logits: keys are 16 bits, so the k-th key and the
-// top-p crossing are found by two-level radix selection (a 256-bin histogram of the key's high byte, then
-// of the low byte within the chosen bin) in shared memory; counts and fixed-point masses are integers, so
-// shared-memory atomics give the same sums in any order. Passes over the row (it stays in L1/L2 after the
-// first): max (+ high-byte counts for top-k); low-byte counts (top-k); high-byte masses (top-p) or the
-// total mass; low-byte counts in the crossing bin (top-p); the draw, a tiled block scan in index order
-// that stops at the drawn token. Each is a few instructions per logit; one SM does all of a row, which
-// bounds a decode step with few rows (see RowOps.h).
+// How the block computes it without sorting V <= 152k logits: keys are 16 bits, so the k-th key and the
+// top-p crossing are found by two-level radix selection in shared memory (4096 bins of the key's high 12
+// bits, then 16 of the low 4 bits inside the chosen bin); counts and fixed-point masses are integers, so
+// shared-memory atomics give the same sums in any order. Passes over the row (it stays in L2 after the
+// first): the max (+ coarse counts for top-k); fine counts (top-k); coarse masses (top-p) or the total
+// mass; fine counts in the crossing bin (top-p); the draw: each warp sums the kept mass of a contiguous
+// chunk, a scan over the warps finds the chunk that holds the target, and that warp alone walks it in
+// order. One block (one SM) does a whole row, which bounds the time of a decode step with few rows; see
+// SampleSpec in compiler/kernels/RowOps.h for what was measured.
 #pragma once
 
 #include "common.cuh"

@@ -12,7 +12,9 @@
 // context=4096"); prefill adds tokens=T and asks for the baseline kind "attention_prefill" (torch's
 // scaled_dot_product_attention with is_causal=True). Beside each default spec, the alternatives the
 // autotuner would weigh (other split lengths, other prefill tiles) are timed with baseline "attention_tuning",
-// which has no PyTorch counterpart: they are there to choose defaults from.
+// which has no PyTorch counterpart: they are there to choose defaults from. MINFER_ATTN_BENCH_PARTS=1 also
+// times each decode launch alone (H200: the combine costs ~4-5 us of a decode step, most of it launch and
+// dependent-latency overhead).
 #include "bench/Bench.h"
 #include "compiler/KernelCache.h"
 #include "compiler/kernels/Attention.h"

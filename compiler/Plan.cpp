@@ -39,6 +39,14 @@ namespace {
 // GEMV serves decode batches up to this many rows (its MAX_M limit); larger batches use the GEMM.
 constexpr int64_t kGemvMaxRows = 16;
 
+PlanBuffer named(std::string name, BufferKind kind, int64_t bytesPerRow = 0) {
+  PlanBuffer b;
+  b.name = std::move(name);
+  b.kind = kind;
+  b.bytesPerRow = bytesPerRow;
+  return b;
+}
+
 // Buffers both phases share: weights, KV caches, constants and step inputs, by name.
 struct SharedBuffers {
   std::map<std::string, int> byName;
@@ -68,7 +76,7 @@ private:
   // A fresh activation for value `v` (one per layer instance), live from the next launch on.
   int define(ir::ValueId v, int64_t cols) {
     std::string n = "%" + m.value(v).name + (layer >= 0 ? "@" + std::to_string(layer) : "");
-    int b = buffer(PlanBuffer{n, BufferKind::Activation, cols * 2});
+    int b = buffer(named(n, BufferKind::Activation, cols * 2));
     live[b] = {static_cast<int>(phase.launches.size()), static_cast<int>(phase.launches.size())};
     env[v] = b;
     return b;
@@ -88,12 +96,12 @@ private:
   int weight(const ir::Operand &o) {
     const ir::WeightDecl &w = m.weights[o.id];
     int64_t l = w.perLayer() ? layer : 0;
-    PlanBuffer b{"@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : ""), BufferKind::Weight};
+    PlanBuffer b = named("@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : ""), BufferKind::Weight);
     b.weight = o.id;
     b.layer = l;
     return sharedBuffer(std::move(b));
   }
-  int input(const std::string &name) { return sharedBuffer(PlanBuffer{name, BufferKind::Input, 4}); }
+  int input(const std::string &name) { return sharedBuffer(named(name, BufferKind::Input, 4)); }
   void emit(int k, std::vector<Arg> args, const ir::Op &op, bool perSequence = false) {
     PlannedLaunch l;
     l.kernel = k;
@@ -156,7 +164,7 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
   double scale = op.floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(headDim)));
   int slot = kvSlotBase.lookup(&op) + static_cast<int>(std::max<int64_t>(layer, 0));
   auto cache = [&](bool isV) {
-    PlanBuffer b{std::string(isV ? "v_cache" : "k_cache") + "@" + std::to_string(slot), BufferKind::KvCache};
+    PlanBuffer b = named(std::string(isV ? "v_cache" : "k_cache") + "@" + std::to_string(slot), BufferKind::KvCache);
     b.kvSlot = slot;
     b.isValue = isV;
     b.layer = layer;
@@ -173,7 +181,8 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
        op);
   int out = define(op.results[0], int64_t(heads) * headDim);
   if (!decode) {
-    // attention_prefill(q, k_cache, v_cache, out, rows, start_pos, scale), once per sequence
+    // attention_prefill(q, k_cache, v_cache, out, rows, start_pos, scale), once per sequence: the runtime
+    // offsets the caches to the sequence and sets rows and start_pos (its tokens already in the cache).
     auto spec = std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim);
     emit(kernel(spec),
          {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(out, "out"), rows(), integer(0, "start_pos"),
@@ -183,18 +192,23 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
   }
   auto dec = std::make_shared<AttentionDecodeSpec>(
       AttentionDecodeSpec::forSession(heads, kvHeads, headDim, plan.options.maxSeq, plan.options.maxBatch));
-  PlanBuffer ws{"attn_workspace@" + std::to_string(slot), BufferKind::Workspace};
-  ws.fixedBytes = static_cast<int64_t>(dec->workspaceBytes(plan.options.maxBatch, plan.options.maxSeq));
-  int w = buffer(std::move(ws));
+  // The split partials: [B, heads, splits, head_dim] fp32 outputs and [B, heads, splits] fp32 log-sum-exps,
+  // scratch of this step only, so every layer shares them.
+  int64_t lseOffset = static_cast<int64_t>(dec->partialLseOffset(plan.options.maxBatch, plan.options.maxSeq));
+  PlanBuffer partOut = named("attn_partial_out", BufferKind::Workspace);
+  partOut.fixedBytes = lseOffset;
+  PlanBuffer partLse = named("attn_partial_lse", BufferKind::Workspace);
+  partLse.fixedBytes = static_cast<int64_t>(dec->workspaceBytes(plan.options.maxBatch, plan.options.maxSeq)) - lseOffset;
+  int po = sharedBuffer(std::move(partOut)), pl = sharedBuffer(std::move(partLse));
   int ctx = input("context_len");
   // attention_decode(q, k_cache, v_cache, partial_out, partial_lse, context_len, max_seq, scale)
   emit(kernel(dec),
-       {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(w, "partial_out"), buf(w, "partial_lse"),
+       {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(po, "partial_out"), buf(pl, "partial_lse"),
         buf(ctx, "context_len"), integer(plan.options.maxSeq, "max_seq"), real(scale, "scale")},
        op);
   // attention_decode_combine(partial_out, partial_lse, context_len, out, num_splits, split_tokens)
   emit(kernel(std::make_shared<AttentionCombineSpec>(AttentionCombineSpec::forDecode(*dec))),
-       {buf(w, "partial_out"), buf(w, "partial_lse"), buf(ctx, "context_len"), buf(out, "out"),
+       {buf(po, "partial_out"), buf(pl, "partial_lse"), buf(ctx, "context_len"), buf(out, "out"),
         integer(dec->numSplits(), "num_splits"), integer(dec->splitTokens, "split_tokens")},
        op);
   return llvm::Error::success();
@@ -242,7 +256,7 @@ llvm::Error Lowering::lower(const ir::Op &op) {
   }
   case OpKind::Rope: {
     int64_t heads = op.intAttr("heads"), headDim = op.intAttr("head_dim");
-    PlanBuffer table{"inv_freq:%" + m.value(op.results[0]).name, BufferKind::Constant};
+    PlanBuffer table = named("inv_freq:%" + m.value(op.results[0]).name, BufferKind::Constant);
     for (double f : ir::ropeInverseFrequencies(op)) table.constant.push_back(static_cast<float>(f));
     table.fixedBytes = static_cast<int64_t>(table.constant.size() * 4);
     // One table per rope op, shared by every layer (the frequencies do not depend on the layer).
@@ -302,7 +316,7 @@ llvm::Error Lowering::run() {
   live.erase(logits);
   if (decode) {
     int64_t vocab = cols(m.outputs[0]);
-    int tokensOut = buffer(PlanBuffer{"next_tokens", BufferKind::Output, 4});
+    int tokensOut = buffer(named("next_tokens", BufferKind::Output, 4));
     PlannedLaunch l;
     l.kernel = kernel(std::make_shared<ArgmaxSpec>(vocab));
     // argmax(logits, out, rows)
@@ -411,8 +425,8 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
   plan.prefill.name = "prefill";
   plan.decode.name = "decode";
   SharedBuffers shared;
-  if (auto e = Lowering(m, plan, plan.prefill, false, shared).run()) return std::move(e);
-  if (auto e = Lowering(m, plan, plan.decode, true, shared).run()) return std::move(e);
+  if (auto e = Lowering(m, plan, plan.prefill, false, shared).run()) return e;
+  if (auto e = Lowering(m, plan, plan.decode, true, shared).run()) return e;
   return plan;
 }
 

@@ -58,7 +58,7 @@ template <int THREADS> __device__ __forceinline__ float blockMax(float v, float 
   __syncthreads();
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float m = lane < kWarps ? scratch[lane] : -INFINITY;
+  float m = lane < kWarps ? scratch[lane] : __int_as_float(0xff800000); // -inf (NVRTC has no INFINITY macro)
   return warpMax(m);
 }
 

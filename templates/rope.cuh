@@ -16,13 +16,11 @@
 // HEAD_DIM/2 cos/sin pairs once into shared memory (every head shares them), then rotate 16-byte vectors.
 // y may alias x.
 //
-// Accuracy: the angle is (float)pos * inv_freq in fp32, as HF computes it, then sincosf (≤ 2 ulp on the
-// reduced argument, exact range reduction). The angle's own rounding is ≤ |angle| * 2^-23 — with the
-// rounding of inv_freq to fp32 about pos * inv_freq * 1.2e-7 rad: 5e-4 rad at position 4096 for the
-// fastest pair (inv_freq = 1), 1.6e-2 rad at 131072. That error is in HF's fp32 reference too; it is far
-// below bf16's resolution (2^-8) at the positions the tests use (≤ 4000), and the long-context models
-// (llama3 schedule) slow the fastest pairs only a little, so at 128k contexts the error of the fastest
-// pair is a few percent of that pair, as in HF.
+// Accuracy: the angle is (float)pos * inv_freq in fp32, as HF computes it, then sincosf (≤ 2 ulp, with an
+// exact range reduction). The angle itself is off by up to ~pos * inv_freq * 2^-23 (inv_freq rounded to
+// fp32, then the product rounded): for the fastest pair (inv_freq = 1) 5e-4 rad at position 4096 and
+// 1.6e-2 rad at 131072. HF's fp32 reference carries the same error; the interpreter computes in double, and
+// at the tested positions (≤ 4000) the difference is far below bf16's 2^-8 resolution.
 //
 // KV write: the cache of one layer is [batch, max_seq, KVD]; row r of k and v goes to
 // cache[seq_of[r]][pos_of[r]]. A row whose seq_of is negative or whose pos_of is outside [0, max_seq) is

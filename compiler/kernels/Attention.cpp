@@ -6,6 +6,7 @@
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
+#include <array>
 
 namespace minfer {
 namespace {
@@ -35,12 +36,12 @@ unsigned ceilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1
 // ---- prefill -----------------------------------------------------------------------------------------------
 
 std::vector<AttentionPrefillSpec> AttentionPrefillSpec::candidates(int heads, int kvHeads, int headDim) {
-  // (blockM, blockN, warps): the default, a taller tile (K/V reused by twice the rows), a shorter key
-  // tile (fewer registers and less shared memory, for head dim 128 on sm_89's 99 KB).
-  return {{heads, kvHeads, headDim, 64, 64, 4},
-          {heads, kvHeads, headDim, 128, 64, 8},
-          {heads, kvHeads, headDim, 64, 32, 4},
-          {heads, kvHeads, headDim, 128, 32, 8}};
+  // (blockM, blockN, warps): the default first, then the others of 64 / 128 rows x 32 / 64 keys: a taller
+  // tile reuses K/V for twice the rows, a shorter key tile needs fewer registers and less shared memory.
+  std::vector<AttentionPrefillSpec> out = {{heads, kvHeads, headDim}};
+  for (auto [m, n, w] : {std::array<int, 3>{64, 64, 4}, {64, 32, 4}, {128, 64, 8}, {128, 32, 8}})
+    if (m != out[0].blockM || n != out[0].blockN) out.push_back({heads, kvHeads, headDim, m, n, w});
+  return out;
 }
 
 llvm::Error AttentionPrefillSpec::validate() const {
@@ -99,8 +100,8 @@ int AttentionDecodeSpec::chooseSplitTokens(int kvHeads, int headDim, int64_t max
   const int64_t splits = std::clamp<int64_t>(pairs <= slots ? slots / pairs : (4 * slots + pairs - 1) / pairs, 1,
                                              kMaxSplits);
   const int64_t seq = std::max<int64_t>(maxSeq, 1);
-  const int64_t perSplit = (seq + splits - 1) / splits; // ceil: at most `splits` chunks
-  return static_cast<int>((perSplit + 15) / 16 * 16);   // whole 16-key tiles
+  const int64_t perSplit = (seq + splits - 1) / splits;                   // ceil: at most `splits` chunks
+  return static_cast<int>(std::max<int64_t>((perSplit + 15) / 16 * 16, kMinSplitTokens)); // whole 16-key tiles
 }
 
 AttentionDecodeSpec AttentionDecodeSpec::forSession(int heads, int kvHeads, int headDim, int64_t maxSeq,

@@ -26,11 +26,13 @@ namespace minfer {
 // Flash-attention prefill: grid (ceil(rows / blockM), heads), one warp per 16 query rows.
 struct AttentionPrefillSpec : KernelSpec {
   int heads = 0, kvHeads = 0, headDim = 0;
-  // Default tile: 64 query rows (4 warps) x 64 keys. At head dim 128 that is 85 KB of shared memory
-  // (Q + two stages of K and V) and ~180 registers a thread: 2 blocks, 8 warps an SM on H100.
+  // Default tile: 64 query rows (4 warps) x 64 keys, or x 32 keys at head dim above 64 (fewer registers for
+  // the score tile: H200, 2048 tokens, head dim 128: 198 us against 221 us with 64 keys; at head dim 64 the
+  // 64-key tile is faster, 120 us against 152 us).
   int blockM = 64, blockN = 64, warps = 4;
 
-  AttentionPrefillSpec(int heads, int kvHeads, int headDim) : heads(heads), kvHeads(kvHeads), headDim(headDim) {}
+  AttentionPrefillSpec(int heads, int kvHeads, int headDim)
+      : heads(heads), kvHeads(kvHeads), headDim(headDim), blockN(headDim > 64 ? 32 : 64) {}
   AttentionPrefillSpec(int heads, int kvHeads, int headDim, int blockM, int blockN, int warps)
       : heads(heads), kvHeads(kvHeads), headDim(headDim), blockM(blockM), blockN(blockN), warps(warps) {}
 
@@ -73,11 +75,17 @@ struct AttentionDecodeSpec : KernelSpec {
   static constexpr int kMaxSplits = 256;
   // The chunk length (a multiple of 16) for a full-length context: enough chunks that batch * kvHeads *
   // numSplits blocks fill every SM's resident slots once (one wave: the blocks stream their chunks side by
-  // side and finish together; H200, Llama-2-7B batch 1: 12 chunks of 352 run in ~60% of the time of 64
-  // chunks of 64), or, when the batch alone has more (sequence, kv head) pairs than there are slots, ~4
-  // waves' worth so the last, partly filled wave is a small part. At most kMaxSplits chunks.
+  // side and finish together), or, when the batch alone has more (sequence, kv head) pairs than there are
+  // slots, ~4 waves' worth so the last, partly filled wave is a small part; never shorter than
+  // kMinSplitTokens, never more than kMaxSplits chunks. H200, context 4096, decode + combine: Llama-2-7B
+  // batch 1 28.8 us at the chosen 352 (31.5 at 176, 29.7 at 704); TinyLlama batch 16 28.9 us at 512
+  // (35.3 at 128); Llama-2-7B batch 16 273 us at 1024 (287 at 256, 305 at 4096).
   static int chooseSplitTokens(int kvHeads, int headDim, int64_t maxSeq, int64_t batch = 1,
                                int smCount = kDefaultSmCount);
+  // Two 16-key tiles for each of the 4 warps: shorter chunks cost more in block start-up, merging and
+  // combining than they win in parallelism (H200, TinyLlama batch 1, context 4096: 11.4 us at 128, 13.9 us
+  // at 32, 19.2 us at 16).
+  static constexpr int kMinSplitTokens = 128;
   // Blocks of attention_decode resident on one SM: limited by shared memory (228 KB an SM on H100/H200, 1 KB
   // of it reserved per block) and by registers (~160 a thread at head dim 128, ~120 at 64: 3 and 4 blocks).
   static int residentBlocksPerSm(int headDim);

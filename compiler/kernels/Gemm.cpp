@@ -112,23 +112,27 @@ llvm::Error GemmSpec::validate(const Target &target) const {
 
 GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {
   if (smCount <= 0) smCount = nominalSmCount(target);
-  // The large tile: 128x128 with 2x2 warps of 64x64 (128 threads, ~220 registers each, so two blocks
+  // The large tile: 128x128 with 2x2 warps of 64x64 (128 threads, ~250 registers each, so two blocks
   // share an SM and one computes while the other waits at its barrier). Measured on an H200 at M = 2048
   // over the TinyLlama and Llama-2-7B projections, 128x128x64 with 3 stages (96 KB: two blocks in the
-  // 228 KB of an SM) runs 370-435 TFLOP/s, within ~5% of the best tile on every shape (128x128x32 x4
-  // stages, 128x256x64 with 2x4 warps, 256x128x64 with 4x2: 375-460, each losing elsewhere) and 1.3-1.5x
-  // 64x64. On other GPUs it must still fit twice per SM: sm_80 has 164 KB (128x128x32, 4 stages = 64 KB),
+  // 228 KB of an SM) runs 369-462 TFLOP/s, 1.3-1.6x 64x64, ahead of 128x128x32 x4 stages (349-440). On
+  // other GPUs it must still fit twice per SM: sm_80 has 164 KB (128x128x32, 4 stages = 64 KB),
   // sm_86/sm_89/sm_120 100 KB (3 stages = 48 KB).
   GemmTile large = {128, 128, 32, 3, 2, 2};
   if (maxSharedBytesPerBlock(target) >= 227 * 1024) large = {128, 128, 64, 3, 2, 2};
   else if (maxSharedBytesPerBlock(target) >= 163 * 1024) large = {128, 128, 32, 4, 2, 2};
+  // On sm_90 a 128x256x64 tile (2x4 warps of 64x64, 144 KB, one block an SM) is ~4% faster per block
+  // (375-493 TFLOP/s on the same shapes) but comes in half as many blocks: it wins where that does not
+  // cost a wave (every shape above but N = 11008, K = 4096, which the wave count below gets right).
+  const bool wide = maxSharedBytesPerBlock(target) >= 227 * 1024;
   struct Choice {
     GemmTile tile;
-    double efficiency; // throughput relative to `large` once every SM is busy
+    double efficiency; // throughput per SM relative to `large` once every SM is busy
   };
   // Smaller tiles trade per-block efficiency (H200: 64x64x64 runs at ~0.7 of 128x128) for enough blocks
   // to fill the SMs when M or N is small (N = 256 at M = 2048: 64x64x64 is 2.2x faster than 128x128).
   const Choice choices[] = {
+      {wide ? GemmTile{128, 256, 64, 3, 2, 4} : large, wide ? 1.04 : 1.0},
       {large, 1.0},
       {{64, 128, 32, 4, 2, 2}, 0.8}, // 128 threads, warp 32x64, 48 KB
       {{64, 64, 64, 3, 2, 2}, 0.7},  // 128 threads, warp 32x32, 48 KB

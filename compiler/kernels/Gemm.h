@@ -14,6 +14,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct GemmTile {
   // "m128n128k32_s4_w2x2", as it appears in spec names.
   std::string str() const;
   bool operator==(const GemmTile &o) const = default;
+  friend std::ostream &operator<<(std::ostream &os, const GemmTile &t) { return os << t.str(); }
 };
 
 // The dynamic shared memory one block may opt in to on `target` (the per-block maximum, e.g. 227 KB on

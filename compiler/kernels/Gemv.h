@@ -10,6 +10,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct GemvTile {
   // "m4_r2_w4", as it appears in spec names.
   std::string str() const;
   bool operator==(const GemvTile &o) const = default;
+  friend std::ostream &operator<<(std::ostream &os, const GemvTile &t) { return os << t.str(); }
 };
 
 // Success when gemv.cuh accepts `tile` for this K, else why not (the template's static_asserts).

@@ -148,7 +148,8 @@ struct ArgmaxSpec : KernelSpec {
 
   // 1024 threads (the most a block has): one block reads a whole 64-300 KB row of logits, so the row's
   // time is bounded by how many loads one SM keeps in flight and how many it issues per cycle; at decode
-  // there are only a few rows (blocks), so each should be as wide as possible.
+  // there are only a few rows (blocks), so each should be as wide as possible. Measured on an H200:
+  // 5.3 us for vocab 32000 and 9.0 us for 151936 at 1 to 4 rows, where an empty launch times ~4 us.
   static constexpr int kDefaultThreads = 1024;
 
   explicit ArgmaxSpec(int64_t vocab, int threads = kDefaultThreads) : vocab(vocab), threads(threads) {}
@@ -164,8 +165,15 @@ struct SampleSpec : KernelSpec {
   int64_t vocab = 0;
   int threads = 0;
 
-  // 512 threads: the sampling passes need more registers than argmax (64-bit masses, the scan), and at
-  // 1024 threads a thread gets only 64 registers and spills; 512 still keeps 16 warps of loads in flight.
+  // 512 threads: the sampling passes need ~100 registers (64-bit masses, scans); at 1024 threads a thread
+  // gets 64 and spills (sm_80, sm_89, sm_90 at vocab 151936). Measured on an H200, one row: 36 us (vocab
+  // 32000, top-k 50 + top-p 0.95), 64 us (32000, top-p 0.9 alone), 148 us and 297 us at 151936; 16 rows
+  // cost 10-25% more. The time grows with the vocabulary and is spent in one shared-memory atomic per logit
+  // (the top-k counts of pass 1; the 64-bit masses of pass 3 when top-p has no top-k before it): finer
+  // bins (less contention), a barrier-free draw and deeper loads each changed it by < 15%, while argmax,
+  // the same loads without atomics, takes 9 us. Next steps, in order of gain: split a row over several
+  // blocks (a decode step has 1-16 rows for 132 SMs; needs a workspace and a combine); count without
+  // atomics (pivots counted with ballot/popc, or thread-private radix digit counters as in CUB).
   static constexpr int kDefaultThreads = 512;
 
   explicit SampleSpec(int64_t vocab, int threads = kDefaultThreads) : vocab(vocab), threads(threads) {}

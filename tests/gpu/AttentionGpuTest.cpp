@@ -154,9 +154,9 @@ llvm::Error uploadRowsAt(cuda::DeviceBuffer &buf, const ir::Tensor &t, size_t of
 
 class AttentionPrefillGpu : public testing::TestWithParam<HeadConfig> {};
 
-// rows {1, 17, 64, 200} x start_pos {0, 37} x three tiles (the default, a taller one, a shorter key tile): one
-// row, a partial row tile, an exact tile, several tiles with a tail; a fresh prompt and a continuation whose
-// first rows see cached keys outside the diagonal.
+// rows {1, 17, 64, 200} x start_pos {0, 37} x every tile the autotuner may pick (64 / 128 rows x 32 / 64
+// keys): one row, a partial row tile, an exact tile, several tiles with a tail; a fresh prompt and a
+// continuation whose first rows see cached keys outside the diagonal.
 TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
   MINFER_REQUIRE_GPU();
   const HeadConfig c = GetParam();
@@ -166,9 +166,7 @@ TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
   const float scale = 1.0f / std::sqrt(float(c.headDim));
   std::mt19937 rng(1234 + c.heads * 7 + c.headDim);
 
-  const std::vector<AttentionPrefillSpec> tiles = {AttentionPrefillSpec(c.heads, c.kvHeads, c.headDim),
-                                                   AttentionPrefillSpec(c.heads, c.kvHeads, c.headDim, 128, 64, 8),
-                                                   AttentionPrefillSpec(c.heads, c.kvHeads, c.headDim, 64, 32, 4)};
+  const std::vector<AttentionPrefillSpec> tiles = AttentionPrefillSpec::candidates(c.heads, c.kvHeads, c.headDim);
   for (int rows : {1, 17, 64, 200}) {
     for (int start : {0, 37}) {
       const int total = start + rows;

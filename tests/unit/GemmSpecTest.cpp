@@ -183,7 +183,9 @@ TEST(GemmTileCandidates, AreValidDistinctAndFitEveryTarget) {
         EXPECT_EQ(errorOf(checkGemmTile(tile, 2048, t)), "(success)") << name.str();
         EXPECT_LE(tile.sharedBytes(), maxSharedBytesPerBlock(t)) << tile.str();
         EXPECT_TRUE(seen.insert(tile.str()).second) << "duplicate " << tile.str();
-        if (m <= 32) EXPECT_LE(tile.bm, 32) << "M=" << m << " gets a " << tile.bm << "-row tile";
+        if (m <= 32) {
+          EXPECT_LE(tile.bm, 32) << "M=" << m << " gets a " << tile.bm << "-row tile";
+        }
       }
     }
   }
@@ -191,9 +193,11 @@ TEST(GemmTileCandidates, AreValidDistinctAndFitEveryTarget) {
 
 TEST(GemmDefaultTile, FitsTheShapeAndTheTarget) {
   const Target h100 = target("sm_90");
-  // Large problems: the 128x128 tile sized for two blocks per SM.
-  EXPECT_EQ(defaultGemmTile(h100, 2048, 2048, 2048), (GemmTile{128, 128, 64, 3, 2, 2}));
-  EXPECT_EQ(defaultGemmTile(h100, 2048, 32000, 2048), (GemmTile{128, 128, 64, 3, 2, 2}));
+  // Large problems: 128x256 on sm_90 unless its fewer blocks cost a wave, else the 128x128 tile sized for
+  // two blocks per SM.
+  EXPECT_EQ(defaultGemmTile(h100, 2048, 2048, 2048), (GemmTile{128, 256, 64, 3, 2, 4}));
+  EXPECT_EQ(defaultGemmTile(h100, 2048, 32000, 2048), (GemmTile{128, 256, 64, 3, 2, 4}));
+  EXPECT_EQ(defaultGemmTile(h100, 2048, 11008, 4096, 132), (GemmTile{128, 128, 64, 3, 2, 2}));
   EXPECT_EQ(defaultGemmTile(target("sm_80"), 2048, 4096, 4096), (GemmTile{128, 128, 32, 4, 2, 2}));
   EXPECT_EQ(defaultGemmTile(target("sm_89"), 2048, 4096, 4096), (GemmTile{128, 128, 32, 3, 2, 2}));
   // Narrow N (TinyLlama's k/v projections): smaller tiles so 132 SMs have work.

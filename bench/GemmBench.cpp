@@ -153,8 +153,9 @@ llvm::Expected<std::vector<Result>> runGemv(const Ceilings &) {
       auto r = benchMatmul(GemvSpec(s.n, s.k, Epilogue::None, dflt), dev->target, m, s.n, s.k, "gemv");
       if (!r) return r.takeError();
       out.push_back(*r);
-      for (int rows : {1, 2, 4}) {
-        GemvTile t{dflt.maxM, rows, 4};
+      // Alternatives: the FMA kernel at 1, 2, 4 rows per warp, the tensor-core kernel at 4, 8, 16 warps.
+      for (GemvTile t : {GemvTile{dflt.maxM, 1, 4, false}, GemvTile{dflt.maxM, 2, 4, false}, GemvTile{dflt.maxM, 4, 4, false},
+                         GemvTile{dflt.maxM, 1, 4, true}, GemvTile{dflt.maxM, 1, 8, true}, GemvTile{dflt.maxM, 1, 16, true}}) {
         if (t == dflt) continue;
         auto alt = benchMatmul(GemvSpec(s.n, s.k, Epilogue::None, t), dev->target, m, s.n, s.k, "gemv_tuning");
         if (!alt) return alt.takeError();

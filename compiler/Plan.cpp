@@ -36,9 +36,6 @@ llvm::StringRef bufferKindName(BufferKind k) {
 
 namespace {
 
-// GEMV serves decode batches up to this many rows (its MAX_M limit); larger batches use the GEMM.
-constexpr int64_t kGemvMaxRows = 16;
-
 PlanBuffer named(std::string name, BufferKind kind, int64_t bytesPerRow = 0) {
   PlanBuffer b;
   b.name = std::move(name);
@@ -111,11 +108,11 @@ private:
     l.perSequence = perSequence;
     phase.launches.push_back(std::move(l));
   }
-  static Arg buf(int b, const char *what) { return Arg{Arg::Buffer, b, 0, 0, what}; }
-  static Arg rows() { return Arg{Arg::Rows, -1, 0, 0, "rows"}; }
-  static Arg integer(int64_t v, const char *what) { return Arg{Arg::Int, -1, v, 0, what}; }
-  static Arg real(double v, const char *what) { return Arg{Arg::Float, -1, 0, v, what}; }
-  static Arg null(const char *what) { return Arg{Arg::Buffer, -1, 0, 0, what}; }
+  static Arg buf(int b, const char *what) { return Arg{Arg::Buffer, b, -1, 0, 0, what}; }
+  static Arg rows() { return Arg{Arg::Rows, -1, -1, 0, 0, "rows"}; }
+  static Arg integer(int64_t v, const char *what) { return Arg{Arg::Int, -1, -1, v, 0, what}; }
+  static Arg real(double v, const char *what) { return Arg{Arg::Float, -1, -1, 0, v, what}; }
+  static Arg null(const char *what) { return Arg{Arg::Buffer, -1, -1, 0, 0, what}; }
 
   int64_t cols(ir::ValueId v) const { return *m.value(v).type.lastDim(); }
   const ir::Value &operandValue(const ir::Op &op, size_t i) const { return m.value(op.operands[i].id); }
@@ -152,9 +149,8 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   int b = bias ? weight(op.operands[2]) : -1;
   int y = define(op.results[0], n);
   // gemm/gemv(C, A, W, M, EpiParams{bias, residual})
-  emit(kernel(spec), {buf(y, "C"), buf(x, "A"), buf(w, "W"), rows(), b >= 0 ? buf(b, "epi.bias") : null("epi.bias"),
-                      null("epi.residual")},
-       op);
+  LaunchArg epiArg{LaunchArg::Epilogue, b, -1, 0, 0, "epi"};
+  emit(kernel(spec), {buf(y, "C"), buf(x, "A"), buf(w, "W"), rows(), epiArg}, op);
   return llvm::Error::success();
 }
 
@@ -346,6 +342,10 @@ llvm::json::Value argJSON(const Plan &plan, const LaunchArg &a) {
   case LaunchArg::Rows: return llvm::json::Object{{a.what, "rows"}};
   case LaunchArg::Int: return llvm::json::Object{{a.what, a.i}};
   case LaunchArg::Float: return llvm::json::Object{{a.what, a.f}};
+  case LaunchArg::Epilogue: {
+    auto name = [&](int b) { return b < 0 ? llvm::json::Value(nullptr) : llvm::json::Value(plan.buffers[b].name); };
+    return llvm::json::Object{{a.what, llvm::json::Object{{"bias", name(a.buffer)}, {"residual", name(a.buffer2)}}}};
+  }
   }
   return nullptr;
 }

@@ -47,8 +47,10 @@ struct PlanBuffer {
 };
 
 struct LaunchArg {
-  enum Kind { Buffer, Rows, Int, Float } kind = Buffer;
-  int buffer = -1;   // Buffer
+  // Epilogue: the matmul kernels' EpiParams {bias, residual}, one struct of two pointers passed by value.
+  enum Kind { Buffer, Rows, Int, Float, Epilogue } kind = Buffer;
+  int buffer = -1;   // Buffer; Epilogue: the bias (-1: none)
+  int buffer2 = -1;  // Epilogue: the residual (-1: none)
   int64_t i = 0;     // Int
   double f = 0;      // Float
   std::string what;  // the kernel parameter it binds, for dumps

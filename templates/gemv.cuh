@@ -16,13 +16,26 @@
 // for all MAX_M rows. M above MAX_M is still correct (the warp loops over groups of MAX_M rows, reading
 // W again); the spec picks MAX_M >= M.
 //
+// gemvMma, the tensor-core variant for M of 3 to 8: with fp32 FMAs each W element costs M multiply-adds
+// plus conversions, which at M = 4..8 makes the kernel issue-bound well below memory bandwidth (H200, M =
+// 8: 0.6-1.8 TB/s). gemvMma computes C^T = W · A^T with mma.m16n8k16: 16 rows of W are the "A" operand,
+// the (up to 8) rows of A the n8 "B" operand, so M = 8 costs what M = 1 does (H200, M = 4: 1.0-1.3x,
+// M = 8: 1.2-2.5x the FMA kernel; at M = 1 the FMA kernel stays ahead). The reduction over K does not care
+// in which order K is visited, as long as both operands agree: lane (g = lane / 4, t = lane % 4) loads 16
+// bytes — k = 8t..8t+7 of a 32-wide K chunk — of W rows g and g + 8 and of activation row g, and feeds
+// k 8t..8t+3 to one mma and 8t+4..8t+7 to the next, as the fragment positions (2t, 2t+1, 2t+8, 2t+9)
+// of a k16 step. Fragments thus come straight from global memory, no shared memory or ldmatrix. A block
+// of WARPS warps owns 16 rows of W and splits K between its warps (chunk c to warp c % WARPS); the
+// partial sums meet in shared memory.
+//
 // Kernel arguments, in order (the same as gemm.cuh, so a matmul can use either):
 //   bf16 *C            [M, N]   may alias epi.residual (in-place residual add), never A or W
 //   const bf16 *A      [M, K]   16-byte aligned
 //   const bf16 *W      [N, K]   16-byte aligned
 //   int M              rows, >= 0
 //   EpiParams epi      bias [N] and/or residual [M, N], as the policy needs
-// Launch: grid ceil(N / (ROWS_PER_WARP * WARPS)), block 32 * WARPS, no shared memory.
+// Launch: gemv: grid ceil(N / (ROWS_PER_WARP * WARPS)), block 32 * WARPS, no dynamic shared memory;
+// gemvMma: grid ceil(N / 16), block 32 * WARPS, no dynamic shared memory.
 #pragma once
 
 #include "common.cuh"
@@ -153,6 +166,101 @@ __global__ void __launch_bounds__(WARPS * 32)
           // Lanes take turns storing, so the R * MAX_M results leave from different lanes.
           if (lane == (m * R + r) % 32 && n < N)
             C[static_cast<long long>(row) * N + n] = toBf16(Epi::template apply<N>(sum, row, n, epi));
+        }
+      }
+    }
+  }
+}
+
+namespace gemv_detail {
+
+// d += a · b for one m16n8k16 fragment (bf16 in, fp32 accumulate); see gemm.cuh for the layouts.
+__device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+} // namespace gemv_detail
+
+template <int N, int K, int MAX_M, int WARPS, class Epi>
+__global__ void __launch_bounds__(WARPS * 32)
+    gemvMma(bf16 *C, const bf16 *__restrict__ A, const bf16 *__restrict__ W, int M, EpiParams epi) {
+  using namespace gemv_detail;
+  static_assert(N >= 1 && K >= 8, "gemvMma: N must be at least 1 and K at least 8");
+  static_assert(K % 8 == 0, "gemvMma: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
+  static_assert(MAX_M >= 1 && MAX_M <= 8, "gemvMma: MAX_M must be 1..8 (the rows of A are mma's n8 operand)");
+  static_assert(WARPS >= 1 && WARPS <= 16, "gemvMma: WARPS must be 1..16");
+
+  constexpr int kChunks = (K + 31) / 32;                  // 32-wide chunks of K (the last may be short)
+  constexpr int kPerWarp = (kChunks + WARPS - 1) / WARPS; // chunks each warp walks
+  // Chunks loaded together: 4, i.e. 8 independent 16-byte W loads per lane in flight (as gemv).
+  constexpr int kUnroll = kPerWarp < 4 ? kPerWarp : 4;
+  constexpr int kGroups = kPerWarp / kUnroll, kRest = kPerWarp % kUnroll;
+  __shared__ float partial[WARPS > 1 ? WARPS - 1 : 1][32][4]; // warps 1.. hand their sums to warp 0
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, t = lane % 4;
+  const int row0 = blockIdx.x * 16;
+  // Rows past N read row N - 1 (always valid) and are never stored.
+  const bf16 *w0 = W + static_cast<long long>(min(row0 + g, N - 1)) * K + t * 8;
+  const bf16 *w1 = W + static_cast<long long>(min(row0 + g + 8, N - 1)) * K + t * 8;
+
+  for (int m0 = 0; m0 < M; m0 += MAX_M) {
+    const int rows = min(M - m0, MAX_M);
+    const bool hasRow = g < rows; // lanes of the n8 operand's columns past M feed zeros
+    const bf16 *x = A + static_cast<long long>(m0 + (hasRow ? g : 0)) * K + t * 8;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+
+    // U chunks of this warp starting at its i0-th: all loads first, then the mmas.
+    auto steps = [&](int i0, auto unroll) {
+      constexpr int U = decltype(unroll)::value;
+      uint4 wa[U], wb[U], xa[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = (i0 + u) * WARPS + warp;
+        const bool ok = (kChunks % WARPS == 0 || c < kChunks) && (K % 32 == 0 || c * 32 + t * 8 < K);
+        wa[u] = ok ? loadStreaming(w0 + c * 32) : make_uint4(0, 0, 0, 0);
+        wb[u] = ok ? loadStreaming(w1 + c * 32) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int c = (i0 + u) * WARPS + warp;
+        const bool ok = (kChunks % WARPS == 0 || c < kChunks) && (K % 32 == 0 || c * 32 + t * 8 < K);
+        xa[u] = ok && hasRow ? loadCached(x + c * 32) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        mma16816(acc, wa[u].x, wb[u].x, wa[u].y, wb[u].y, xa[u].x, xa[u].y); // k 8t..8t+3
+        mma16816(acc, wa[u].z, wb[u].z, wa[u].w, wb[u].w, xa[u].z, xa[u].w); // k 8t+4..8t+7
+      }
+    };
+    for (int i = 0; i < kGroups; ++i) steps(i * kUnroll, IntConstant<kUnroll>{});
+    if constexpr (kRest > 0) steps(kGroups * kUnroll, IntConstant<kRest>{});
+
+    if constexpr (WARPS > 1) {
+      // Lane l holds the same four outputs in every warp: warp 0 adds the others'.
+      if (warp > 0)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) partial[warp - 1][lane][e] = acc[e];
+      __syncthreads();
+      if (warp == 0)
+#pragma unroll
+        for (int w = 0; w < WARPS - 1; ++w)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[e] += partial[w][lane][e];
+      __syncthreads(); // `partial` is written again by the next group of MAX_M rows
+    }
+    // acc[e]: W row g (+8 for e >= 2), activation row 2t (+1 for odd e): C[row][n].
+    if (warp == 0) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = row0 + g + (e / 2) * 8, r = 2 * t + e % 2;
+        if (r < rows && n < N) {
+          const int row = m0 + r;
+          C[static_cast<long long>(row) * N + n] = toBf16(Epi::template apply<N>(acc[e], row, n, epi));
         }
       }
     }

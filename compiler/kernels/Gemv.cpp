@@ -21,6 +21,7 @@ int gemvMaxM(int64_t m) {
 } // namespace
 
 std::string GemvTile::str() const {
+  if (mma) return "m" + std::to_string(maxM) + "_mma_w" + std::to_string(warps);
   return "m" + std::to_string(maxM) + "_r" + std::to_string(rowsPerWarp) + "_w" + std::to_string(warps);
 }
 
@@ -29,6 +30,12 @@ llvm::Error checkGemvTile(const GemvTile &t, int64_t k) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv tile " + t.str() + ": " + why);
   };
   if (k < 8 || k % 8 != 0) return invalid("K = " + llvm::Twine(k) + " must be a positive multiple of 8 (16-byte loads)");
+  if (t.mma) {
+    if (t.maxM < 1 || t.maxM > 8) return invalid("maxM must be 1..8 for the tensor-core kernel (mma's n8 operand)");
+    if (t.rowsPerWarp != 1) return invalid("rowsPerWarp does not apply to the tensor-core kernel; leave it 1");
+    if (t.warps < 1 || t.warps > 16) return invalid("warps must be 1..16 for the tensor-core kernel");
+    return llvm::Error::success();
+  }
   if (t.maxM < 1 || t.maxM > 16) return invalid("maxM must be 1..16");
   if (t.rowsPerWarp < 1 || t.rowsPerWarp > 8) return invalid("rowsPerWarp must be 1..8");
   if (t.warps < 1 || t.warps > 32) return invalid("warps must be 1..32");
@@ -41,9 +48,12 @@ std::string GemvSpec::name() const {
 }
 
 std::string GemvSpec::entry() const {
+  std::string policy = epilogueInfo(epi).policy.str();
+  if (tile.mma)
+    return "minfer::gemvMma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
+           ", " + std::to_string(tile.warps) + ", " + policy + ">";
   return "minfer::gemv<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) + ", " +
-         std::to_string(tile.rowsPerWarp) + ", " + std::to_string(tile.warps) + ", " + epilogueInfo(epi).policy.str() +
-         ">";
+         std::to_string(tile.rowsPerWarp) + ", " + std::to_string(tile.warps) + ", " + policy + ">";
 }
 
 LaunchDims GemvSpec::launch(int64_t rows) const {
@@ -61,7 +71,10 @@ llvm::json::Object GemvSpec::toJSON() const {
       {"n", n},
       {"k", k},
       {"epilogue", epilogueInfo(epi).suffix},
-      {"tile", llvm::json::Object{{"max_m", tile.maxM}, {"rows_per_warp", tile.rowsPerWarp}, {"warps", tile.warps}}},
+      {"tile", llvm::json::Object{{"max_m", tile.maxM},
+                                  {"rows_per_warp", tile.rowsPerWarp},
+                                  {"warps", tile.warps},
+                                  {"mma", tile.mma}}},
       {"threads", tile.threads()},
   };
 }
@@ -76,8 +89,22 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   if (smCount <= 0) smCount = nominalSmCount(target);
   GemvTile t;
   t.maxM = gemvMaxM(m);
-  // Each activation vector loaded (from L1) serves rowsPerWarp W loads, so more rows per warp as M grows
-  // (at M = 4 on an H200, 4 rows per warp stream a 131 MB W at 3.1 TB/s, 1 row at 2.6)...
+  (void)k;
+  if (t.maxM >= 4) {
+    // Tensor cores from M = 3 (measured on an H200 at M = 4: 1.0-1.3x the FMA kernel; at M = 8 1.2-2.5x).
+    // More warps split K finer (more loads in flight for few blocks) but ~120 registers a thread leave
+    // room for ~16 resident warps an SM: take the most warps that still keep every block of 16 rows in
+    // the first wave (N = 4096: 8 warps, 2.5 TB/s at M = 4, against 1.8 with 4; N = 5632: 4 warps,
+    // 2.4 TB/s, against 1.8 with 8 and a second wave).
+    t.mma = true;
+    t.rowsPerWarp = 1;
+    int64_t blocks = ceilDiv(n, 16);
+    t.warps = 4;
+    while (t.warps < 16 && blocks * (2 * t.warps) <= 16LL * smCount) t.warps *= 2;
+    return t;
+  }
+  // FMA kernel. Each activation vector loaded (from L1) serves rowsPerWarp W loads, so more rows per warp
+  // as M grows (at M = 4 on an H200, 4 rows per warp stream a 131 MB W at 3.1 TB/s, 1 row at 2.6)...
   t.rowsPerWarp = std::min(4, t.maxM);
   // ... but never so few warps that the SMs starve: N / rowsPerWarp >= 8 warps per SM (at N = 2048 one
   // row per warp is best at every M measured).
@@ -85,7 +112,6 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   // 4 warps (128 threads): fine-grained enough that small N still spreads over every SM, and 16 such
   // blocks (the 64-warp limit) fit on an SM when registers allow; 8 warps measured no better overall.
   t.warps = 4;
-  (void)k;
   return t;
 }
 
@@ -94,15 +120,16 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   (void)n;
   std::vector<GemvTile> out;
   int maxM = gemvMaxM(m);
-  for (int r : {1, 2, 4, 8})
-    for (int w : {2, 4, 8}) {
-      GemvTile t{maxM, r, w};
-      if (llvm::Error e = checkGemvTile(t, k)) {
-        llvm::consumeError(std::move(e));
-        continue;
-      }
-      out.push_back(t);
+  auto add = [&](GemvTile t) {
+    if (llvm::Error e = checkGemvTile(t, k)) {
+      llvm::consumeError(std::move(e));
+      return;
     }
+    out.push_back(t);
+  };
+  for (int r : {1, 2, 4, 8})
+    for (int w : {2, 4, 8}) add(GemvTile{maxM, r, w, false});
+  for (int w : {2, 4, 8, 16}) add(GemvTile{maxM, 1, w, true});
   return out;
 }
 

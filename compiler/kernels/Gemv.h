@@ -19,14 +19,20 @@ namespace minfer {
 // Up to this many rows a matmul is memory-bound on W and runs as a gemv; above it, gemm's tensor cores win.
 constexpr int64_t kGemvMaxRows = 8;
 
-// A warp owns rowsPerWarp rows of W and computes them for up to maxM rows of A at once; a block is
-// `warps` warps. M above maxM stays correct (W is read once per maxM rows) but wastes bandwidth.
+// Two kernels (templates/gemv.cuh):
+//   fp32 FMA (mma = false): a warp owns rowsPerWarp rows of W and computes them for up to maxM rows of A
+//     at once; a block is `warps` warps. Fastest at M = 1..2.
+//   tensor cores (mma = true, gemvMma): a block of `warps` warps owns 16 rows of W, its warps splitting
+//     K; up to maxM <= 8 rows of A ride along as mma's n8 operand for free. Fastest at M = 3..8.
+//     rowsPerWarp does not apply and must be 1.
+// M above maxM stays correct (W is read once per maxM rows) but wastes bandwidth.
 struct GemvTile {
   int maxM = 1, rowsPerWarp = 1, warps = 4;
+  bool mma = false;
 
   int threads() const { return 32 * warps; }
-  int rowsPerBlock() const { return rowsPerWarp * warps; }
-  // "m4_r2_w4", as it appears in spec names.
+  int rowsPerBlock() const { return mma ? 16 : rowsPerWarp * warps; }
+  // "m4_r2_w4", or "m8_mma_w8" for the tensor-core kernel, as it appears in spec names.
   std::string str() const;
   bool operator==(const GemvTile &o) const = default;
   friend std::ostream &operator<<(std::ostream &os, const GemvTile &t) { return os << t.str(); }
@@ -43,25 +49,26 @@ struct GemvSpec : KernelSpec {
   GemvSpec() = default;
   GemvSpec(int64_t n, int64_t k, Epilogue epi, GemvTile tile) : n(n), k(k), epi(epi), tile(tile) {}
 
-  // gemv_bf16_n2048_k2048_m4_r2_w4_epi_none
+  // gemv_bf16_n2048_k2048_m4_r2_w4_epi_none, gemv_bf16_n2048_k2048_m8_mma_w8_epi_none
   std::string name() const override;
   std::string header() const override { return "gemv.cuh"; }
-  // minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>
+  // minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>, minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiNone>
   std::string entry() const override;
-  // grid ceil(n / (rowsPerWarp * warps)), block 32 * warps, no shared memory; independent of rows.
+  // grid ceil(n / tile.rowsPerBlock()), block 32 * warps, no dynamic shared memory; independent of rows.
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   // checkGemvTile for this spec, plus n >= 1: success when gemv.cuh instantiates it.
   llvm::Error validate() const;
 };
 
-// The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4 or 8; rowsPerWarp = min(4,
-// maxM) (each activation load then serves several W rows), halved while N / rowsPerWarp < 8 warps per SM;
-// 4 warps per block. `smCount` 0 means nominalSmCount(target).
+// The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4 or 8. M <= 2: the FMA kernel
+// with rowsPerWarp = maxM, halved while N / rowsPerWarp < 8 warps per SM, 4 warps per block. M >= 3: the
+// tensor-core kernel with the most warps (4, 8 or 16) that keep all ceil(N / 16) blocks in one wave.
+// `smCount` 0 means nominalSmCount(target).
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
 
-// Every tile the autotuner should time for this problem: maxM fixed by M as above, rowsPerWarp 1..8 and
-// 2..8 warps per block.
+// Every tile the autotuner should time for this problem: maxM fixed by M as above; the FMA kernel with
+// rowsPerWarp 1..8 and 2..8 warps per block, and the tensor-core kernel with 2..16 warps.
 std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k);
 
 } // namespace minfer

@@ -1,11 +1,13 @@
 // tests/gpu/GemvGpuTest.cpp — templates/gemv.cuh on the GPU against the interpreter's matmul (CTest label
 // `gpu`; skipped with the reason when there is no GPU).
 //
-// For each (N, K) of the gemm test plus GPT-2's lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M
-// from 1 to 8 runs the heuristic default tile with the epilogues none, bias, residual and bias + gelu_tanh,
-// and two other tiles (one row per warp in 8-warp blocks; 4 rows per warp in 2-warp blocks); M = 3 runs
-// every epilogue; M = 11 runs an 8-row tile (rows beyond MAX_M take a second pass over W); and the residual
-// epilogue also runs in place. Outputs are poisoned first and compared with ir::evalOp.
+// Both kernels, gemv (fp32 FMA) and gemvMma (tensor cores). For each (N, K) of the gemm test plus GPT-2's
+// lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8 runs the heuristic default tile
+// (FMA up to M = 2, tensor cores above) with the epilogues none, bias, residual and bias + gelu_tanh, and
+// four other tiles (FMA: one row per warp in 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor
+// cores: 2 and 16 warps); M = 3 runs every epilogue; M = 11 runs 8-row tiles (rows beyond MAX_M take a
+// second pass over W); the residual epilogue also runs in place. Outputs are poisoned first and compared
+// with ir::evalOp.
 #include "MatmulGpuTest.h"
 
 #include "compiler/kernels/Gemm.h"
@@ -67,8 +69,10 @@ TEST_P(GemvKernel, MatchesInterpreter) {
 
     const GemvTile dflt = defaultGemvTile(*target, std::min(m, kGemvMaxRows), n, k, info->smCount);
     for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::Residual, Epilogue::BiasGeluTanh}) run(dflt, e);
-    run(GemvTile{dflt.maxM, 1, 8}, Epilogue::BiasResidual);
-    run(GemvTile{dflt.maxM, 4, 2}, Epilogue::None);
+    run(GemvTile{dflt.maxM, 1, 8, false}, Epilogue::BiasResidual);
+    run(GemvTile{dflt.maxM, 4, 2, false}, Epilogue::None);
+    run(GemvTile{dflt.maxM, 1, 2, true}, Epilogue::Bias);
+    run(GemvTile{dflt.maxM, 1, 16, true}, Epilogue::Residual);
     if (m == 3)
       for (const EpilogueInfo &e : allEpilogues()) run(dflt, e.id);
 

@@ -221,6 +221,9 @@ TEST(GemvSpec, NameAndEntrySpellEveryConstant) {
   EXPECT_EQ(spec.name(), "gemv_bf16_n2048_k2048_m4_r2_w4_epi_none");
   EXPECT_EQ(spec.entry(), "minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>");
   EXPECT_EQ(spec.header(), "gemv.cuh");
+  GemvSpec mma(2048, 2048, Epilogue::BiasResidual, GemvTile{8, 1, 8, true});
+  EXPECT_EQ(mma.name(), "gemv_bf16_n2048_k2048_m8_mma_w8_epi_bias_residual");
+  EXPECT_EQ(mma.entry(), "minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiBiasResidual>");
   std::set<std::string> names;
   size_t count = 0;
   for (const GemvTile &t : gemvTileCandidates(target("sm_90"), 4, 321, 64))
@@ -238,16 +241,24 @@ TEST(GemvSpec, LaunchGivesEachWarpItsRows) {
   EXPECT_EQ(d.block, (std::array<unsigned, 3>{128, 1, 1}));
   EXPECT_EQ(d.sharedBytes, 0u);
   EXPECT_EQ(spec.launch(1).grid, d.grid) << "rows of A do not change the grid";
+  GemvSpec mma(321, 64, Epilogue::None, GemvTile{8, 1, 8, true}); // 16 rows per block, whatever the warps
+  d = mma.launch(5);
+  EXPECT_EQ(d.grid, (std::array<unsigned, 3>{21, 1, 1})); // ceil(321 / 16)
+  EXPECT_EQ(d.block, (std::array<unsigned, 3>{256, 1, 1}));
+  EXPECT_EQ(d.sharedBytes, 0u);
 }
 
-TEST(GemvDefaultTile, GrowsRowsPerWarpWithMWhileNKeepsTheSMsBusy) {
+TEST(GemvDefaultTile, PicksTheKernelByMAndSizesItForTheSMs) {
   const Target h100 = target("sm_90");
-  EXPECT_EQ(defaultGemvTile(h100, 1, 2048, 2048), (GemvTile{1, 1, 4}));
-  EXPECT_EQ(defaultGemvTile(h100, 3, 32000, 2048), (GemvTile{4, 4, 4}));
-  EXPECT_EQ(defaultGemvTile(h100, 5, 32000, 2048), (GemvTile{8, 4, 4}));
-  EXPECT_EQ(defaultGemvTile(h100, 4, 4096, 4096), (GemvTile{4, 2, 4}));
-  EXPECT_EQ(defaultGemvTile(h100, 8, 2048, 2048), (GemvTile{8, 1, 4})); // only 2048 rows for 132 SMs
-  EXPECT_EQ(defaultGemvTile(h100, 2, 64, 64), (GemvTile{2, 1, 4}));
+  // M <= 2: the FMA kernel, more rows per warp for larger M unless N is too small to keep 8 warps an SM.
+  EXPECT_EQ(defaultGemvTile(h100, 1, 2048, 2048), (GemvTile{1, 1, 4, false}));
+  EXPECT_EQ(defaultGemvTile(h100, 2, 32000, 2048), (GemvTile{2, 2, 4, false}));
+  EXPECT_EQ(defaultGemvTile(h100, 2, 64, 64), (GemvTile{2, 1, 4, false}));
+  // M >= 3: tensor cores, with as many warps as keep every 16-row block in one wave.
+  EXPECT_EQ(defaultGemvTile(h100, 3, 32000, 2048), (GemvTile{4, 1, 4, true}));
+  EXPECT_EQ(defaultGemvTile(h100, 5, 5632, 2048), (GemvTile{8, 1, 4, true}));
+  EXPECT_EQ(defaultGemvTile(h100, 4, 4096, 4096), (GemvTile{4, 1, 8, true}));
+  EXPECT_EQ(defaultGemvTile(h100, 8, 2048, 2048), (GemvTile{8, 1, 16, true}));
   for (auto [n, k] : kShapes)
     for (int64_t m = 1; m <= kGemvMaxRows; ++m) {
       GemvTile t = defaultGemvTile(h100, m, n, k);
@@ -257,6 +268,8 @@ TEST(GemvDefaultTile, GrowsRowsPerWarpWithMWhileNKeepsTheSMsBusy) {
   EXPECT_NE(errorOf(checkGemvTile(GemvTile{1, 1, 4}, 100)).find("multiple of 8"), std::string::npos);
   EXPECT_NE(errorOf(GemvSpec(64, 100, Epilogue::None, GemvTile{}).validate()).find("multiple of 8"), std::string::npos);
   EXPECT_NE(errorOf(checkGemvTile(GemvTile{32, 1, 4}, 64)).find("maxM"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile{16, 1, 4, true}, 64)).find("maxM must be 1..8"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile{8, 2, 4, true}, 64)).find("rowsPerWarp does not apply"), std::string::npos);
 }
 
 // ---- NVRTC --------------------------------------------------------------------------------------------
@@ -268,6 +281,7 @@ TEST(MatmulNvrtc, EveryEpilogueCompilesInBothKernels) {
   for (const EpilogueInfo &e : allEpilogues()) {
     expectCompiles(GemmSpec(321, 64, e.id, GemmTile{64, 64, 32, 4, 2, 2}), h100);
     expectCompiles(GemvSpec(321, 64, e.id, GemvTile{4, 2, 4}), h100);
+    expectCompiles(GemvSpec(321, 64, e.id, GemvTile{8, 1, 4, true}), h100);
   }
   expectCompiles(GemmSpec(2048, 96, Epilogue::BiasResidual, GemmTile{64, 64, 64, 3, 2, 2}), h100);
   expectCompiles(GemmSpec(2048, 96, Epilogue::GeluTanh, GemmTile{64, 64, 64, 3, 2, 2}), h100);
@@ -288,7 +302,8 @@ TEST(MatmulNvrtc, EveryCandidateLayoutCompiles) {
     expectCompiles(GemmSpec(321, 200, Epilogue::Bias, t), h100);
   }
   EXPECT_GE(layouts.size(), 8u);
-  for (GemvTile t : {GemvTile{8, 1, 2}, GemvTile{8, 2, 8}, GemvTile{8, 4, 4}, GemvTile{8, 8, 4}})
+  for (GemvTile t : {GemvTile{8, 1, 2}, GemvTile{8, 2, 8}, GemvTile{8, 4, 4}, GemvTile{8, 8, 4}, GemvTile{8, 1, 2, true},
+                     GemvTile{8, 1, 16, true}})
     expectCompiles(GemvSpec(321, 200, Epilogue::None, t), h100);
 }
 
@@ -300,12 +315,14 @@ TEST(MatmulNvrtc, DefaultKernelsCompileForModelShapes) {
     expectCompiles(GemmSpec(n, k, Epilogue::Residual, defaultGemmTile(h100, 17, n, k)), h100);
     expectCompiles(GemvSpec(n, k, Epilogue::None, defaultGemvTile(h100, 1, n, k)), h100);
     expectCompiles(GemvSpec(n, k, Epilogue::BiasResidual, defaultGemvTile(h100, 8, n, k)), h100);
+    expectCompiles(GemvSpec(n, k, Epilogue::None, defaultGemvTile(h100, 2, n, k)), h100);
   }
   for (llvm::StringRef name : {"sm_80", "sm_89"}) {
     const Target t = target(name);
     expectCompiles(GemmSpec(5632, 2048, Epilogue::BiasGeluTanh, defaultGemmTile(t, 2048, 5632, 2048)), t);
     expectCompiles(GemmSpec(50257, 768, Epilogue::None, defaultGemmTile(t, 17, 50257, 768)), t);
     expectCompiles(GemvSpec(50257, 768, Epilogue::Bias, defaultGemvTile(t, 4, 50257, 768)), t);
+    expectCompiles(GemvSpec(50257, 768, Epilogue::None, defaultGemvTile(t, 1, 50257, 768)), t);
   }
 }
 
@@ -318,6 +335,7 @@ TEST(MatmulNvrtc, ImpossibleSpecsFailWithAReadableMessage) {
       {std::make_unique<GemmSpec>(64, 64, Epilogue::None, GemmTile{96, 64, 32, 4, 4, 1}),
        "BM must be a multiple of 16 * WARPS_M"},
       {std::make_unique<GemvSpec>(64, 100, Epilogue::None, GemvTile{1, 1, 4}), "K must be a multiple of 8"},
+      {std::make_unique<GemvSpec>(64, 100, Epilogue::None, GemvTile{4, 1, 4, true}), "K must be a multiple of 8"},
   };
   for (const auto &[spec, words] : cases) {
     auto compiled = compileKernel(KernelSource{spec->name(), spec->source(), spec->entry()}, h100);

@@ -89,7 +89,7 @@ inline llvm::Expected<cuda::DeviceBuffer> uploadBf16(const ir::Tensor &t) {
   std::vector<uint16_t> bits = toBf16(t);
   auto buf = cuda::DeviceBuffer::alloc(bits.size() * 2);
   if (!buf) return buf.takeError();
-  if (auto e = buf->upload(bits.data(), bits.size() * 2)) return std::move(e);
+  if (auto e = buf->upload(bits.data(), bits.size() * 2)) return e;
   return buf;
 }
 
@@ -97,7 +97,7 @@ template <typename T> llvm::Expected<cuda::DeviceBuffer> uploadVector(const std:
   auto buf = cuda::DeviceBuffer::alloc(std::max<size_t>(1, v.size() * sizeof(T)));
   if (!buf) return buf.takeError();
   if (!v.empty())
-    if (auto e = buf->upload(v.data(), v.size() * sizeof(T))) return std::move(e);
+    if (auto e = buf->upload(v.data(), v.size() * sizeof(T))) return e;
   return buf;
 }
 
@@ -105,14 +105,14 @@ template <typename T> llvm::Expected<cuda::DeviceBuffer> uploadVector(const std:
 inline llvm::Expected<cuda::DeviceBuffer> poisonedBf16(size_t numel) {
   auto buf = cuda::DeviceBuffer::alloc(numel * 2);
   if (!buf) return buf.takeError();
-  if (auto e = buf->fill(0xFF)) return std::move(e);
+  if (auto e = buf->fill(0xFF)) return e;
   return buf;
 }
 
 inline llvm::Expected<ir::Tensor> downloadBf16(const cuda::DeviceBuffer &buf, std::vector<int64_t> shape) {
   ir::Tensor t(std::move(shape));
   std::vector<uint16_t> bits(t.data.size());
-  if (auto e = buf.download(bits.data(), bits.size() * 2)) return std::move(e);
+  if (auto e = buf.download(bits.data(), bits.size() * 2)) return e;
   for (size_t i = 0; i < bits.size(); ++i) t.data[i] = bf16ToFloat(bits[i]);
   return t;
 }

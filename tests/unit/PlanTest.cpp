@@ -41,12 +41,15 @@ TEST(Plan, WeightsKvCachesAndConstantsAreSharedByBothPhases) {
   std::set<std::string> names;
   int kv = 0, weights = 0, constants = 0;
   for (const PlanBuffer &b : p.buffers) {
-    if (b.kind != BufferKind::Activation && b.kind != BufferKind::Output)
+    if (b.kind != BufferKind::Activation && b.kind != BufferKind::Output) {
       EXPECT_TRUE(names.insert(b.name).second) << "buffer " << b.name << " appears twice";
+    }
     kv += b.kind == BufferKind::KvCache;
     weights += b.kind == BufferKind::Weight;
     constants += b.kind == BufferKind::Constant;
-    if (b.kind == BufferKind::KvCache) EXPECT_EQ(b.fixedBytes, 2 * 128 * 8 * 2); // batch * max_seq * kv_dim * bf16
+    if (b.kind == BufferKind::KvCache) {
+      EXPECT_EQ(b.fixedBytes, 2 * 128 * 8 * 2); // batch * max_seq * kv_dim * bf16
+    }
   }
   EXPECT_EQ(kv, 4);           // K and V for each of 2 layers
   EXPECT_EQ(weights, 2 + 2 * 9); // embed, nf, and 9 per layer
@@ -80,13 +83,19 @@ TEST(Plan, DecodeUsesGemvAndPrefillTheTensorCoreGemm) {
   Plan p = planFor(*m);
   auto kernelOf = [&](const PlannedLaunch &l) { return p.kernels[l.kernel]->name(); };
   for (const PlannedLaunch &l : p.decode.launches)
-    if (l.op.find("matmul") != std::string::npos) EXPECT_EQ(kernelOf(l).rfind("gemv_", 0), 0u) << kernelOf(l);
+    if (l.op.find("matmul") != std::string::npos) {
+      EXPECT_EQ(kernelOf(l).rfind("gemv_", 0), 0u) << kernelOf(l);
+    }
   for (const PlannedLaunch &l : p.prefill.launches)
-    if (l.op.find("matmul") != std::string::npos) EXPECT_EQ(kernelOf(l).rfind("gemm_", 0), 0u) << kernelOf(l);
-  // A batch beyond the GEMV's 16 rows switches decode to the GEMM.
+    if (l.op.find("matmul") != std::string::npos) {
+      EXPECT_EQ(kernelOf(l).rfind("gemm_", 0), 0u) << kernelOf(l);
+    }
+  // A batch beyond the GEMV's rows (kGemvMaxRows = 8) switches decode to the GEMM.
   Plan big = planFor(*m, PlanOptions{32, 64, 128});
   for (const PlannedLaunch &l : big.decode.launches)
-    if (l.op.find("matmul") != std::string::npos) EXPECT_EQ(big.kernels[l.kernel]->name().rfind("gemm_", 0), 0u);
+    if (l.op.find("matmul") != std::string::npos) {
+      EXPECT_EQ(big.kernels[l.kernel]->name().rfind("gemm_", 0), 0u);
+    }
 }
 
 TEST(Plan, JsonCarriesTheDecodeSummary) {

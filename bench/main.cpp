@@ -45,11 +45,13 @@ void addShapeDims(StringRef shape, llvm::json::Object &into) {
   for (StringRef tok : tokens) {
     auto [key, value] = tok.split('=');
     if (key.empty() || value.empty() || into.get(key)) continue;
+    // Keys and strings as std::string: a json::Object built from a StringRef borrows it, and `shape`
+    // dies before the object is written.
     int64_t n = 0;
     if (!value.getAsInteger(10, n))
-      into[key] = n;
+      into[key.str()] = n;
     else
-      into[key] = value;
+      into[key.str()] = value.str();
   }
 }
 

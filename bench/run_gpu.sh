@@ -45,7 +45,7 @@ run_all() {
   configured="$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)"
   if command -v ctest >/dev/null && [[ -n "$configured" && "$(realpath "$configured")" == "$(realpath "$build")" ]]
   then
-    ctest --test-dir "$build" -L gpu --no-tests=error --output-on-failure --timeout 300 \
+    ctest --test-dir "$build" -L gpu -j "$(nproc)" --no-tests=error --output-on-failure --timeout 300 \
       --output-junit "$OUT/gpu_tests.xml" || failed+=("GPU tests")
   elif [[ -x "$build/tests/minfer_gpu_tests" ]]; then
     echo "(ctest unavailable or build dir moved from '${configured}': running the test binary directly)"

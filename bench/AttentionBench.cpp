@@ -16,6 +16,7 @@
 // times each decode launch alone (H200: the combine costs ~4-5 us of a decode step, most of it launch and
 // dependent-latency overhead).
 #include "bench/Bench.h"
+#include "runtime/KernelLoader.h"
 #include "compiler/KernelCache.h"
 #include "compiler/kernels/Attention.h"
 
@@ -29,39 +30,6 @@ namespace minfer::bench {
 namespace {
 
 llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
-
-struct Loaded {
-  cuda::Module module;
-  cuda::Function fn;
-};
-
-// Compiles `spec` for the device (through the disk cache) and loads it.
-llvm::Expected<Loaded> load(const KernelSpec &spec) {
-  auto info = cuda::deviceInfo();
-  if (!info) return info.takeError();
-  auto target = parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
-  if (!target) return target.takeError();
-  KernelCache cache = KernelCache::openDefault();
-  auto compiled = cache.getOrCompile(KernelSource{spec.name(), spec.source(), spec.entry()}, *target, {});
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, spec.name());
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
-  return Loaded{std::move(*module), *fn};
-}
-
-// How many copies of the inputs to rotate through so one run's data is not still in L2 from the last:
-// enough to cover 3x the 50 MiB L2 of an H100/H200, at most 16 (as bench/torch_baseline.py does).
-int copiesFor(double bytes) { return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0)); }
-
-// 0x3C3C as bf16 is ~0.0115: finite, and every score equal, which costs the kernels what random data would.
-llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
-  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
-  if (!b) return b.takeError();
-  if (auto e = b->fill(0x3C)) return e;
-  return b;
-}
 
 std::string shape(int batch, int heads, int kvHeads, int headDim, int context, int tokens = 0) {
   std::ostringstream s;
@@ -84,9 +52,9 @@ llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int s
   if (splitTokens) dec.splitTokens = splitTokens;
   AttentionCombineSpec comb = AttentionCombineSpec::forDecode(dec);
   if (auto e = dec.validate()) return e;
-  auto dk = load(dec);
+  auto dk = loadKernel(dec);
   if (!dk) return dk.takeError();
-  auto ck = load(comb);
+  auto ck = loadKernel(comb);
   if (!ck) return ck.takeError();
 
   const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
@@ -142,7 +110,7 @@ llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int s
 // A fresh prompt of `tokens` rows (start_pos 0) with `spec`'s tile.
 llvm::Expected<Result> benchPrefill(const Heads &h, int tokens, const AttentionPrefillSpec &spec, bool isDefault) {
   if (auto e = spec.validate()) return e;
-  auto k = load(spec);
+  auto k = loadKernel(spec);
   if (!k) return k.takeError();
   const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
   const size_t qBytes = tokens * qDim * 2, cacheBytes = tokens * kvDim * 2;

@@ -137,4 +137,15 @@ llvm::json::Object toJSON(const Result &r, const Ceilings &c) {
   };
 }
 
+int copiesFor(double bytes) {
+  return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0));
+}
+
+llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
+  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
+  if (!b) return b.takeError();
+  if (auto e = b->fill(0x3C)) return e;
+  return b;
+}
+
 } // namespace minfer::bench

@@ -44,6 +44,14 @@ llvm::Expected<Ceilings> measureCeilings();
 // One JSON object: the result, its GB/s and TFLOP/s, and the GB/s as a fraction of copy bandwidth.
 llvm::json::Object toJSON(const Result &r, const Ceilings &c);
 
+// How many copies of a kernel's inputs to rotate through so one run's data is not still in L2 from the
+// last: enough to cover 3x the 50 MB L2 of an H100/H200, at most 16 (bench/torch_baseline.py does the same).
+int copiesFor(double bytes);
+
+// A device buffer filled with the byte 0x3C: as bf16 0x3C3C is ~0.0115, finite, so accumulators stay finite
+// and the math costs what real data would.
+llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes);
+
 // A family of benchmarks (gemm, gemv, attention, ...): runs its shapes and returns the results.
 struct Suite {
   std::string name;

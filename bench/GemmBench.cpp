@@ -13,6 +13,7 @@
 // report with baseline "gemm_tuning" / "gemv_tuning", which have no PyTorch counterpart.
 // Inputs rotate across enough copies to cover 3x the 50 MB L2 of an H100/H200, so L2 does not flatter.
 #include "bench/Bench.h"
+#include "runtime/KernelLoader.h"
 #include "compiler/KernelCache.h"
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
@@ -22,34 +23,6 @@
 
 namespace minfer::bench {
 namespace {
-
-struct Loaded {
-  cuda::Module module;
-  cuda::Function fn;
-};
-
-// Compiles `spec` for the device (through the disk cache) and loads it.
-llvm::Expected<Loaded> load(const KernelSpec &spec, const Target &target) {
-  KernelCache cache = KernelCache::openDefault();
-  auto compiled = cache.getOrCompile(KernelSource{spec.name(), spec.source(), spec.entry()}, target, {});
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, spec.name());
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
-  return Loaded{std::move(*module), *fn};
-}
-
-// Input copies to rotate through: 3x the 50 MB L2 of an H100/H200 at least, at most 16.
-int copiesFor(double bytes) { return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0)); }
-
-// 0x3C3C as bf16 is ~0.0115: finite, so the accumulators stay finite and the math costs what real data would.
-llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
-  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
-  if (!b) return b.takeError();
-  if (auto e = b->fill(0x3C)) return e;
-  return b;
-}
 
 struct Shape {
   int64_t n, k;
@@ -66,7 +39,8 @@ std::string shapeString(int64_t m, int64_t n, int64_t k) {
 // Times one matmul kernel (gemm or gemv: same arguments) on [m, k] x [n, k]^T with no epilogue.
 llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Target &target, int64_t m, int64_t n, int64_t k,
                                    const char *baseline) {
-  auto kernel = load(spec, target);
+  KernelCache cache = KernelCache::openDefault();
+  auto kernel = loadKernel(spec, target, &cache);
   if (!kernel) return kernel.takeError();
   const size_t aBytes = size_t(m * k * 2), wBytes = size_t(n * k * 2), cBytes = size_t(m * n * 2);
   const int copies = copiesFor(double(aBytes + wBytes + cBytes));

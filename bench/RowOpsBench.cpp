@@ -16,6 +16,7 @@
 // argmax, sample, ...) have no PyTorch counterpart in bench/torch_baseline.py yet, so they are listed as
 // skipped there.
 #include "bench/Bench.h"
+#include "runtime/KernelLoader.h"
 #include "compiler/KernelCache.h"
 #include "compiler/Safetensors.h"
 #include "compiler/kernels/RowOps.h"
@@ -30,31 +31,6 @@ namespace minfer::bench {
 namespace {
 
 llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
-
-struct Loaded {
-  cuda::Module module;
-  cuda::Function fn;
-};
-
-// Compiles `spec` for the device (through the disk cache) and loads it.
-llvm::Expected<Loaded> load(const KernelSpec &spec) {
-  auto info = cuda::deviceInfo();
-  if (!info) return info.takeError();
-  auto target = parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
-  if (!target) return target.takeError();
-  KernelCache cache = KernelCache::openDefault();
-  auto compiled = cache.getOrCompile(KernelSource{spec.name(), spec.source(), spec.entry()}, *target, {});
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, spec.name());
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
-  return Loaded{std::move(*module), *fn};
-}
-
-// How many copies of the inputs to rotate through so one run's data is not still in L2 from the last:
-// enough to cover 3x the 50 MiB L2 of an H100/H200, at most 16.
-int copiesFor(double bytes) { return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0)); }
 
 // Random bf16 values N(0, stddev) (finite, never all equal: data-dependent kernels such as sampling do
 // their real work), the same bits in every copy.
@@ -106,7 +82,7 @@ struct Bench {
 
   llvm::Expected<Result> time(const KernelSpec &spec, int64_t rows, double bytes, std::string shape,
                               std::string baseline) {
-    auto k = load(spec);
+    auto k = loadKernel(spec);
     if (!k) return k.takeError();
     const LaunchDims dims = spec.launch(rows);
     auto ms = timeMedian([&](int i) { return cuda::launch(k->fn, dims, argSets[i % argSets.size()].get()); });

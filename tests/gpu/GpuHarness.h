@@ -13,6 +13,7 @@
 #include "compiler/kernels/KernelSpec.h"
 #include "ir/Interpreter.h"
 #include "runtime/Driver.h"
+#include "runtime/KernelLoader.h"
 
 #include <gtest/gtest.h>
 
@@ -46,29 +47,14 @@ template <typename T> T takeOrFail(llvm::Expected<T> e, const char *what) {
   return std::move(*e);
 }
 
-// The device's target, e.g. sm_90 on an H100/H200.
-inline llvm::Expected<Target> deviceTarget() {
-  auto info = cuda::deviceInfo();
-  if (!info) return info.takeError();
-  return parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
-}
+using minfer::deviceTarget;
+using GpuKernel = LoadedKernel;
 
-struct GpuKernel {
-  cuda::Module module;
-  cuda::Function fn;
-};
-
-// Compiles `spec` for the device (no cache) and loads it.
+// Compiles `spec` for the device (no cache: tests compile what they test) and loads it.
 inline llvm::Expected<GpuKernel> buildKernel(const KernelSpec &spec) {
   auto target = deviceTarget();
   if (!target) return target.takeError();
-  auto compiled = compileKernel(KernelSource{spec.name(), spec.source(), spec.entry()}, *target);
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, spec.name());
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
-  return GpuKernel{std::move(*module), *fn};
+  return loadKernel(spec, *target, /*cache=*/nullptr);
 }
 
 // Normal(mean, stddev) values rounded to bf16, so host reference and kernel see the same numbers.

@@ -38,6 +38,12 @@ constexpr double kBf16Tolerance = 1e-2;
     if (llvm::Error minferErr = (expr)) FAIL() << llvm::toString(std::move(minferErr));                      \
   } while (0)
 
+// `GPU_TRY(x, f());` in a TEST body: x is a reference to f()'s value, or the test fails with its error.
+#define GPU_TRY(var, expr)                                                                                   \
+  auto var##OrErr = (expr);                                                                                  \
+  if (!var##OrErr) FAIL() << #expr << ": " << llvm::toString(var##OrErr.takeError());                       \
+  auto &var = *var##OrErr
+
 // Unwraps an Expected or fails the test: `auto x = MINFER_TRY_OR_FAIL(f());` inside a TEST body.
 template <typename T> T takeOrFail(llvm::Expected<T> e, const char *what) {
   if (!e) {
@@ -55,6 +61,15 @@ inline llvm::Expected<GpuKernel> buildKernel(const KernelSpec &spec) {
   auto target = deviceTarget();
   if (!target) return target.takeError();
   return loadKernel(spec, *target, /*cache=*/nullptr);
+}
+
+// Launches `kernel` (built from `spec`) over `rows` with the given kernel arguments (device pointers as
+// cuda::DevicePtr, then ints / floats exactly as the template declares them) and waits for it.
+template <typename... Args>
+llvm::Error run(const LoadedKernel &kernel, const KernelSpec &spec, int64_t rows, Args... args) {
+  void *params[] = {static_cast<void *>(&args)...};
+  if (auto e = cuda::launch(kernel.fn, spec.launch(rows), params)) return e;
+  return cuda::synchronize();
 }
 
 // Normal(mean, stddev) values rounded to bf16, so host reference and kernel see the same numbers.

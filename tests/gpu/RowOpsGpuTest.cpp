@@ -1,10 +1,8 @@
 // tests/gpu/RowOpsGpuTest.cpp — the row-op kernels on a GPU (CTest label `gpu`; each test skips without
 // one), each against its reference: ir::evalOp of the IR op for norms, embedding, pointwise ops and rope
 // (random bf16-rounded inputs, never zeros, outputs poisoned with NaN first, rows 1, 7, 64, 300); exact
-// cache contents for the KV write; exact tokens for argmax (with deliberate ties and NaNs); for sampling,
-// greedy cases, determinism, bit-exact agreement with the host copy of the algorithm
-// (compiler/kernels/RowOps.cpp sampleReference) and a chi-square test of many draws against the exact
-// distribution. Failures print the spec name, the rows and the worst element.
+// cache contents for the KV write. Argmax and sampling are in SamplingGpuTest.cpp. Failures print the spec
+// name, the rows and the worst element.
 #include "GpuHarness.h"
 #include "common/TestModels.h"
 
@@ -19,21 +17,9 @@ using gputest::expectMatches;
 
 namespace {
 
-#define ROWOPS_TRY(var, expr)                                                                                \
-  auto var##OrErr = (expr);                                                                                  \
-  if (!var##OrErr) FAIL() << #expr << ": " << llvm::toString(var##OrErr.takeError());                       \
-  auto &var = *var##OrErr
-
 const int64_t kRows[] = {1, 7, 64, 300};
 
-// Launches `kernel` (built from `spec`) over `rows` with the given kernel arguments (device pointers as
-// cuda::DevicePtr, then ints / floats exactly as the template declares them) and waits for it.
-template <typename... Args>
-llvm::Error run(const gputest::GpuKernel &kernel, const KernelSpec &spec, int64_t rows, Args... args) {
-  void *params[] = {static_cast<void *>(&args)...};
-  if (auto e = cuda::launch(kernel.fn, spec.launch(rows), params)) return e;
-  return cuda::synchronize();
-}
+using gputest::run;
 
 // A module whose graph is `body` (ending in `%y = ...`), and its last op of `kind`: the op to evaluate.
 struct OneOp {
@@ -122,7 +108,7 @@ TEST_P(NormKernel, MatchesInterpreter) {
   const bool layer = c.kind == NormKind::Layer, fused = c.fusion == NormFusion::ResidualAdd;
   NormSpec spec(c.kind, c.dim, c.weight, c.fusion);
   ASSERT_FALSE(spec.verify()) << spec.name();
-  ROWOPS_TRY(kernel, gputest::buildKernel(spec));
+  GPU_TRY(kernel, gputest::buildKernel(spec));
   const std::string w = dtypeStr(c.weight);
   OneOp o = oneOp("dim d = " + std::to_string(c.dim) + "\nweight @e : bf16[4, d] = \"e\"\nweight @g : " + w +
                       "[d] = \"g\"\n" + (layer ? "weight @b : " + w + "[d] = \"b\"\n" : ""),
@@ -133,8 +119,8 @@ TEST_P(NormKernel, MatchesInterpreter) {
   std::mt19937 rng(c.dim * 7 + int(c.kind) * 3 + int(c.fusion));
   // Gains around 1, shifts around 0: never zeros (bf16 rounding of N(1, 0.1) is never 0).
   ir::Tensor gamma = gputest::randomBf16({c.dim}, rng, 1.0f, 0.1f), beta = gputest::randomBf16({c.dim}, rng, 0.1f, 0.1f);
-  ROWOPS_TRY(gBuf, uploadWeight(gamma, c.weight));
-  ROWOPS_TRY(bBuf, uploadWeight(beta, c.weight));
+  GPU_TRY(gBuf, uploadWeight(gamma, c.weight));
+  GPU_TRY(bBuf, uploadWeight(beta, c.weight));
   for (int64_t rows : kRows) {
     SCOPED_TRACE(spec.name() + " rows=" + std::to_string(rows));
     // A mean offset so layer_norm's centring matters.
@@ -143,10 +129,10 @@ TEST_P(NormKernel, MatchesInterpreter) {
     if (fused) // the kernel normalises s = bf16(a + b), as the unfused add would store it
       for (size_t i = 0; i < x.data.size(); ++i) x.data[i] = bf16ToFloat(floatToBf16(a.data[i] + b.data[i]));
     ir::Tensor want = layer ? reference(o, {&x, &gamma, &beta}) : reference(o, {&x, &gamma});
-    ROWOPS_TRY(aBuf, gputest::uploadBf16(a));
-    ROWOPS_TRY(bInBuf, gputest::uploadBf16(b));
-    ROWOPS_TRY(yBuf, gputest::poisonedBf16(rows * c.dim));
-    ROWOPS_TRY(sBuf, gputest::poisonedBf16(rows * c.dim));
+    GPU_TRY(aBuf, gputest::uploadBf16(a));
+    GPU_TRY(bInBuf, gputest::uploadBf16(b));
+    GPU_TRY(yBuf, gputest::poisonedBf16(rows * c.dim));
+    GPU_TRY(sBuf, gputest::poisonedBf16(rows * c.dim));
     const int r = int(rows);
     const float eps = 1e-5f;
     if (!fused && !layer) MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), gBuf.ptr(), yBuf.ptr(), r, eps));
@@ -156,10 +142,10 @@ TEST_P(NormKernel, MatchesInterpreter) {
     if (fused && layer)
       MINFER_ASSERT_OK(
           run(kernel, spec, rows, aBuf.ptr(), bInBuf.ptr(), gBuf.ptr(), bBuf.ptr(), sBuf.ptr(), yBuf.ptr(), r, eps));
-    ROWOPS_TRY(y, gputest::downloadBf16(yBuf, {rows, c.dim}));
+    GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, c.dim}));
     expectClose(y, want, spec.name() + " rows=" + std::to_string(rows));
     if (fused) { // the new residual stream is exactly bf16(a + b)
-      ROWOPS_TRY(s, gputest::downloadBf16(sBuf, {rows, c.dim}));
+      GPU_TRY(s, gputest::downloadBf16(sBuf, {rows, c.dim}));
       size_t wrong = 0;
       for (size_t i = 0; i < s.data.size(); ++i) wrong += !(s.data[i] == x.data[i]);
       EXPECT_EQ(wrong, 0u) << "residual sum elements differing from bf16(a + b)";
@@ -175,7 +161,7 @@ TEST(NormKernel, ResidualSumMayOverwriteItsInput) {
   MINFER_REQUIRE_GPU();
   const int64_t d = 2048, rows = 64;
   NormSpec spec(NormKind::Rms, d, ir::DType::BF16, NormFusion::ResidualAdd);
-  ROWOPS_TRY(kernel, gputest::buildKernel(spec));
+  GPU_TRY(kernel, gputest::buildKernel(spec));
   OneOp o = oneOp("dim d = 2048\nweight @e : bf16[4, d] = \"e\"\nweight @g : bf16[d] = \"g\"\n",
                   "  %x = embedding %tokens, @e : bf16[T, d]\n  %y = rms_norm %x, @g {eps = 0.00001} : bf16[T, d]",
                   ir::OpKind::RmsNorm);
@@ -185,13 +171,13 @@ TEST(NormKernel, ResidualSumMayOverwriteItsInput) {
   ir::Tensor gamma = gputest::randomBf16({d}, rng, 1.0f, 0.1f), s = a;
   for (size_t i = 0; i < s.data.size(); ++i) s.data[i] = bf16ToFloat(floatToBf16(a.data[i] + b.data[i]));
   ir::Tensor want = reference(o, {&s, &gamma});
-  ROWOPS_TRY(aBuf, gputest::uploadBf16(a));
-  ROWOPS_TRY(bBuf, gputest::uploadBf16(b));
-  ROWOPS_TRY(gBuf, gputest::uploadBf16(gamma));
-  ROWOPS_TRY(yBuf, gputest::poisonedBf16(rows * d));
+  GPU_TRY(aBuf, gputest::uploadBf16(a));
+  GPU_TRY(bBuf, gputest::uploadBf16(b));
+  GPU_TRY(gBuf, gputest::uploadBf16(gamma));
+  GPU_TRY(yBuf, gputest::poisonedBf16(rows * d));
   MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), bBuf.ptr(), gBuf.ptr(), aBuf.ptr(), yBuf.ptr(), int(rows), 1e-5f));
-  ROWOPS_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
-  ROWOPS_TRY(newA, gputest::downloadBf16(aBuf, {rows, d}));
+  GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
+  GPU_TRY(newA, gputest::downloadBf16(aBuf, {rows, d}));
   expectClose(y, want, spec.name() + " in place");
   EXPECT_EQ(gputest::relError(newA, s), 0.0);
 }
@@ -205,7 +191,7 @@ TEST(EmbeddingKernel, MatchesInterpreterForEveryTableType) {
     for (int64_t d : {64, 768, 896, 2048, 4096, 50}) {
       EmbeddingSpec spec(d, dt);
       SCOPED_TRACE(spec.name());
-      ROWOPS_TRY(kernel, gputest::buildKernel(spec));
+      GPU_TRY(kernel, gputest::buildKernel(spec));
       OneOp o = oneOp("dim d = " + std::to_string(d) + "\nweight @t : " + dtypeStr(dt) + "[" + std::to_string(tableRows) +
                           ", d] = \"t\"\n",
                       "  %y = embedding %tokens, @t : bf16[T, d]", ir::OpKind::Embedding);
@@ -214,17 +200,17 @@ TEST(EmbeddingKernel, MatchesInterpreterForEveryTableType) {
       ir::Tensor table = gputest::randomBf16({tableRows, d}, rng, 0.f, 2.f);
       if (dt == ir::DType::F32) // values bf16 cannot hold, so the kernel's rounding is exercised
         for (float &x : table.data) x *= 1.0009765625f;
-      ROWOPS_TRY(tBuf, uploadWeight(table, dt));
+      GPU_TRY(tBuf, uploadWeight(table, dt));
       for (int64_t rows : kRows) {
         ir::Tensor ids({rows});
         std::vector<int32_t> idBits(rows);
         std::uniform_int_distribution<int> pick(0, int(tableRows) - 1);
         for (int64_t r = 0; r < rows; ++r) ids.data[r] = float(idBits[r] = r == 0 ? int(tableRows) - 1 : pick(rng));
         ir::Tensor want = reference(o, {&ids, &table});
-        ROWOPS_TRY(idBuf, gputest::uploadVector(idBits));
-        ROWOPS_TRY(yBuf, gputest::poisonedBf16(rows * d));
+        GPU_TRY(idBuf, gputest::uploadVector(idBits));
+        GPU_TRY(yBuf, gputest::poisonedBf16(rows * d));
         MINFER_ASSERT_OK(run(kernel, spec, rows, idBuf.ptr(), tBuf.ptr(), yBuf.ptr(), int(rows), int(tableRows)));
-        ROWOPS_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
+        GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
         expectClose(y, want, spec.name() + " rows=" + std::to_string(rows));
       }
     }
@@ -234,18 +220,18 @@ TEST(EmbeddingKernel, OutOfRangeIdsWriteNaNRows) {
   MINFER_REQUIRE_GPU();
   const int64_t d = 768, tableRows = 10, rows = 5;
   EmbeddingSpec spec(d, ir::DType::BF16);
-  ROWOPS_TRY(kernel, gputest::buildKernel(spec));
+  GPU_TRY(kernel, gputest::buildKernel(spec));
   std::mt19937 rng(1);
   ir::Tensor table = gputest::randomBf16({tableRows, d}, rng);
-  ROWOPS_TRY(tBuf, gputest::uploadBf16(table));
+  GPU_TRY(tBuf, gputest::uploadBf16(table));
   std::vector<int32_t> ids = {3, -1, int(tableRows), 9, 0};
-  ROWOPS_TRY(idBuf, gputest::uploadVector(ids));
-  ROWOPS_TRY(yBuf, gputest::poisonedBf16(rows * d));
+  GPU_TRY(idBuf, gputest::uploadVector(ids));
+  GPU_TRY(yBuf, gputest::poisonedBf16(rows * d));
   // Fill with a non-NaN value first, so the NaN rows are known to have been written by the kernel.
-  ROWOPS_TRY(zero, gputest::uploadVector(std::vector<uint16_t>(rows * d, floatToBf16(1.0f))));
+  GPU_TRY(zero, gputest::uploadVector(std::vector<uint16_t>(rows * d, floatToBf16(1.0f))));
   MINFER_ASSERT_OK(cuda::copyDeviceToDevice(yBuf.ptr(), zero.ptr(), rows * d * 2));
   MINFER_ASSERT_OK(run(kernel, spec, rows, idBuf.ptr(), tBuf.ptr(), yBuf.ptr(), int(rows), int(tableRows)));
-  ROWOPS_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
+  GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
   for (int64_t r = 0; r < rows; ++r) {
     bool bad = ids[r] < 0 || ids[r] >= tableRows;
     for (int64_t i = 0; i < d; ++i) {
@@ -277,7 +263,7 @@ TEST_P(PointwiseKernel, MatchesInterpreter) {
   MINFER_REQUIRE_GPU();
   const PointwiseCase c = GetParam();
   PointwiseSpec spec(c.op, c.cols);
-  ROWOPS_TRY(kernel, gputest::buildKernel(spec));
+  GPU_TRY(kernel, gputest::buildKernel(spec));
   const float factor = -0.75f;
   // The IR line of the op; silu_mul is checked as silu then mul in fp32.
   std::string line = c.op == PointwiseOp::Scale  ? "scale %x {factor = -0.75}"
@@ -305,17 +291,17 @@ TEST_P(PointwiseKernel, MatchesInterpreter) {
       ir::Tensor s = want;
       want = reference(mul, {&s, &b});
     }
-    ROWOPS_TRY(aBuf, gputest::uploadBf16(a));
-    ROWOPS_TRY(bBuf, gputest::uploadBf16(b));
-    ROWOPS_TRY(yBuf, gputest::poisonedBf16(rows * c.cols));
+    GPU_TRY(aBuf, gputest::uploadBf16(a));
+    GPU_TRY(bBuf, gputest::uploadBf16(b));
+    GPU_TRY(yBuf, gputest::poisonedBf16(rows * c.cols));
     if (isBinary(c.op)) MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), bBuf.ptr(), yBuf.ptr(), int(rows)));
     else MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), yBuf.ptr(), int(rows), factor));
-    ROWOPS_TRY(y, gputest::downloadBf16(yBuf, {rows, c.cols}));
+    GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, c.cols}));
     expectClose(y, want, spec.name() + " rows=" + std::to_string(rows));
     if (rows == 64) { // in place: y aliases the first input
       if (isBinary(c.op)) MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), bBuf.ptr(), aBuf.ptr(), int(rows)));
       else MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), aBuf.ptr(), int(rows), factor));
-      ROWOPS_TRY(inPlace, gputest::downloadBf16(aBuf, {rows, c.cols}));
+      GPU_TRY(inPlace, gputest::downloadBf16(aBuf, {rows, c.cols}));
       EXPECT_EQ(gputest::relError(inPlace, y), 0.0) << "in place differs from out of place";
     }
   }
@@ -383,10 +369,10 @@ TEST_P(RopeKernel, MatchesInterpreter) {
   const RopeCase c = GetParam();
   const int64_t width = c.heads * c.headDim;
   RopeSpec spec(c.heads, c.headDim, c.style);
-  ROWOPS_TRY(kernel, gputest::buildKernel(spec));
+  GPU_TRY(kernel, gputest::buildKernel(spec));
   OneOp o = ropeOp(c);
   ASSERT_TRUE(o.op);
-  ROWOPS_TRY(freqBuf, gputest::uploadVector(invFreq(*o.op)));
+  GPU_TRY(freqBuf, gputest::uploadVector(invFreq(*o.op)));
   std::mt19937 rng(width);
   for (int64_t rows : kRows) {
     SCOPED_TRACE(spec.name() + " " + c.label + " rows=" + std::to_string(rows));
@@ -394,15 +380,15 @@ TEST_P(RopeKernel, MatchesInterpreter) {
     std::vector<int32_t> positions = randomPositions(rows, rng);
     for (int64_t r = 0; r < rows; ++r) pos.data[r] = float(positions[r]);
     ir::Tensor want = reference(o, {&x, &pos});
-    ROWOPS_TRY(xBuf, gputest::uploadBf16(x));
-    ROWOPS_TRY(pBuf, gputest::uploadVector(positions));
-    ROWOPS_TRY(yBuf, gputest::poisonedBf16(rows * width));
+    GPU_TRY(xBuf, gputest::uploadBf16(x));
+    GPU_TRY(pBuf, gputest::uploadVector(positions));
+    GPU_TRY(yBuf, gputest::poisonedBf16(rows * width));
     MINFER_ASSERT_OK(run(kernel, spec, rows, xBuf.ptr(), yBuf.ptr(), pBuf.ptr(), freqBuf.ptr(), int(rows)));
-    ROWOPS_TRY(y, gputest::downloadBf16(yBuf, {rows, width}));
+    GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, width}));
     expectClose(y, want, spec.name() + " " + c.label + " rows=" + std::to_string(rows));
     if (rows == 7) { // in place
       MINFER_ASSERT_OK(run(kernel, spec, rows, xBuf.ptr(), xBuf.ptr(), pBuf.ptr(), freqBuf.ptr(), int(rows)));
-      ROWOPS_TRY(inPlace, gputest::downloadBf16(xBuf, {rows, width}));
+      GPU_TRY(inPlace, gputest::downloadBf16(xBuf, {rows, width}));
       EXPECT_EQ(gputest::relError(inPlace, y), 0.0) << "in place differs from out of place";
     }
   }
@@ -440,11 +426,11 @@ TEST(KvWriteKernel, WritesEveryRowToItsSlotAndNothingElse) {
       const int64_t kvd = kvHeads * headDim;
       KvWriteSpec spec(kvHeads, headDim, rope);
       SCOPED_TRACE(spec.name());
-      ROWOPS_TRY(kernel, gputest::buildKernel(spec));
+      GPU_TRY(kernel, gputest::buildKernel(spec));
       RopeCase rc{rope.value_or(RopeStyle::Half), "theta = 10000.0, schedule = default", "default", kvHeads, headDim};
       OneOp o = ropeOp(rc);
       ASSERT_TRUE(o.op);
-      ROWOPS_TRY(freqBuf, gputest::uploadVector(invFreq(*o.op)));
+      GPU_TRY(freqBuf, gputest::uploadVector(invFreq(*o.op)));
       std::mt19937 rng(kvd);
       for (int64_t rows : kRows) {
         // Distinct random slots; with more than one row, the last is invalid (pos = max_seq, or seq = -1)
@@ -466,12 +452,12 @@ TEST(KvWriteKernel, WritesEveryRowToItsSlotAndNothingElse) {
         }
         ir::Tensor k = gputest::randomBf16({rows, kvd}, rng), v = gputest::randomBf16({rows, kvd}, rng);
         std::vector<uint16_t> wantK = gputest::toBf16(k), wantV = gputest::toBf16(v);
-        ROWOPS_TRY(kBuf, gputest::uploadBf16(k));
-        ROWOPS_TRY(vBuf, gputest::uploadBf16(v));
-        ROWOPS_TRY(sBuf, gputest::uploadVector(seqOf));
-        ROWOPS_TRY(pBuf, gputest::uploadVector(posOf));
-        ROWOPS_TRY(kc, gputest::poisonedBf16(batch * maxSeq * kvd));
-        ROWOPS_TRY(vc, gputest::poisonedBf16(batch * maxSeq * kvd));
+        GPU_TRY(kBuf, gputest::uploadBf16(k));
+        GPU_TRY(vBuf, gputest::uploadBf16(v));
+        GPU_TRY(sBuf, gputest::uploadVector(seqOf));
+        GPU_TRY(pBuf, gputest::uploadVector(posOf));
+        GPU_TRY(kc, gputest::poisonedBf16(batch * maxSeq * kvd));
+        GPU_TRY(vc, gputest::poisonedBf16(batch * maxSeq * kvd));
         if (rope)
           MINFER_ASSERT_OK(run(kernel, spec, rows, kBuf.ptr(), vBuf.ptr(), kc.ptr(), vc.ptr(), sBuf.ptr(), pBuf.ptr(),
                                freqBuf.ptr(), int(rows), int(maxSeq)));
@@ -505,269 +491,6 @@ TEST(KvWriteKernel, WritesEveryRowToItsSlotAndNothingElse) {
         expectClose(got, want, what + " roped k");
       }
     }
-}
-
-// ---- argmax -------------------------------------------------------------------------------------------
-
-int32_t hostArgmax(const uint16_t *row, int64_t v) {
-  int32_t best = -1;
-  float bestV = -INFINITY;
-  for (int64_t i = 0; i < v; ++i)
-    if (float x = bf16ToFloat(row[i]); x > bestV) bestV = x, best = int32_t(i);
-  return best < 0 ? 0 : best;
-}
-
-// Random logits N(0, 3), bf16: ties among the largest happen by themselves at large vocabularies.
-std::vector<uint16_t> randomLogits(int64_t rows, int64_t v, std::mt19937 &rng, float stddev = 3.f) {
-  std::normal_distribution<float> d(0, stddev);
-  std::vector<uint16_t> out(rows * v);
-  for (auto &b : out) b = floatToBf16(d(rng));
-  return out;
-}
-
-// Rows with planted features: a tie for the max (the lower index must win), the max at the end and at
-// the start, NaNs (skipped), all equal (0), all -inf (0).
-void plantSpecialRows(std::vector<uint16_t> &logits, int64_t rows, int64_t v, std::mt19937 &rng) {
-  std::uniform_int_distribution<int64_t> col(0, v - 1);
-  const uint16_t big = floatToBf16(100.f), nan = 0x7FC0, negInf = 0xFF80;
-  for (int64_t r = 0; r < rows; ++r) {
-    uint16_t *row = logits.data() + r * v;
-    switch (r % 8) {
-    case 0: { // tie between two random columns
-      int64_t a = col(rng), b = col(rng);
-      row[a] = row[b] = big;
-      break;
-    }
-    case 1: row[v - 1] = big; break;
-    case 2: row[0] = big; break;
-    case 3: // NaNs everywhere above the max: must be skipped
-      for (int64_t i = 0; i < v; i += 3) row[i] = nan;
-      break;
-    case 4:
-      if (r >= 8) std::fill(row, row + v, floatToBf16(0.5f)); // all equal
-      break;
-    case 5:
-      if (r >= 8) std::fill(row, row + v, negInf);
-      break;
-    case 6: { // -0 ahead of +0 at the max: equal, the first wins
-      std::fill(row, row + v, floatToBf16(-1.f));
-      int64_t a = col(rng) / 2;
-      row[a] = 0x8000;
-      row[a + v / 2] = 0x0000;
-      break;
-    }
-    default: break;
-    }
-  }
-}
-
-TEST(ArgmaxKernel, MatchesHostArgmaxExactly) {
-  MINFER_REQUIRE_GPU();
-  for (int64_t v : {321, 32000, 151936}) {
-    ArgmaxSpec spec(v);
-    SCOPED_TRACE(spec.name());
-    ROWOPS_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(v);
-    for (int64_t rows : kRows) {
-      std::vector<uint16_t> logits = randomLogits(rows, v, rng);
-      plantSpecialRows(logits, rows, v, rng);
-      ROWOPS_TRY(lBuf, gputest::uploadVector(logits));
-      ROWOPS_TRY(oBuf, gputest::uploadVector(std::vector<int32_t>(rows, -7)));
-      MINFER_ASSERT_OK(run(kernel, spec, rows, lBuf.ptr(), oBuf.ptr(), int(rows)));
-      std::vector<int32_t> got(rows);
-      MINFER_ASSERT_OK(oBuf.download(got.data(), rows * 4));
-      for (int64_t r = 0; r < rows; ++r)
-        EXPECT_EQ(got[r], hostArgmax(logits.data() + r * v, v)) << "rows=" << rows << " row " << r << " (kind " << r % 8 << ")";
-    }
-  }
-}
-
-// ---- sampling -----------------------------------------------------------------------------------------
-
-// Runs the sample kernel over `logits` [rows, v]; the drawn tokens.
-llvm::Expected<std::vector<int32_t>> sampleOnGpu(const gputest::GpuKernel &kernel, const SampleSpec &spec,
-                                                 const std::vector<uint16_t> &logits, int64_t rows,
-                                                 const SampleParams &p) {
-  auto lBuf = gputest::uploadVector(logits);
-  if (!lBuf) return lBuf.takeError();
-  auto oBuf = gputest::uploadVector(std::vector<int32_t>(rows, -7));
-  if (!oBuf) return oBuf.takeError();
-  if (auto e = run(kernel, spec, rows, lBuf->ptr(), oBuf->ptr(), int(rows), p.temperature, p.topK, p.topP,
-                   (unsigned long long)p.seed, (unsigned long long)p.step))
-    return e;
-  std::vector<int32_t> out(rows);
-  if (auto e = oBuf->download(out.data(), rows * 4)) return e;
-  return out;
-}
-
-std::string paramsStr(const SampleParams &p) {
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "T=%g top_k=%d top_p=%g seed=%llu step=%llu", p.temperature, p.topK, p.topP,
-                (unsigned long long)p.seed, (unsigned long long)p.step);
-  return buf;
-}
-
-TEST(SampleKernel, GreedyCasesEqualArgmax) {
-  MINFER_REQUIRE_GPU();
-  for (int64_t v : {321, 32000, 151936}) {
-    SampleSpec spec(v);
-    SCOPED_TRACE(spec.name());
-    ROWOPS_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(v + 1);
-    const int64_t rows = 64;
-    std::vector<uint16_t> logits = randomLogits(rows, v, rng);
-    plantSpecialRows(logits, rows, v, rng);
-    for (auto [t, k] : std::vector<std::pair<float, int>>{{0.f, 0}, {-1.f, 50}, {1.f, 1}, {0.7f, 1}}) {
-      SampleParams p;
-      p.temperature = t;
-      p.topK = k;
-      p.topP = 0.9f;
-      p.seed = 5;
-      ROWOPS_TRY(got, sampleOnGpu(kernel, spec, logits, rows, p));
-      for (int64_t r = 0; r < rows; ++r)
-        EXPECT_EQ(got[r], hostArgmax(logits.data() + r * v, v)) << paramsStr(p) << " row " << r;
-    }
-  }
-}
-
-TEST(SampleKernel, SameSeedSameTokensOtherSeedOtherTokens) {
-  MINFER_REQUIRE_GPU();
-  const int64_t v = 32000, rows = 64;
-  SampleSpec spec(v);
-  ROWOPS_TRY(kernel, gputest::buildKernel(spec));
-  std::mt19937 rng(2);
-  std::vector<uint16_t> logits = randomLogits(rows, v, rng, 1.f);
-  SampleParams p;
-  p.seed = 1234;
-  p.step = 17;
-  ROWOPS_TRY(a, sampleOnGpu(kernel, spec, logits, rows, p));
-  ROWOPS_TRY(b, sampleOnGpu(kernel, spec, logits, rows, p));
-  EXPECT_EQ(a, b);
-  p.seed = 1235;
-  ROWOPS_TRY(c, sampleOnGpu(kernel, spec, logits, rows, p));
-  p.seed = 1234;
-  p.step = 18;
-  ROWOPS_TRY(d, sampleOnGpu(kernel, spec, logits, rows, p));
-  // 64 draws from a spread-out distribution over 32000 tokens: equal only by a bug.
-  int sameSeed = 0, sameStep = 0;
-  for (int64_t r = 0; r < rows; ++r) sameSeed += a[r] == c[r], sameStep += a[r] == d[r];
-  EXPECT_LT(sameSeed, 8) << "another seed gave mostly the same tokens";
-  EXPECT_LT(sameStep, 8) << "another step gave mostly the same tokens";
-}
-
-// Logits with structure: random N(0, s), coarse (many exact ties, to exercise the tie rules), with NaN and
-// -inf sprinkled in.
-std::vector<uint16_t> varietyLogits(int64_t rows, int64_t v, std::mt19937 &rng) {
-  std::vector<uint16_t> out = randomLogits(rows, v, rng, 2.f);
-  std::uniform_int_distribution<int64_t> col(0, v - 1);
-  for (int64_t r = 0; r < rows; ++r) {
-    uint16_t *row = out.data() + r * v;
-    if (r % 4 == 1) // integers only: large tie groups at every value
-      for (int64_t i = 0; i < v; ++i) row[i] = floatToBf16(std::round(bf16ToFloat(row[i])));
-    if (r % 4 == 2)
-      for (int i = 0; i < 5; ++i) row[col(rng)] = 0x7FC0, row[col(rng)] = 0xFF80;
-    if (r % 4 == 3) // one dominant token
-      row[col(rng)] = floatToBf16(12.f);
-  }
-  return out;
-}
-
-TEST(SampleKernel, ReproducesTheHostAlgorithmExactly) {
-  MINFER_REQUIRE_GPU();
-  const SampleParams settings[] = {
-      {1.0f, 0, 1.0f, 7, 0},      {0.7f, 50, 1.0f, 7, 1},   {1.0f, 0, 0.9f, 7, 2},    {0.8f, 40, 0.95f, 7, 3},
-      {1.5f, 1000, 0.5f, 7, 4},   {100.f, 0, 0.99f, 7, 5},  {0.3f, 3, 1.0f, 7, 6},    {1.0f, 2000, 0.3f, 99, 7},
-  };
-  for (int64_t v : {321, 32000, 151936}) {
-    SampleSpec spec(v);
-    SCOPED_TRACE(spec.name());
-    ROWOPS_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(v + 2);
-    const int64_t rows = v > 100000 ? 32 : 64;
-    std::vector<uint16_t> logits = varietyLogits(rows, v, rng);
-    int compared = 0, skipped = 0, skippedEqual = 0;
-    for (const SampleParams &p : settings) {
-      ROWOPS_TRY(got, sampleOnGpu(kernel, spec, logits, rows, p));
-      for (int64_t r = 0; r < rows; ++r) {
-        SampleOutcome want = sampleReference(llvm::ArrayRef<uint16_t>(logits.data() + r * v, v), p, uint64_t(r));
-        // Device expf is within 2 ulp, so each weight within 2^-22 of the host's and every partial sum within
-        // ~2.4e-7 of the mass: a boundary closer than 1e-6 may legitimately fall the other way. (A flat
-        // distribution over 150k tokens gives each one only ~7e-6 of the mass, so some rows are skipped.)
-        if (want.drawMargin < 1e-6 || want.topPMargin < 1e-6) {
-          ++skipped;
-          skippedEqual += got[r] == want.token;
-          continue;
-        }
-        ++compared;
-        EXPECT_EQ(got[r], want.token) << paramsStr(p) << " row " << r << " (kind " << r % 4 << ")";
-      }
-    }
-    std::printf("%s: %d rows compared exactly, %d too close to a boundary to compare (%d of them equal anyway)\n",
-                spec.name().c_str(), compared, skipped, skippedEqual);
-    EXPECT_GT(compared, 3 * skipped) << "too few rows far enough from a boundary to compare";
-  }
-}
-
-// Many rows of the same logits: the counts of each token against the exact distribution.
-void expectFollowsDistribution(const gputest::GpuKernel &kernel, const SampleSpec &spec,
-                               const std::vector<uint16_t> &row, const SampleParams &p, int64_t rows) {
-  std::vector<uint16_t> logits;
-  for (int64_t r = 0; r < rows; ++r) logits.insert(logits.end(), row.begin(), row.end());
-  ROWOPS_TRY(got, sampleOnGpu(kernel, spec, logits, rows, p));
-  std::vector<double> prob = sampleDistribution(row, p);
-  std::vector<int64_t> count(row.size());
-  for (int32_t t : got) {
-    ASSERT_GE(t, 0);
-    ASSERT_LT(t, int64_t(row.size()));
-    ++count[t];
-  }
-  // Pool the cells expected below 5 draws into one (the chi-square approximation needs ~5 per cell).
-  double chi2 = 0, restExpect = 0;
-  int64_t restCount = 0, cells = 0, outside = 0;
-  for (size_t i = 0; i < row.size(); ++i) {
-    double e = prob[i] * rows;
-    if (prob[i] == 0) {
-      outside += count[i];
-      continue;
-    }
-    if (e < 5) {
-      restExpect += e;
-      restCount += count[i];
-      continue;
-    }
-    chi2 += (count[i] - e) * (count[i] - e) / e;
-    ++cells;
-  }
-  if (restExpect > 0) {
-    chi2 += (restCount - restExpect) * (restCount - restExpect) / restExpect;
-    ++cells;
-  }
-  EXPECT_EQ(outside, 0) << paramsStr(p) << ": draws outside the kept set";
-  double dof = std::max<int64_t>(cells - 1, 1);
-  // Mean dof, standard deviation sqrt(2 dof): 6 standard deviations is a loose bound.
-  EXPECT_LT(chi2, dof + 6 * std::sqrt(2 * dof)) << paramsStr(p) << ": " << cells << " cells";
-  std::printf("%s %s: chi2 %.1f over %lld cells\n", spec.name().c_str(), paramsStr(p).c_str(), chi2, (long long)cells);
-}
-
-TEST(SampleKernel, DrawsFollowTheExactDistribution) {
-  MINFER_REQUIRE_GPU();
-  {
-    SampleSpec spec(321);
-    ROWOPS_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(9);
-    std::vector<uint16_t> row = randomLogits(1, 321, rng, 1.5f);
-    expectFollowsDistribution(kernel, spec, row, {1.0f, 0, 1.0f, 3, 0}, 40000);
-    expectFollowsDistribution(kernel, spec, row, {0.8f, 20, 1.0f, 3, 1}, 40000);
-    expectFollowsDistribution(kernel, spec, row, {1.2f, 0, 0.8f, 3, 2}, 40000);
-    expectFollowsDistribution(kernel, spec, row, {0.9f, 50, 0.9f, 3, 3}, 40000);
-  }
-  {
-    SampleSpec spec(32000);
-    ROWOPS_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(10);
-    std::vector<uint16_t> row = randomLogits(1, 32000, rng, 2.f);
-    expectFollowsDistribution(kernel, spec, row, {0.7f, 30, 0.95f, 4, 0}, 8192);
-  }
 }
 
 } // namespace

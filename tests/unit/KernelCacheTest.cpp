@@ -10,6 +10,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include "common/TestFiles.h"
+
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -21,44 +23,11 @@
 #include <unistd.h>
 
 using namespace minfer;
+using test::ScopedEnv;
+using test::scaleKernel;
+using test::target;
 
 namespace {
-
-KernelSource scaleKernel(const std::string &name, int factor = 3) {
-  return {name, "template <int N> __global__ void scale(float *p) { p[threadIdx.x] *= N; }\n",
-          "scale<" + std::to_string(factor) + ">"};
-}
-
-Target target(llvm::StringRef name) {
-  llvm::Expected<Target> t = parseTarget(name);
-  EXPECT_TRUE(bool(t)) << name.str();
-  return t ? *t : Target{};
-}
-
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, std::optional<std::string> value) : name_(name) {
-    if (const char *old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value->c_str(), 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  std::optional<std::string> old_;
-};
-
-std::string readAll(const std::string &path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf = llvm::MemoryBuffer::getFile(path, false, false);
-  return buf ? (*buf)->getBuffer().str() : std::string();
-}
-void writeAll(const std::string &path, const std::string &data) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
-}
 
 class KernelCacheTest : public ::testing::Test {
 protected:
@@ -157,17 +126,17 @@ TEST_F(KernelCacheTest, TruncatedEntryIsRebuiltNeverUsed) {
   bool hit = false;
   CompiledKernel fresh = get(c, src, t, &hit);
   std::string entry = c.entryPath(keyOf(src, t));
-  std::string bytes = readAll(entry);
+  std::string bytes = test::readFile(entry);
   ASSERT_GT(bytes.size(), fresh.cubin.size());
 
   for (size_t keep : {bytes.size() - 1, bytes.size() / 2, size_t(10), size_t(0)}) {
     SCOPED_TRACE("kept " + std::to_string(keep) + " bytes");
-    writeAll(entry, bytes.substr(0, keep));
+    test::writeFile(entry, bytes.substr(0, keep));
     EXPECT_FALSE(c.lookup(keyOf(src, t), t).has_value());
     CompiledKernel rebuilt = get(c, src, t, &hit);
     EXPECT_FALSE(hit);
     expectSameKernel(rebuilt, fresh);
-    EXPECT_EQ(readAll(entry), bytes) << "the rebuilt entry replaces the bad one";
+    EXPECT_EQ(test::readFile(entry), bytes) << "the rebuilt entry replaces the bad one";
   }
 }
 
@@ -178,14 +147,14 @@ TEST_F(KernelCacheTest, FlippedByteIsRebuiltNeverUsed) {
   bool hit = false;
   CompiledKernel fresh = get(c, src, t, &hit);
   std::string entry = c.entryPath(keyOf(src, t));
-  std::string bytes = readAll(entry);
+  std::string bytes = test::readFile(entry);
 
   // In the cubin's middle (payload), in the header's key, and in the trailing digest.
   for (size_t at : {bytes.size() / 2, size_t(20), bytes.size() - 1}) {
     SCOPED_TRACE("flipped byte " + std::to_string(at));
     std::string bad = bytes;
     bad[at] ^= 0x01;
-    writeAll(entry, bad);
+    test::writeFile(entry, bad);
     EXPECT_FALSE(c.lookup(keyOf(src, t), t).has_value());
     CompiledKernel rebuilt = get(c, src, t, &hit);
     EXPECT_FALSE(hit);
@@ -201,7 +170,7 @@ TEST_F(KernelCacheTest, EntryUnderAnotherKeyIsNotUsed) {
   get(c, a, t, &hit);
   // A valid entry copied under b's key (as a careless sync tool might): its key field gives it away.
   ASSERT_FALSE(llvm::sys::fs::create_directories(c.kernelsDir()));
-  writeAll(c.entryPath(keyOf(b, t)), readAll(c.entryPath(keyOf(a, t))));
+  test::writeFile(c.entryPath(keyOf(b, t)), test::readFile(c.entryPath(keyOf(a, t))));
   EXPECT_FALSE(c.lookup(keyOf(b, t), t).has_value());
   CompiledKernel kb = get(c, b, t, &hit);
   EXPECT_FALSE(hit);
@@ -231,8 +200,8 @@ TEST_F(KernelCacheTest, TwoProcessesRacingOnOneKeyAgree) {
         ::_exit(2);
       }
       std::string out = root + "/out" + std::to_string(i);
-      writeAll(out + ".cubin", std::string(k->cubin.begin(), k->cubin.end()));
-      writeAll(out + ".hit", hit ? "1" : "0");
+      test::writeFile(out + ".cubin", std::string(k->cubin.begin(), k->cubin.end()));
+      test::writeFile(out + ".hit", hit ? "1" : "0");
       ::_exit(0);
     }
   }
@@ -243,12 +212,12 @@ TEST_F(KernelCacheTest, TwoProcessesRacingOnOneKeyAgree) {
     int status = 0;
     ASSERT_EQ(waitpid(pids[i], &status, 0), pids[i]);
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << i << " status " << status;
-    compiled += readAll(root + "/out" + std::to_string(i) + ".hit") == "0";
+    compiled += test::readFile(root + "/out" + std::to_string(i) + ".hit") == "0";
   }
   EXPECT_EQ(compiled, 1) << "the lock lets exactly one process compile";
-  std::string a = readAll(root + "/out0.cubin");
+  std::string a = test::readFile(root + "/out0.cubin");
   EXPECT_FALSE(a.empty());
-  EXPECT_EQ(a, readAll(root + "/out1.cubin"));
+  EXPECT_EQ(a, test::readFile(root + "/out1.cubin"));
   ASSERT_TRUE(c.lookup(keyOf(src, t), t).has_value());
 }
 
@@ -328,7 +297,7 @@ TEST_F(KernelCacheTest, ForkedWorkerDoesNotKeepParentLocks) {
 }
 
 TEST_F(KernelCacheTest, UnwritableCacheWarnsOnceAndCompiles) {
-  writeAll(root + "/file", "a regular file where a directory should be");
+  test::writeFile(root + "/file", "a regular file where a directory should be");
   KernelCache c = KernelCache::openAt(root + "/file/cache");
   KernelCache::resetWarningForTesting();
   testing::internal::CaptureStderr();
@@ -407,9 +376,9 @@ TEST_F(KernelCacheTest, ListVerifyClear) {
   get(c, a, t, &hit);
   get(c, b, t, &hit);
   std::string bEntry = c.entryPath(keyOf(b, t));
-  std::string bytes = readAll(bEntry);
+  std::string bytes = test::readFile(bEntry);
   bytes[bytes.size() / 2] ^= 0x40;
-  writeAll(bEntry, bytes);
+  test::writeFile(bEntry, bytes);
 
   std::vector<CacheEntryInfo> entries = listed(c);
   ASSERT_EQ(entries.size(), 2u) << "lock files are not entries";
@@ -499,7 +468,7 @@ TEST_F(KernelCacheTest, CompileAllReportsWorkerErrorsAndNameClashes) {
 }
 
 TEST_F(KernelCacheTest, CompileAllSerialWithoutCache) {
-  writeAll(root + "/file", "x");
+  test::writeFile(root + "/file", "x");
   KernelCache c = KernelCache::openAt(root + "/file/cache"); // unusable: in-process, uncached
   testing::internal::CaptureStderr();
   CompileStats stats;

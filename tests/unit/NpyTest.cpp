@@ -8,6 +8,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include "common/TestFiles.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -51,35 +53,18 @@ std::string floatBytes(std::initializer_list<float> values) {
   return s;
 }
 
-/// A unique directory under testing::TempDir(), removed after each test.
+/// A unique temporary directory for each test, removed after it.
 class Npy : public testing::Test {
 protected:
-  void SetUp() override {
-    llvm::SmallString<256> model(testing::TempDir());
-    llvm::sys::path::append(model, "minfer-npy-%%%%%%%%");
-    std::error_code ec;
-    do {
-      llvm::sys::fs::createUniquePath(model, Dir, /*MakeAbsolute=*/false);
-      ec = llvm::sys::fs::create_directory(Dir, /*IgnoreExisting=*/false);
-    } while (ec == std::errc::file_exists);
-    ASSERT_FALSE(ec) << ec.message();
-  }
-  void TearDown() override { llvm::sys::fs::remove_directories(Dir); }
+  test::TempDir tmp{"minfer-npy"};
+  const std::string Dir = tmp.path();
 
-  std::string path(StringRef name) const {
-    llvm::SmallString<256> p(Dir);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  }
+  std::string path(StringRef name) const { return tmp.file(name); }
   std::string writeRaw(StringRef name, StringRef bytes) const {
-    std::string p = path(name);
-    std::ofstream(p, std::ios::binary).write(bytes.data(), bytes.size());
-    return p;
+    test::writeFile(path(name), bytes);
+    return path(name);
   }
-  std::string readRaw(StringRef name) const {
-    std::ifstream in(path(name), std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string readRaw(StringRef name) const { return test::readFile(path(name)); }
   bool dirIsEmpty() const {
     std::error_code ec;
     return llvm::sys::fs::directory_iterator(Dir, ec) == llvm::sys::fs::directory_iterator();
@@ -90,7 +75,6 @@ protected:
     return a ? llvm::Error::success() : a.takeError();
   }
 
-  llvm::SmallString<256> Dir;
 };
 
 const char *kHeader23 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";

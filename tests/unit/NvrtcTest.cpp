@@ -10,6 +10,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include "common/TestFiles.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,52 +19,12 @@
 #include <optional>
 
 using namespace minfer;
+using test::ScopedEnv;
+using test::TempDir;
+using test::scaleKernel;
+using test::target;
 
 namespace {
-
-// A tiny template kernel; the entry instantiates it, as KernelSpec::entry() does for real templates.
-KernelSource scaleKernel(const std::string &name, int factor = 3) {
-  return {name, "template <int N> __global__ void scale(float *p) { p[threadIdx.x] *= N; }\n",
-          "scale<" + std::to_string(factor) + ">"};
-}
-
-Target target(llvm::StringRef name) {
-  llvm::Expected<Target> t = parseTarget(name);
-  EXPECT_TRUE(bool(t)) << name.str();
-  return t ? *t : Target{};
-}
-
-class TempDir {
-public:
-  TempDir() {
-    llvm::SmallString<128> p;
-    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("minfer-nvrtc-test", p));
-    path_ = std::string(p);
-  }
-  ~TempDir() { llvm::sys::fs::remove_directories(path_); }
-  const std::string &path() const { return path_; }
-
-private:
-  std::string path_;
-};
-
-// Sets (or, with nullopt, unsets) an environment variable for one scope.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, std::optional<std::string> value) : name_(name) {
-    if (const char *old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value->c_str(), 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  std::optional<std::string> old_;
-};
 
 } // namespace
 

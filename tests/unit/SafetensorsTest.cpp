@@ -10,6 +10,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include "common/TestFiles.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -54,45 +56,19 @@ std::vector<uint8_t> f32Bytes(std::initializer_list<float> values) {
   return out;
 }
 
-/// A unique directory under testing::TempDir(), removed after each test.
+/// A unique temporary directory for each test, removed after it.
 class TempDirTest : public testing::Test {
 protected:
-  void SetUp() override {
-    llvm::SmallString<256> model(testing::TempDir());
-    llvm::sys::path::append(model, "minfer-st-%%%%%%%%");
-    std::error_code ec;
-    do {
-      llvm::sys::fs::createUniquePath(model, Dir, /*MakeAbsolute=*/false);
-      ec = llvm::sys::fs::create_directory(Dir, /*IgnoreExisting=*/false);
-    } while (ec == std::errc::file_exists);
-    ASSERT_FALSE(ec) << ec.message();
-  }
-  void TearDown() override { llvm::sys::fs::remove_directories(Dir); }
+  test::TempDir tmp{"minfer-st"};
+  const std::string Dir = tmp.path();
 
-  std::string path(StringRef name) const {
-    llvm::SmallString<256> p(Dir);
-    llvm::sys::path::append(p, name);
-    return std::string(p);
-  }
+  std::string path(StringRef name) const { return tmp.file(name); }
   std::string writeRaw(StringRef name, StringRef bytes) const {
-    std::string p = path(name);
-    std::ofstream(p, std::ios::binary).write(bytes.data(), bytes.size());
-    return p;
+    test::writeFile(path(name), bytes);
+    return path(name);
   }
-  std::string readRaw(StringRef name) const {
-    std::ifstream in(path(name), std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-  std::vector<std::string> listDir() const {
-    std::vector<std::string> names;
-    std::error_code ec;
-    for (llvm::sys::fs::directory_iterator it(Dir, ec), end; it != end && !ec; it.increment(ec))
-      names.push_back(llvm::sys::path::filename(it->path()).str());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
-  llvm::SmallString<256> Dir;
+  std::string readRaw(StringRef name) const { return test::readFile(path(name)); }
+  std::vector<std::string> listDir() const { return tmp.list(); }
 };
 
 /// A safetensors file by hand: u64 LE header length, the header text, then `dataBytes` data bytes.
@@ -499,7 +475,7 @@ TEST_F(CheckpointOpen, OpensDirectoryHoldingModelSafetensors) {
 
 TEST_F(CheckpointOpen, DirectoryWithNeitherFileNamesDirAndBothNames) {
   EXPECT_TRUE(failsMentioning(minfer::Checkpoint::open(Dir),
-                              {Dir.str(), "model.safetensors.index.json", "model.safetensors"}));
+                              {StringRef(Dir), "model.safetensors.index.json", "model.safetensors"}));
 }
 
 TEST_F(CheckpointOpen, MissingPathIsAnError) {

@@ -1,6 +1,9 @@
 // compiler/Bundle.cpp — writing and verifying .mfb bundles.
 #include "compiler/Bundle.h"
 
+#include "compiler/Nvrtc.h"
+#include "compiler/Target.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileUtilities.h"
@@ -81,6 +84,8 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
   if (version != kBundleFormatVersion)
     return fail(path, "format version " + llvm::Twine(version) + ", this minfer reads version " +
                           llvm::Twine(kBundleFormatVersion));
+  if (llvm::support::endian::read32le(data.data() + 12) != 0)
+    return fail(path, "reserved header word is not zero: corrupt");
   uint64_t manifestLen = llvm::support::endian::read64le(data.data() + 16);
   if (manifestLen > kMaxManifestBytes || manifestLen > data.size() - kHeaderBytes)
     return fail(path, "manifest length " + llvm::Twine(manifestLen) + " runs past the end of the file (" +
@@ -101,6 +106,10 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
   for (auto [key, field] : {std::pair{"ir", &b.irText}, {"target", &b.target}, {"nvrtc_version", &b.nvrtcVersion},
                             {"minfer_version", &b.minferVersion}})
     if (auto e = str(key, *field)) return std::move(e);
+  if (m->getInteger("format_version") != static_cast<int64_t>(kBundleFormatVersion))
+    return fail(path, "manifest format_version does not match the header's");
+  auto target = parseTarget(b.target);
+  if (!target) return fail(path, "target: " + llvm::toString(target.takeError()));
   std::string irHash;
   if (auto e = str("ir_sha256", irHash)) return std::move(e);
   if (irHash != b.irHash()) return fail(path, "the IR text does not match its recorded SHA-256");
@@ -137,6 +146,13 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
     if (auto e = blob("cubin", cubin)) return std::move(e);
     if (auto e = blob("ptx", bk.ptx)) return std::move(e);
     bk.cubin.assign(cubin.begin(), cubin.end());
+    // The cubin must be for the bundle's target: the driver would load another architecture's and fail
+    // later, or not at all.
+    std::optional<int> sm = cubinSmVersion(bk.cubin);
+    if (!sm || *sm != target->smVersion())
+      return fail(path, "kernel " + bk.name + ": cubin is not an " + b.target + " binary");
+    for (const BundleKernel &other : b.kernels)
+      if (other.name == bk.name) return fail(path, "kernel " + bk.name + " appears twice");
     b.kernels.push_back(std::move(bk));
   }
   return b;

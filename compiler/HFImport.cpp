@@ -239,7 +239,9 @@ llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, c
   if (heads % kvHeads)
     return c.fail("num_attention_heads " + std::to_string(heads) + " is not a multiple of num_key_value_heads " +
                   std::to_string(kvHeads));
-  TRY(maxPos, c.integer("max_position_embeddings", 2048));
+  // transformers' defaults when the config leaves it out: Llama 2048, Mistral 4096 * 32, Qwen2 32768.
+  int64_t defaultMaxPos = arch == "MistralForCausalLM" ? 131072 : arch == "Qwen2ForCausalLM" ? 32768 : 2048;
+  TRY(maxPos, c.integer("max_position_embeddings", defaultMaxPos));
   TRY(eps, c.number("rms_norm_eps", 1e-6));
   TRY(act, activationOp(c, "hidden_act", "silu"));
   TRY(rope, readRope(c));

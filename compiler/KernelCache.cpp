@@ -198,7 +198,10 @@ CacheLock::CacheLock(CacheLock &&o) noexcept : fd_(std::exchange(o.fd_, -1)), sl
 CacheLock::~CacheLock() {
   if (fd_ < 0) return;
   if (slot_ >= 0) lockSlots[slot_].store(0); // untrack first: a tracked descriptor is always a live lock
-  ::close(fd_);                              // closing the last descriptor of the open file drops the flock
+  // Unlock explicitly: close() drops the flock only with the last descriptor of the open file, and a
+  // child forked meanwhile may hold a duplicate.
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
 }
 
 llvm::Expected<CacheLock> KernelCache::lockKey(llvm::StringRef key) const {

@@ -2,7 +2,8 @@
 //
 // One op becomes one launch (attention: a KV write and the attention kernel, plus a combine in decode;
 // split: one copy writing every part) — the unfused baseline that the fusion pass will improve on.
-// Decode matmuls at a batch of up to 16 rows use the GEMV template, everything else the tensor-core GEMM.
+// Decode matmuls at a batch of up to kGemvMaxRows (8) use the GEMV template, everything else the tensor-core
+// GEMM. Matmul weights and biases are read as bf16, converted at load when the checkpoint stores another type.
 #include "compiler/Plan.h"
 
 #include "compiler/MemoryPlanner.h"
@@ -59,6 +60,19 @@ public:
 private:
   using Arg = LaunchArg;
 
+  // The spec's own shape rules (each family spells them validate(target), validate() or verify()),
+  // checked at plan time so an impossible kernel is an error at its op, not inside NVRTC.
+  template <typename S> static llvm::Error validateSpec(const S &spec, const Target &target) {
+    if constexpr (requires { spec.validate(target); }) return spec.validate(target);
+    else if constexpr (requires { spec.validate(); }) return spec.validate();
+    else if constexpr (requires { spec.verify(); }) return spec.verify();
+    else return llvm::Error::success();
+  }
+  template <typename S> int kernel(std::shared_ptr<S> spec) {
+    if (llvm::Error e = validateSpec(*spec, plan.target))
+      if (!specProblem) specProblem = llvm::toString(std::move(e));
+    return kernel(std::shared_ptr<KernelSpec>(std::move(spec)));
+  }
   int kernel(std::shared_ptr<KernelSpec> spec) {
     std::string n = spec->name();
     auto it = plan.kernelIndex.find(n);
@@ -86,18 +100,33 @@ private:
   // The buffer named `b.name` if either phase made it already, else `b`.
   int sharedBuffer(PlanBuffer b) {
     auto it = shared.byName.find(b.name);
-    if (it != shared.byName.end()) return it->second;
+    if (it != shared.byName.end()) {
+      PlanBuffer &have = plan.buffers[it->second];
+      have.fixedBytes = std::max(have.fixedBytes, b.fixedBytes); // e.g. workspaces of differing attention ops
+      return it->second;
+    }
     std::string name = b.name;
     return shared.byName[name] = buffer(std::move(b));
   }
-  int weight(const ir::Operand &o) {
+  // Weight `o` of the current layer as the kernel reads it: `dtype` (matmul weights and biases are bf16,
+  // converted at load when the checkpoint has another type; a second name keeps both when both are read).
+  int weight(const ir::Operand &o, std::optional<ir::DType> dtype = std::nullopt) {
     const ir::WeightDecl &w = m.weights[o.id];
+    ir::DType dt = dtype.value_or(w.type.dtype);
     int64_t l = w.perLayer() ? layer : 0;
-    PlanBuffer b = named("@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : ""), BufferKind::Weight);
+    std::string n = "@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : "") +
+                    (dt != w.type.dtype ? ":" + ir::dtypeName(dt).str() : "");
+    PlanBuffer b = named(n, BufferKind::Weight);
     b.weight = o.id;
     b.layer = l;
+    b.dtype = dt;
+    b.transposed = w.transposed;
+    int64_t numel = 1;
+    for (const ir::Dim &d : w.type.shape) numel *= d.value;
+    b.fixedBytes = numel * static_cast<int64_t>(ir::dtypeSize(dt));
     return sharedBuffer(std::move(b));
   }
+  int matmulWeight(const ir::Operand &o) { return weight(o, ir::DType::BF16); }
   int input(const std::string &name) { return sharedBuffer(named(name, BufferKind::Input, 4)); }
   void emit(int k, std::vector<Arg> args, const ir::Op &op, bool perSequence = false) {
     PlannedLaunch l;
@@ -118,6 +147,11 @@ private:
   const ir::Value &operandValue(const ir::Op &op, size_t i) const { return m.value(op.operands[i].id); }
 
   llvm::Error lower(const ir::Op &op);
+  llvm::Error lowerChecked(const ir::Op &op) {
+    if (auto e = lower(op)) return e;
+    if (specProblem) return m.error(op.loc, "no valid kernel for '" + op.info().mnemonic + "': " + *specProblem);
+    return llvm::Error::success();
+  }
   llvm::Error lowerMatmul(const ir::Op &op);
   llvm::Error lowerAttention(const ir::Op &op);
 
@@ -130,6 +164,7 @@ private:
   llvm::DenseMap<ir::ValueId, int> env;
   std::map<int, std::pair<int, int>> live; // activation buffer -> [first, last] launch
   SharedBuffers &shared;
+  std::optional<std::string> specProblem; // the first spec that failed validation in the current op
   llvm::DenseMap<const ir::Op *, int> kvSlotBase;
 };
 
@@ -145,8 +180,8 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   else
     spec = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
   int x = use(op.operands[0].id);
-  int w = weight(op.operands[1]);
-  int b = bias ? weight(op.operands[2]) : -1;
+  int w = matmulWeight(op.operands[1]);
+  int b = bias ? matmulWeight(op.operands[2]) : -1;
   int y = define(op.results[0], n);
   // gemm/gemv(C, A, W, M, EpiParams{bias, residual})
   LaunchArg epiArg{LaunchArg::Epilogue, b, -1, 0, 0, "epi"};
@@ -168,13 +203,14 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
     return sharedBuffer(std::move(b));
   };
   int kc = cache(false), vc = cache(true);
-  int q = use(op.operands[0].id), k = use(op.operands[1].id), v = use(op.operands[2].id);
+  int k = use(op.operands[1].id), v = use(op.operands[2].id);
   int seqOf = input("seq_of"), posOf = input("positions");
   // kv_write(k, v, k_cache, v_cache, seq_of, pos_of, rows, max_seq)
   emit(kernel(std::make_shared<KvWriteSpec>(kvHeads, headDim)),
        {buf(k, "k"), buf(v, "v"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(seqOf, "seq_of"), buf(posOf, "pos_of"),
         rows(), integer(plan.options.maxSeq, "max_seq")},
        op);
+  int q = use(op.operands[0].id); // live up to the attention launch, which `out` must not overlap
   int out = define(op.results[0], int64_t(heads) * headDim);
   if (!decode) {
     // attention_prefill(q, k_cache, v_cache, out, rows, start_pos, scale), once per sequence: the runtime
@@ -217,10 +253,12 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     const ir::WeightDecl &table = m.weights[op.operands[1].id];
     int64_t dim = table.type.shape[1].value;
     int ids = input(operandValue(op, 0).name == "tokens" ? "tokens" : "positions");
-    int t = weight(op.operands[1]);
+    // A table that is also a matmul weight (a tied lm_head) is read as the bf16 copy the matmul needs.
+    ir::DType dt = plan.matmulWeights.count(op.operands[1].id) ? ir::DType::BF16 : table.type.dtype;
+    int t = weight(op.operands[1], dt);
     int y = define(op.results[0], dim);
     // embedding(ids, table, out, rows, table_rows)
-    emit(kernel(std::make_shared<EmbeddingSpec>(dim, table.type.dtype)),
+    emit(kernel(std::make_shared<EmbeddingSpec>(dim, dt)),
          {buf(ids, "ids"), buf(t, "table"), buf(y, "out"), rows(), integer(table.type.shape[0].value, "table_rows")}, op);
     return llvm::Error::success();
   }
@@ -290,7 +328,7 @@ llvm::Error Lowering::run() {
   });
   for (const ir::Item &item : m.items) {
     if (const ir::Op *op = std::get_if<ir::Op>(&item)) {
-      if (auto e = lower(*op)) return e;
+      if (auto e = lowerChecked(*op)) return e;
       continue;
     }
     const ir::Repeat &r = std::get<ir::Repeat>(item);
@@ -299,7 +337,7 @@ llvm::Error Lowering::run() {
     for (layer = 0; layer < r.count.value; ++layer) {
       size_t before = phase.launches.size();
       for (const ir::Op &op : r.body)
-        if (auto e = lower(op)) return e;
+        if (auto e = lowerChecked(op)) return e;
       if (layer == 0) phase.launchesPerLayer = static_cast<int64_t>(phase.launches.size() - before);
       for (size_t i = 0; i < r.carried.size(); ++i) env[r.carried[i]] = use(r.yields[i]);
     }
@@ -386,6 +424,16 @@ llvm::json::Object Plan::toJSON() const {
     if (b.bytesPerRow) o["bytes_per_row"] = b.bytesPerRow;
     if (b.fixedBytes) o["bytes"] = b.fixedBytes;
     if (b.arenaOffsetPerRow >= 0) o["arena_offset_per_row"] = b.arenaOffsetPerRow;
+    if (b.kind == BufferKind::Weight) {
+      o["weight"] = b.weight;
+      o["layer"] = b.layer;
+      o["dtype"] = ir::dtypeName(b.dtype).str();
+      if (b.transposed) o["transposed"] = true;
+    }
+    if (b.kind == BufferKind::KvCache) {
+      o["kv_slot"] = b.kvSlot;
+      o["value"] = b.isValue;
+    }
     if (!b.constant.empty()) {
       llvm::json::Array values;
       for (float f : b.constant) values.push_back(static_cast<double>(f));
@@ -403,30 +451,57 @@ llvm::json::Object Plan::toJSON() const {
                             {"buffers", std::move(bufs)}};
 }
 
+// The session sizes must fit the model: positions past a learned position table, or a prefill larger than
+// the caches can hold, would fail silently on the GPU (NaN rows, skipped cache writes).
+llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
+  auto fail = [](const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); };
+  if (o.maxBatch <= 0 || o.maxPrefillRows <= 0 || o.maxSeq <= 0)
+    return fail("plan: batch, prefill rows and max_seq must be positive");
+  llvm::Error found = llvm::Error::success();
+  ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
+    if (found || op.kind != ir::OpKind::Embedding || m.value(op.operands[0].id).name != "positions") return;
+    const ir::WeightDecl &table = m.weights[op.operands[1].id];
+    if (o.maxSeq > table.type.shape[0].value)
+      found = fail("--max-seq " + llvm::Twine(o.maxSeq) + " exceeds the " + llvm::Twine(table.type.shape[0].value) +
+                   " rows of the learned position table @" + table.name);
+  });
+  if (found) return found;
+  if (o.maxPrefillRows > o.maxBatch * o.maxSeq)
+    return fail("--max-prefill-tokens " + llvm::Twine(o.maxPrefillRows) + " exceeds what the caches hold (" +
+                llvm::Twine(o.maxBatch) + " sequences of " + llvm::Twine(o.maxSeq) + " tokens)");
+  return llvm::Error::success();
+}
+
 llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const PlanOptions &opts) {
   Plan plan;
   plan.target = target;
   plan.options = opts;
-  if (plan.options.maxSeq <= 0) plan.options.maxSeq = m.findDim("max_pos") ? m.findDim("max_pos")->value : 4096;
-  if (plan.options.maxBatch <= 0 || plan.options.maxPrefillRows <= 0)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "plan: batch and prefill rows must be positive");
-  // Weight bytes as the kernels read them: matmul weights bf16 (converted at load), others as declared.
-  std::vector<bool> isMatmulWeight(m.weights.size(), false);
-  ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
-    if (op.kind == ir::OpKind::Matmul) isMatmulWeight[op.operands[1].id] = true;
-  });
-  std::vector<int64_t> counts = m.weightLayerCounts();
-  for (size_t i = 0; i < m.weights.size(); ++i) {
-    int64_t numel = 1;
-    for (const ir::Dim &d : m.weights[i].type.shape) numel *= d.value;
-    plan.weightBytes += counts[i] * numel * (isMatmulWeight[i] ? 2 : static_cast<int64_t>(ir::dtypeSize(m.weights[i].type.dtype)));
-    if (isMatmulWeight[i]) plan.decodeFlopsPerToken += 2.0 * counts[i] * numel;
+  if (plan.options.maxSeq <= 0) {
+    const ir::DimDecl *maxPos = m.findDim("max_pos");
+    if (!maxPos)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "the model has no max_pos dim to size its KV cache: give --max-seq");
+    plan.options.maxSeq = maxPos->value;
   }
+  plan.options.maxPrefillRows = std::min(plan.options.maxPrefillRows, plan.options.maxBatch * plan.options.maxSeq);
+  // Matmul weights and biases are read as bf16 (converted at load when stored otherwise).
+  ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
+    if (op.kind != ir::OpKind::Matmul) return;
+    for (size_t i = 1; i < op.operands.size(); ++i) plan.matmulWeights.insert(op.operands[i].id);
+  });
+  ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {
+    if (op.kind != ir::OpKind::Matmul) return;
+    const ir::WeightDecl &w = m.weights[op.operands[1].id];
+    plan.decodeFlopsPerToken += 2.0 * w.type.shape[0].value * w.type.shape[1].value * std::max<int64_t>(count, 1);
+  });
+  if (auto e = checkCapacity(m, plan.options)) return std::move(e);
   plan.prefill.name = "prefill";
   plan.decode.name = "decode";
   SharedBuffers shared;
   if (auto e = Lowering(m, plan, plan.prefill, false, shared).run()) return e;
   if (auto e = Lowering(m, plan, plan.decode, true, shared).run()) return e;
+  for (const PlanBuffer &b : plan.buffers)
+    if (b.kind == BufferKind::Weight) plan.weightBytes += b.fixedBytes;
   return plan;
 }
 

@@ -16,6 +16,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,9 +38,11 @@ struct PlanBuffer {
   std::string name;
   BufferKind kind = BufferKind::Activation;
   int64_t bytesPerRow = 0; // Input, Activation, Output: bytes per token row
-  int64_t fixedBytes = 0;  // Weight, Constant: total bytes
+  int64_t fixedBytes = 0;  // Weight, Constant, KvCache, Workspace: total bytes
   int64_t arenaOffsetPerRow = -1; // Activation: offset in the arena, bytes per row
   int weight = -1;         // Weight: index into Module::weights
+  ir::DType dtype = ir::DType::BF16; // Weight: the element type the kernels read (conversion at load)
+  bool transposed = false; // Weight: stored [in, out] in the checkpoint, transposed at load
   int64_t layer = -1;      // Weight, KvCache: the layer
   int kvSlot = -1;         // KvCache: the attention slot (Module::numKvSlots)
   bool isValue = false;    // KvCache: V (else K)
@@ -76,7 +79,7 @@ struct PhasePlan {
 struct PlanOptions {
   int64_t maxBatch = 1;       // decode rows
   int64_t maxPrefillRows = 2048;
-  int64_t maxSeq = 0;         // 0: the module's `max_pos` dim, else 4096
+  int64_t maxSeq = 0;         // 0: the module's `max_pos` dim (an error when it has none)
 };
 
 struct Plan {
@@ -86,8 +89,9 @@ struct Plan {
   std::map<std::string, int> kernelIndex;            // name -> index in kernels
   std::vector<PlanBuffer> buffers;
   PhasePlan prefill, decode;
-  int64_t weightBytes = 0;         // every weight as the kernels read it
-  double decodeFlopsPerToken = 0;  // 2 * matmul weights (+ attention at context 1)
+  std::set<int> matmulWeights;     // weights read by a matmul (as bf16), by Module::weights index
+  int64_t weightBytes = 0;         // every weight buffer as the kernels read it
+  double decodeFlopsPerToken = 0;  // 2 * the matmul weights' elements (attention excluded: it grows with context)
 
   llvm::json::Object toJSON() const;
 };

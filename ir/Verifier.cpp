@@ -130,8 +130,12 @@ llvm::Expected<Types> inferRope(const OpCheck &c) {
   int64_t heads = c.op.intAttr("heads"), hd = c.op.intAttr("head_dim");
   if (hd % 2) return c.fail("head_dim must be even to rotate pairs, got " + std::to_string(hd));
   if (auto e = checkHeads(c, 0, heads, hd, nullptr)) return e;
+  // Rotations are by each token's position in its sequence: the graph input, never another i32 value
+  // (the kernels read the step's positions directly).
+  if (c.m.value(c.op.operands[1].id).name != "positions" || c.m.findInput("positions") != c.op.operands[1].id)
+    return c.fail("positions operand must be the graph input %positions, got " + c.name(1));
   const Type &pos = c.operand(1);
-  if (pos.dtype != DType::I32 || pos.rank() != 1 || !(pos.shape[0] == c.operand(0).shape[0]))
+  if (!(pos.shape[0] == c.operand(0).shape[0]))
     return c.fail("positions " + c.name(1) + " must be i32[" + c.operand(0).shape[0].str() + "], got " + pos.str());
   if (auto e = c.positiveFloat("theta")) return e;
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/setup.sh — on a fresh Debian 12 machine with the CUDA toolkit: installs what is missing,
-# builds minfer, and runs it on a bundled model (a tiny random-weight Llama checkpoint with grouped-query
-# attention and llama3 rope scaling, from tests/golden/fixtures).
+# builds minfer, and runs it on bundled models: compiles TinyLlama-1.1B's kernels for sm_89 into a bundle
+# (no GPU needed), then imports and runs a tiny random-weight Llama checkpoint (grouped-query attention,
+# llama3 rope scaling, from tests/golden/fixtures) through the reference interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -9,6 +10,11 @@ minfer_install_deps
 minfer_build
 build="${MINFER_BUILD_DIR:-build}"
 model=tests/golden/fixtures/llama_gqa
+
+echo "== minferc examples/tinyllama-1.1b.ir --target sm_89 -o $build/tinyllama-1.1b.mfb"
+"$build/compiler/minferc" examples/tinyllama-1.1b.ir --target sm_89 -o "$build/tinyllama-1.1b.mfb"
+echo "== again: served from the kernel cache"
+"$build/compiler/minferc" examples/tinyllama-1.1b.ir --target sm_89 -o "$build/tinyllama-1.1b.mfb"
 
 echo "== minferc import-hf $model"
 "$build/compiler/minferc" import-hf "$model" -o "$build/llama_gqa.ir"

@@ -65,16 +65,17 @@ inline double relError(const std::vector<float> &a, const std::vector<float> &b)
   return std::sqrt(num / (den > 0 ? den : 1));
 }
 
-// A 2-layer Llama-style model (GQA 4:2, SwiGLU, rope) small enough for exhaustive tests.
-inline std::string tinyLlamaText(const std::string &schedule = "schedule = default") {
+// A 2-layer Llama-style model (GQA 4:2, SwiGLU, rope) small enough for exhaustive tests; head_dim 4 by
+// default (hidden 4x, kv_dim 2x and ffn 6x head_dim). The GPU kernels need head_dim >= 8.
+inline std::string tinyLlamaText(const std::string &schedule = "schedule = default", int headDim = 4) {
   return R"(model "tiny"
 dim vocab = 32
-dim hidden = 16
+dim hidden = )" + std::to_string(4 * headDim) + R"(
 dim heads = 4
 dim kv_heads = 2
-dim head_dim = 4
-dim kv_dim = 8
-dim ffn = 24
+dim head_dim = )" + std::to_string(headDim) + R"(
+dim kv_dim = )" + std::to_string(2 * headDim) + R"(
+dim ffn = )" + std::to_string(6 * headDim) + R"(
 weight @embed : bf16[vocab, hidden] = "embed"
 weight @n1 : bf16[hidden] = "l{l}.n1"
 weight @wq : bf16[hidden, hidden] = "l{l}.wq"

@@ -1,5 +1,6 @@
 // tests/unit/BundleTest.cpp — bundles round-trip, and every kind of damage is caught on read.
 #include "compiler/Bundle.h"
+#include "common/TestFiles.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -25,8 +26,12 @@ protected:
     b.nvrtcVersion = "13.0";
     b.minferVersion = "0.1.0";
     b.plan = llvm::json::Object{{"decode", llvm::json::Object{{"launches", 3}}}};
-    b.kernels.push_back({"k1", "_Z2k1v", {'\x7f', 'E', 'L', 'F', 1, 2, 3}, ".version 9.0\n"});
-    b.kernels.push_back({"k2", "_Z2k2v", {'\x7f', 'E', 'L', 'F', 9}, ""});
+    // Real sm_89 cubins: the reader checks each one's architecture against the target.
+    for (int f : {2, 3}) {
+      auto k = compileKernel(test::scaleKernel("k" + std::to_string(f), f), test::target("sm_89"));
+      ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
+      b.kernels.push_back({k->name, k->loweredName, k->cubin, k->ptx});
+    }
   }
   void TearDown() override { llvm::sys::fs::remove_directories(dir); }
 
@@ -54,7 +59,7 @@ TEST_F(BundleFile, RoundTrips) {
   ASSERT_EQ(r->kernels.size(), 2u);
   EXPECT_EQ(r->kernels[0].cubin, b.kernels[0].cubin);
   EXPECT_EQ(r->kernels[0].ptx, b.kernels[0].ptx);
-  EXPECT_EQ(r->kernels[1].loweredName, "_Z2k2v");
+  EXPECT_EQ(r->kernels[1].loweredName, b.kernels[1].loweredName);
   EXPECT_EQ(*r->plan.getObject("decode")->getInteger("launches"), 3);
 }
 
@@ -72,7 +77,7 @@ TEST_F(BundleFile, TruncationIsCaught) {
 TEST_F(BundleFile, AFlippedKernelByteIsCaught) {
   ASSERT_FALSE(bool(writeBundle(path, b)));
   std::string data = bytes();
-  data[data.size() - 14] ^= 0x40; // inside k1's cubin (blobs: k1 cubin 7, k1 ptx 13, k2 cubin 5)
+  data[data.size() - 10] ^= 0x40; // inside the last blob, k3's PTX
   rewrite(data);
   std::string err = readError();
   EXPECT_NE(err.find("checksum mismatch"), std::string::npos) << err;
@@ -94,6 +99,12 @@ TEST_F(BundleFile, OtherFormatVersionIsRefused) {
   data[8] = 7;
   rewrite(data);
   EXPECT_NE(readError().find("format version 7, this minfer reads version 1"), std::string::npos) << readError();
+}
+
+TEST_F(BundleFile, ACubinForAnotherTargetIsRefused) {
+  b.target = "sm_90";
+  ASSERT_FALSE(bool(writeBundle(path, b)));
+  EXPECT_NE(readError().find("cubin is not an sm_90 binary"), std::string::npos) << readError();
 }
 
 TEST_F(BundleFile, UnwritablePathLeavesNothing) {

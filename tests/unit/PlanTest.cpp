@@ -12,7 +12,8 @@ using namespace minfer;
 
 namespace {
 
-Plan planFor(const ir::Module &m, PlanOptions opts = {}) {
+// The tiny test model has no max_pos dim, so the KV cache size is given: 128 tokens.
+Plan planFor(const ir::Module &m, PlanOptions opts = {1, 64, 128}) {
   auto target = parseTarget("sm_90");
   EXPECT_TRUE(bool(target));
   auto plan = buildPlan(m, *target, opts);
@@ -21,7 +22,7 @@ Plan planFor(const ir::Module &m, PlanOptions opts = {}) {
 }
 
 TEST(Plan, LlamaLayerLaunchesOneKernelPerOpUnfused) {
-  auto m = test::parseVerified(test::tinyLlamaText());
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
   ASSERT_TRUE(m);
   Plan p = planFor(*m);
   // A layer: rms_norm, 3 matmuls, 2 ropes, attention (kv_write + attention), o matmul, add, rms_norm,
@@ -35,7 +36,7 @@ TEST(Plan, LlamaLayerLaunchesOneKernelPerOpUnfused) {
 }
 
 TEST(Plan, WeightsKvCachesAndConstantsAreSharedByBothPhases) {
-  auto m = test::parseVerified(test::tinyLlamaText());
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
   ASSERT_TRUE(m);
   Plan p = planFor(*m, PlanOptions{2, 64, 128});
   std::set<std::string> names;
@@ -48,20 +49,21 @@ TEST(Plan, WeightsKvCachesAndConstantsAreSharedByBothPhases) {
     weights += b.kind == BufferKind::Weight;
     constants += b.kind == BufferKind::Constant;
     if (b.kind == BufferKind::KvCache) {
-      EXPECT_EQ(b.fixedBytes, 2 * 128 * 8 * 2); // batch * max_seq * kv_dim * bf16
+      EXPECT_EQ(b.fixedBytes, 2 * 128 * 16 * 2); // batch * max_seq * kv_dim * bf16
     }
   }
   EXPECT_EQ(kv, 4);           // K and V for each of 2 layers
   EXPECT_EQ(weights, 2 + 2 * 9); // embed, nf, and 9 per layer
   EXPECT_EQ(constants, 2);    // the inverse-frequency tables of the two rope ops
-  // Matmul weights count as bf16: (32*16 + 2 * (16*16*2 + 8*16*2 + 24*16*3)) * 2 bytes, norms as declared bf16.
-  int64_t matmul = 32 * 16 + 2 * (16 * 16 * 2 + 8 * 16 * 2 + 24 * 16 * 3), norms = 16 + 2 * 16 * 2;
+  // hidden 32, kv_dim 16, ffn 48: embed (tied lm_head) 32x32, per layer q, o 32x32, k, v 16x32 and
+  // gate, up, down 48x32 as bf16; the norms' 32-element gains as declared bf16.
+  int64_t matmul = 32 * 32 + 2 * (32 * 32 * 2 + 16 * 32 * 2 + 48 * 32 * 3), norms = 32 + 2 * 32 * 2;
   EXPECT_EQ(p.weightBytes, (matmul + norms) * 2);
   EXPECT_DOUBLE_EQ(p.decodeFlopsPerToken, 2.0 * matmul);
 }
 
 TEST(Plan, ArenaHoldsEveryActivationWithoutOverlap) {
-  auto m = test::parseVerified(test::tinyLlamaText());
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
   ASSERT_TRUE(m);
   Plan p = planFor(*m);
   for (const PhasePlan *phase : {&p.prefill, &p.decode}) {
@@ -78,7 +80,7 @@ TEST(Plan, ArenaHoldsEveryActivationWithoutOverlap) {
 }
 
 TEST(Plan, DecodeUsesGemvAndPrefillTheTensorCoreGemm) {
-  auto m = test::parseVerified(test::tinyLlamaText());
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
   ASSERT_TRUE(m);
   Plan p = planFor(*m);
   auto kernelOf = [&](const PlannedLaunch &l) { return p.kernels[l.kernel]->name(); };
@@ -99,7 +101,7 @@ TEST(Plan, DecodeUsesGemvAndPrefillTheTensorCoreGemm) {
 }
 
 TEST(Plan, JsonCarriesTheDecodeSummary) {
-  auto m = test::parseVerified(test::tinyLlamaText());
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
   ASSERT_TRUE(m);
   llvm::json::Object j = planFor(*m).toJSON();
   const llvm::json::Object *decode = j.getObject("decode");
@@ -107,6 +109,49 @@ TEST(Plan, JsonCarriesTheDecodeSummary) {
   EXPECT_EQ(*decode->getInteger("launches"), 40);
   EXPECT_EQ(*decode->getInteger("launches_per_layer"), 18);
   EXPECT_TRUE(decode->getInteger("weight_bytes").hasValue());
+}
+
+TEST(Plan, MatmulWeightsAndBiasesAreReadAsBf16AndATiedTableIsShared) {
+  auto m = ir::parseModuleFile(std::string(MINFER_SOURCE_DIR) + "/examples/gpt2-124m.ir");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  Plan p = planFor(**m, PlanOptions{1, 1024, 1024});
+  auto find = [&](const std::string &name) -> const PlanBuffer * {
+    for (const PlanBuffer &b : p.buffers)
+      if (b.name == name) return &b;
+    return nullptr;
+  };
+  // @wte (f32 in the checkpoint) feeds the embedding and the tied lm_head: one bf16 copy for both.
+  const PlanBuffer *wte = find("@wte:bf16");
+  ASSERT_NE(wte, nullptr);
+  EXPECT_EQ(wte->dtype, ir::DType::BF16);
+  EXPECT_EQ(wte->fixedBytes, 50257 * 768 * 2);
+  EXPECT_EQ(find("@wte"), nullptr);
+  // The learned positions are only embedded: they stay f32. Conv1D weights keep their transpose flag.
+  ASSERT_NE(find("@wpe"), nullptr);
+  EXPECT_EQ(find("@wpe")->dtype, ir::DType::F32);
+  ASSERT_NE(find("@c_attn_b@0:bf16"), nullptr);
+  ASSERT_NE(find("@c_attn_w@0:bf16"), nullptr);
+  EXPECT_TRUE(find("@c_attn_w@0:bf16")->transposed);
+  // Layer norms read their f32 gains as stored.
+  ASSERT_NE(find("@ln_1_w@0"), nullptr);
+  // Worked out by hand: wte 50257x768 as bf16; wpe 1024x768 as f32; per layer the matmul weights and
+  // biases (2304x768 + 2304, 768x768 + 768, 3072x768 + 3072, 768x3072 + 768) as bf16 and the two layer
+  // norms (4 x 768) as f32; the final norm (2 x 768) as f32.
+  int64_t perLayer = (2304 * 768 + 2304 + 768 * 768 + 768 + 3072 * 768 + 3072 + 768 * 3072 + 768) * 2 + 4 * 768 * 4;
+  EXPECT_EQ(p.weightBytes, 50257 * 768 * 2 + 1024 * 768 * 4 + 12 * perLayer + 2 * 768 * 4);
+}
+
+TEST(Plan, SessionSizesMustFitTheModel) {
+  auto m = ir::parseModuleFile(std::string(MINFER_SOURCE_DIR) + "/examples/gpt2-124m.ir");
+  ASSERT_TRUE(bool(m));
+  auto target = parseTarget("sm_90");
+  auto over = buildPlan(**m, *target, PlanOptions{1, 512, 2048});
+  ASSERT_FALSE(bool(over));
+  EXPECT_EQ(llvm::toString(over.takeError()), "--max-seq 2048 exceeds the 1024 rows of the learned position table @wpe");
+  auto tiny = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
+  auto noMaxPos = buildPlan(*tiny, *target, PlanOptions{1, 64, 0});
+  ASSERT_FALSE(bool(noMaxPos));
+  EXPECT_NE(llvm::toString(noMaxPos.takeError()).find("give --max-seq"), std::string::npos);
 }
 
 } // namespace

@@ -483,7 +483,9 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
                                      "the model has no max_pos dim to size its KV cache: give --max-seq");
     plan.options.maxSeq = maxPos->value;
   }
-  plan.options.maxPrefillRows = std::min(plan.options.maxPrefillRows, plan.options.maxBatch * plan.options.maxSeq);
+  // 2048 tokens a prefill step by default: enough rows to keep the tensor-core GEMM busy.
+  if (plan.options.maxPrefillRows == 0)
+    plan.options.maxPrefillRows = std::min<int64_t>(2048, plan.options.maxBatch * plan.options.maxSeq);
   // Matmul weights and biases are read as bf16 (converted at load when stored otherwise).
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
     if (op.kind != ir::OpKind::Matmul) return;

@@ -78,7 +78,7 @@ struct PhasePlan {
 
 struct PlanOptions {
   int64_t maxBatch = 1;       // decode rows
-  int64_t maxPrefillRows = 2048;
+  int64_t maxPrefillRows = 0; // 0: 2048, or all the caches hold when that is less
   int64_t maxSeq = 0;         // 0: the module's `max_pos` dim (an error when it has none)
 };
 

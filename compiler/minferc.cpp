@@ -65,7 +65,8 @@ cl::opt<int64_t> maxBatch("max-batch", cl::desc("Sequences decoded together (pla
                           cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<int64_t> maxSeq("max-seq", cl::desc("Tokens a sequence may hold (default: the model's max_pos)"), cl::init(0),
                         cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
-cl::opt<int64_t> maxPrefill("max-prefill-tokens", cl::desc("Tokens of one prefill step"), cl::init(2048),
+cl::opt<int64_t> maxPrefill("max-prefill-tokens",
+                            cl::desc("Tokens of one prefill step (default: 2048, or what the caches hold)"), cl::init(0),
                             cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<std::string> cacheAction(cl::Positional, cl::desc("<ls|verify|clear>"), cl::sub(cacheCmd), cl::cat(category));
 cl::opt<bool> splitInput("split-input-file",

@@ -41,6 +41,7 @@ struct AttentionPrefillSpec : KernelSpec {
 
   // What the template's static_asserts would reject, as an error naming the field.
   llvm::Error validate() const;
+  llvm::Error validate(const Target &) const override { return validate(); }
   unsigned sharedBytes() const; // dynamic shared memory; mirrors attn::prefillSmemBytes
 
   std::string name() const override; // attention_prefill_bf16_h32_kv4_d64_m64n64_w4
@@ -98,6 +99,7 @@ struct AttentionDecodeSpec : KernelSpec {
   size_t partialLseOffset(int64_t batch, int64_t maxSeq) const;
 
   llvm::Error validate() const;
+  llvm::Error validate(const Target &) const override { return validate(); }
   unsigned sharedBytes() const; // dynamic shared memory; mirrors attn::decodeSmemBytes
 
   std::string name() const override; // attention_decode_bf16_h32_kv4_d64_s256_t128
@@ -115,6 +117,7 @@ struct AttentionCombineSpec : KernelSpec {
   static AttentionCombineSpec forDecode(const AttentionDecodeSpec &d) { return {d.heads, d.headDim}; }
 
   llvm::Error validate() const;
+  llvm::Error validate(const Target &) const override { return validate(); }
 
   std::string name() const override; // attention_decode_combine_bf16_h32_d64
   std::string header() const override { return "attention_decode.cuh"; }

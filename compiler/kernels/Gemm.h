@@ -62,7 +62,7 @@ struct GemmSpec : KernelSpec {
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   // checkGemmTile for this spec, plus n >= 1: success when gemm.cuh instantiates it for `target`.
-  llvm::Error validate(const Target &target) const;
+  llvm::Error validate(const Target &target) const override;
 };
 
 // The tile to use when the autotuner has no entry: of 128x128 (its BK and stages sized so two blocks fit

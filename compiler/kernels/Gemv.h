@@ -59,6 +59,7 @@ struct GemvSpec : KernelSpec {
   llvm::json::Object toJSON() const override;
   // checkGemvTile for this spec, plus n >= 1: success when gemv.cuh instantiates it.
   llvm::Error validate() const;
+  llvm::Error validate(const Target &) const override { return validate(); }
 };
 
 // The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4 or 8. M <= 2: the FMA kernel

@@ -7,6 +7,9 @@
 // listings and bundle manifests. The template itself lives in templates/<family>.cuh.
 #pragma once
 
+#include "compiler/Target.h"
+
+#include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 
 #include <array>
@@ -37,6 +40,9 @@ public:
   virtual LaunchDims launch(int64_t rows) const = 0;
   // The spec's fields, for --emit=plan and bundle manifests.
   virtual llvm::json::Object toJSON() const = 0;
+  // The template's shape rules, checked before NVRTC sees them so an impossible spec is a readable error
+  // where it was planned (the template's static_asserts say the same at compile time).
+  virtual llvm::Error validate(const Target &) const { return llvm::Error::success(); }
 
   // The generated source: a header comment naming the spec, the template include, and one use of the
   // entry that makes NVRTC instantiate it. Every constant is baked into the template arguments.

@@ -60,6 +60,7 @@ struct NormSpec : KernelSpec {
   llvm::json::Object toJSON() const override;
   // Shape rules the template static_asserts, as an error naming the spec (for the planner).
   llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
 };
 
 // ---- embedding ------------------------------------------------------------------------------------------
@@ -76,6 +77,7 @@ struct EmbeddingSpec : KernelSpec {
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
 };
 
 // ---- pointwise ------------------------------------------------------------------------------------------
@@ -101,6 +103,7 @@ struct PointwiseSpec : KernelSpec {
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
 };
 
 // ---- rope and the KV-cache write ------------------------------------------------------------------------
@@ -122,6 +125,7 @@ struct RopeSpec : KernelSpec {
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
 };
 
 // Writes this step's k and v rows into one layer's cache [batch, max_seq, kv_heads * head_dim]; with
@@ -138,6 +142,7 @@ struct KvWriteSpec : KernelSpec {
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
 };
 
 // ---- argmax and sampling --------------------------------------------------------------------------------
@@ -159,6 +164,7 @@ struct ArgmaxSpec : KernelSpec {
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
 };
 
 struct SampleSpec : KernelSpec {
@@ -183,6 +189,7 @@ struct SampleSpec : KernelSpec {
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
 };
 
 // ---- the sampling algorithm on the host (templates/sampling.cuh defines it; this is its exact copy) -----

@@ -34,4 +34,13 @@ llvm::json::Object SplitSpec::toJSON() const {
   return llvm::json::Object{{"family", "split"}, {"cols", cols}, {"sizes", std::move(s)}};
 }
 
+llvm::Error SplitSpec::validate(const Target &) const {
+  int64_t total = 0;
+  for (int64_t v : sizes) total += v;
+  if (sizes.empty() || sizes.size() > 4 || sizes[0] <= 0 || total != cols)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   name() + ": 1 to 4 parts of positive size adding up to the columns");
+  return llvm::Error::success();
+}
+
 } // namespace minfer

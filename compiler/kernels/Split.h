@@ -19,6 +19,7 @@ struct SplitSpec : KernelSpec {
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
+  llvm::Error validate(const Target &) const override;
 };
 
 } // namespace minfer

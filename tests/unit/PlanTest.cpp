@@ -154,4 +154,17 @@ TEST(Plan, SessionSizesMustFitTheModel) {
   EXPECT_NE(llvm::toString(noMaxPos.takeError()).find("give --max-seq"), std::string::npos);
 }
 
+TEST(Plan, AnOpNoKernelCanServeIsAnErrorAtTheOp) {
+  // head_dim 4: the attention kernels need a multiple of 8 (16-byte rows).
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 4));
+  ASSERT_TRUE(m);
+  auto plan = buildPlan(*m, *parseTarget("sm_90"), PlanOptions{1, 64, 128});
+  ASSERT_FALSE(bool(plan));
+  std::string err = llvm::toString(plan.takeError());
+  EXPECT_NE(err.find("test.ir:29:12: error: no valid kernel for 'attention': attention_prefill_bf16_h4_kv2_d4"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("head_dim 4 is not a multiple of 8"), std::string::npos) << err;
+}
+
 } // namespace

@@ -55,7 +55,12 @@ cl::opt<Emit> emit("emit", cl::desc("What to write (default: a bundle with --tar
                               clEnumValN(Emit::Cuda, "cuda", "the generated CUDA source of every kernel"),
                               clEnumValN(Emit::Bundle, "bundle", "compiled kernels + plan + manifest (.mfb)")),
                    cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
-cl::opt<std::string> targetName("target", cl::desc("GPU architecture: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a"),
+// The --target help lists exactly what parseTarget accepts.
+llvm::StringRef targetHelp() {
+  static const std::string help = "GPU architecture: " + llvm::join(validTargets(), ", ");
+  return help;
+}
+cl::opt<std::string> targetName("target", cl::desc(targetHelp()),
                                 cl::value_desc("sm_XY"), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<unsigned> jobs("j", cl::desc("Kernels compiled in parallel, in worker processes (default: the cores)"),
                        cl::value_desc("N"), cl::init(0), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));

@@ -17,10 +17,6 @@ namespace {
 class BundleFile : public ::testing::Test {
 protected:
   void SetUp() override {
-    llvm::SmallString<128> d;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("minfer-bundle", d));
-    dir = d.str().str();
-    path = dir + "/m.mfb";
     b.irText = "model \"m\"\n";
     b.target = "sm_89";
     b.nvrtcVersion = "13.0";
@@ -33,19 +29,15 @@ protected:
       b.kernels.push_back({k->name, k->loweredName, k->cubin, k->ptx});
     }
   }
-  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
-
-  std::string bytes() {
-    auto buf = llvm::MemoryBuffer::getFile(path, false, false);
-    return buf ? (*buf)->getBuffer().str() : "";
-  }
-  void rewrite(const std::string &data) { std::ofstream(path, std::ios::binary | std::ios::trunc) << data; }
+  std::string bytes() { return test::readFile(path); }
+  void rewrite(const std::string &data) { test::writeFile(path, data); }
   std::string readError() {
     auto r = readBundle(path);
     return r ? "no error" : llvm::toString(r.takeError());
   }
 
-  std::string dir, path;
+  test::TempDir tmp{"minfer-bundle"};
+  const std::string dir = tmp.path(), path = tmp.file("m.mfb");
   Bundle b;
 };
 

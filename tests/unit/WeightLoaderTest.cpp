@@ -1,5 +1,6 @@
 // tests/unit/WeightLoaderTest.cpp — binding a module's weights to a safetensors checkpoint: the happy
 // path (bf16 and a transposed f32 weight, per-layer names) and each mismatch's error.
+#include "common/TestFiles.h"
 #include "common/TestModels.h"
 
 #include "compiler/Safetensors.h"
@@ -54,13 +55,9 @@ OwnedTensor bf16(const std::string &name, std::vector<int64_t> shape, std::vecto
 class WeightLoader : public ::testing::Test {
 protected:
   void SetUp() override {
-    llvm::SmallString<128> d;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("minfer-weights", d));
-    dir = d.str().str();
     module = test::parseVerified(kModule);
     ASSERT_TRUE(module);
   }
-  void TearDown() override { llvm::sys::fs::remove_directories(dir); }
 
   std::vector<OwnedTensor> good() {
     return {bf16("emb", {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}),
@@ -80,7 +77,8 @@ protected:
     return e ? llvm::toString(std::move(e)) : "no error";
   }
 
-  std::string dir;
+  test::TempDir tmp{"minfer-weights"};
+  const std::string dir = tmp.path();
   std::unique_ptr<ir::Module> module;
 };
 

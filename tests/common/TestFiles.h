@@ -49,6 +49,12 @@ public:
     llvm::sys::path::append(p, name);
     return std::string(p);
   }
+  // Writes `bytes` to the file `name` in this directory; its path.
+  std::string write(llvm::StringRef name, llvm::StringRef bytes) const {
+    writeFile(file(name), bytes);
+    return file(name);
+  }
+  std::string read(llvm::StringRef name) const { return readFile(file(name)); }
   std::vector<std::string> list() const {
     std::vector<std::string> names;
     std::error_code ec;

@@ -15,15 +15,6 @@ using namespace minfer::gputest;
 
 namespace {
 
-struct Shape {
-  int64_t n, k;
-};
-void PrintTo(const Shape &s, std::ostream *os) { *os << "N=" << s.n << " K=" << s.k; }
-
-std::string shapeName(const testing::TestParamInfo<Shape> &info) {
-  return "n" + std::to_string(info.param.n) + "_k" + std::to_string(info.param.k);
-}
-
 class GemmKernel : public testing::TestWithParam<Shape> {};
 
 TEST_P(GemmKernel, MatchesInterpreter) {

@@ -22,6 +22,15 @@
 
 namespace minfer::gputest {
 
+// A weight shape [n, k] of the parameterised matmul tests, named for test output.
+struct Shape {
+  int64_t n, k;
+};
+inline void PrintTo(const Shape &s, std::ostream *os) { *os << "N=" << s.n << " K=" << s.k; }
+inline std::string shapeName(const testing::TestParamInfo<Shape> &info) {
+  return "n" + std::to_string(info.param.n) + "_k" + std::to_string(info.param.k);
+}
+
 // The kernel arguments of gemm.cuh and gemv.cuh, in order (EpiParams is two pointers).
 struct MatmulArgs {
   cuda::DevicePtr c = 0, a = 0, w = 0;

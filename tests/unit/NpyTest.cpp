@@ -60,11 +60,8 @@ protected:
   const std::string Dir = tmp.path();
 
   std::string path(StringRef name) const { return tmp.file(name); }
-  std::string writeRaw(StringRef name, StringRef bytes) const {
-    test::writeFile(path(name), bytes);
-    return path(name);
-  }
-  std::string readRaw(StringRef name) const { return test::readFile(path(name)); }
+  std::string writeRaw(StringRef name, StringRef bytes) const { return tmp.write(name, bytes); }
+  std::string readRaw(StringRef name) const { return tmp.read(name); }
   bool dirIsEmpty() const {
     std::error_code ec;
     return llvm::sys::fs::directory_iterator(Dir, ec) == llvm::sys::fs::directory_iterator();

@@ -35,6 +35,16 @@ llvm::StringRef bufferKindName(BufferKind k) {
   return "?";
 }
 
+llvm::StringRef launchRoleName(LaunchRole r) {
+  switch (r) {
+  case LaunchRole::Op: return "op";
+  case LaunchRole::Gather: return "gather";
+  case LaunchRole::Select: return "select";
+  case LaunchRole::Advance: return "advance";
+  }
+  return "?";
+}
+
 namespace {
 
 PlanBuffer named(std::string name, BufferKind kind, int64_t bytesPerRow = 0) {
@@ -129,7 +139,8 @@ private:
     phase.launches.push_back(std::move(l));
   }
   static Arg buf(int b, const char *what) { return Arg{Arg::Buffer, b, -1, 0, 0, what}; }
-  static Arg rows() { return Arg{Arg::Rows, -1, -1, 0, 0, "rows"}; }
+  // After the prefill's gather, the ops that follow the layers see only the gathered rows.
+  Arg rows() const { return gathered ? Arg{Arg::OutRows, -1, -1, 0, 0, "rows"} : Arg{Arg::Rows, -1, -1, 0, 0, "rows"}; }
   static Arg integer(int64_t v, const char *what) { return Arg{Arg::Int, -1, -1, v, 0, what}; }
   static Arg real(double v, const char *what) { return Arg{Arg::Float, -1, -1, 0, v, what}; }
   static Arg null(const char *what) { return Arg{Arg::Buffer, -1, -1, 0, 0, what}; }
@@ -145,6 +156,8 @@ private:
   }
   llvm::Error lowerMatmul(const ir::Op &op);
   llvm::Error lowerAttention(const ir::Op &op);
+  void gatherOutputRows(const ir::Repeat &r);
+  void emitDecodeTail();
 
   const ir::Module &m;
   Plan &plan;
@@ -156,6 +169,7 @@ private:
   std::map<int, std::pair<int, int>> live; // activation buffer -> [first, last] launch
   SharedBuffers &shared;
   std::optional<std::string> specProblem; // the first spec that failed validation in the current op
+  bool gathered = false; // prefill, after the layers: launches run over the gathered output rows
   llvm::DenseMap<const ir::Op *, int> kvSlotBase;
 };
 
@@ -308,6 +322,62 @@ llvm::Error Lowering::lower(const ir::Op &op) {
   }
 }
 
+// Prefill computes the ops after the layers (final norm, lm_head) only for the rows whose logits are wanted:
+// the gather copies those rows (the input `out_rows` lists them) of each layer-loop result, with the
+// embedding kernel reading the activation as its table.
+void Lowering::gatherOutputRows(const ir::Repeat &r) {
+  int outRows = input("out_rows");
+  for (ir::ValueId v : r.results) {
+    int64_t dim = cols(v);
+    int x = use(v);
+    std::string n = "%" + m.value(v).name + ":gathered";
+    int y = buffer(named(n, BufferKind::Activation, dim * 2));
+    live[y] = {static_cast<int>(phase.launches.size()), static_cast<int>(phase.launches.size())};
+    env[v] = y;
+    PlannedLaunch l;
+    l.kernel = kernel(std::make_shared<EmbeddingSpec>(dim, ir::DType::BF16));
+    l.role = LaunchRole::Gather;
+    // embedding(ids = out_rows, table = x [rows, dim], out = y [out_rows, dim], rows = out rows, table_rows = rows)
+    l.args = {buf(outRows, "ids"), buf(x, "table"), buf(y, "out"), Arg{Arg::OutRows, -1, -1, 0, 0, "rows"},
+              Arg{Arg::Rows, -1, -1, 0, 0, "table_rows"}};
+    l.op = "gather %" + m.value(v).name + " rows that produce logits";
+    phase.launches.push_back(std::move(l));
+  }
+  gathered = true;
+}
+
+// The end of a decode step: pick each row's next token and feed it back, all on the device, so a captured
+// step replays with no host work in between.
+void Lowering::emitDecodeTail() {
+  int logits = env.lookup(m.outputs[0]);
+  int64_t vocab = cols(m.outputs[0]);
+  int next = buffer(named("next_tokens", BufferKind::Output, 4));
+  PlannedLaunch select;
+  select.kernel = kernel(std::make_shared<ArgmaxSpec>(vocab));
+  select.role = LaunchRole::Select;
+  // argmax(logits, out, rows)
+  select.args = {buf(logits, "logits"), buf(next, "out"), rows()};
+  select.op = "next tokens: argmax of the logits (sample when the session samples)";
+  phase.launches.push_back(std::move(select));
+  plan.sampleKernel = kernel(std::make_shared<SampleSpec>(vocab));
+
+  // The tokens generated so far, [max_seq, batch]: a sequence never holds more than max_seq tokens.
+  PlanBuffer history = named("history", BufferKind::Workspace);
+  history.fixedBytes = plan.options.maxSeq * plan.options.maxBatch * 4;
+  PlanBuffer step = named("decode_step", BufferKind::Workspace);
+  step.fixedBytes = 4;
+  int h = sharedBuffer(std::move(history)), st = sharedBuffer(std::move(step));
+  PlannedLaunch adv;
+  adv.kernel = kernel(std::make_shared<AdvanceSpec>(AdvanceSpec::forBatch(plan.options.maxBatch)));
+  adv.role = LaunchRole::Advance;
+  // advance_tokens(next, tokens, positions, context_len, history, step, rows, history_steps)
+  adv.args = {buf(next, "next"),          buf(input("tokens"), "tokens"), buf(input("positions"), "positions"),
+              buf(input("context_len"), "context_len"), buf(h, "history"), buf(st, "step"), rows(),
+              integer(plan.options.maxSeq, "history_steps")};
+  adv.op = "feed the next tokens back";
+  phase.launches.push_back(std::move(adv));
+}
+
 llvm::Error Lowering::run() {
   int slots = 0;
   ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {
@@ -333,21 +403,13 @@ llvm::Error Lowering::run() {
     }
     layer = -1;
     for (size_t i = 0; i < r.carried.size(); ++i) env[r.results[i]] = env[r.carried[i]];
+    if (!decode) gatherOutputRows(r);
   }
   // The logits are the step's output; decode picks the next token on the GPU too.
   int logits = use(m.outputs[0]);
   plan.buffers[logits].kind = BufferKind::Output;
   live.erase(logits);
-  if (decode) {
-    int64_t vocab = cols(m.outputs[0]);
-    int tokensOut = buffer(named("next_tokens", BufferKind::Output, 4));
-    PlannedLaunch l;
-    l.kernel = kernel(std::make_shared<ArgmaxSpec>(vocab));
-    // argmax(logits, out, rows)
-    l.args = {buf(logits, "logits"), buf(tokensOut, "out"), rows()};
-    l.op = "greedy: argmax of the logits";
-    phase.launches.push_back(std::move(l));
-  }
+  if (decode) emitDecodeTail();
 
   // Place the activations in the arena by liveness.
   std::vector<int> ids;
@@ -368,6 +430,7 @@ llvm::json::Value argJSON(const Plan &plan, const LaunchArg &a) {
   case LaunchArg::Buffer:
     return llvm::json::Object{{a.what, a.buffer < 0 ? llvm::json::Value(nullptr) : llvm::json::Value(plan.buffers[a.buffer].name)}};
   case LaunchArg::Rows: return llvm::json::Object{{a.what, "rows"}};
+  case LaunchArg::OutRows: return llvm::json::Object{{a.what, "out_rows"}};
   case LaunchArg::Int: return llvm::json::Object{{a.what, a.i}};
   case LaunchArg::Float: return llvm::json::Object{{a.what, a.f}};
   case LaunchArg::Epilogue: {
@@ -386,6 +449,7 @@ llvm::json::Object phaseJSON(const Plan &plan, const PhasePlan &p) {
     llvm::json::Object s{{"kernel", plan.kernels[l.kernel]->name()}, {"op", l.op}, {"args", std::move(args)}};
     if (l.layer >= 0) s["layer"] = l.layer;
     if (l.perSequence) s["per_sequence"] = true;
+    if (l.role != LaunchRole::Op) s["role"] = launchRoleName(l.role).str();
     steps.push_back(std::move(s));
   }
   return llvm::json::Object{{"launches", static_cast<int64_t>(p.launches.size())},
@@ -438,6 +502,7 @@ llvm::json::Object Plan::toJSON() const {
                             {"prefill", phaseJSON(*this, prefill)},
                             {"decode", std::move(decodeJSON)},
                             {"kernels", std::move(ks)},
+                            {"sample_kernel", sampleKernel >= 0 ? llvm::json::Value(kernels[sampleKernel]->name()) : nullptr},
                             {"buffers", std::move(bufs)}};
 }
 

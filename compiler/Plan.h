@@ -51,7 +51,9 @@ struct PlanBuffer {
 
 struct LaunchArg {
   // Epilogue: the matmul kernels' EpiParams {bias, residual}, one struct of two pointers passed by value.
-  enum Kind { Buffer, Rows, Int, Float, Epilogue } kind = Buffer;
+  // Rows: the rows of this step; OutRows: the rows the step outputs (prefill: after the gather, the last
+  // prompt token of each sequence, or every row when the caller keeps the prompt's logits).
+  enum Kind { Buffer, Rows, OutRows, Int, Float, Epilogue } kind = Buffer;
   int buffer = -1;   // Buffer; Epilogue: the bias (-1: none)
   int buffer2 = -1;  // Epilogue: the residual (-1: none)
   int64_t i = 0;     // Int
@@ -59,8 +61,20 @@ struct LaunchArg {
   std::string what;  // the kernel parameter it binds, for dumps
 };
 
+// What a launch is for. The runtime treats all alike except: a Select launch (argmax) is swapped for the
+// plan's sample kernel when the session samples, and after a prefill it runs Select and Advance alone on the
+// last prompt rows to pick the first generated token.
+enum class LaunchRole {
+  Op,      // implements an IR op
+  Gather,  // prefill: copies the rows that produce logits (out_rows) before the ops after the layers
+  Select,  // decode: next_tokens from the logits (argmax)
+  Advance, // decode: next_tokens become the next step's input; positions advance; history records them
+};
+llvm::StringRef launchRoleName(LaunchRole);
+
 struct PlannedLaunch {
   int kernel = -1;
+  LaunchRole role = LaunchRole::Op;
   std::vector<LaunchArg> args;
   int64_t layer = -1;     // -1 outside the decoder layers
   std::string op;         // the IR op this launch implements, e.g. "%q0 = matmul"
@@ -90,6 +104,7 @@ struct Plan {
   std::vector<PlanBuffer> buffers;
   PhasePlan prefill, decode;
   std::set<int> matmulWeights;     // weights read by a matmul (as bf16), by Module::weights index
+  int sampleKernel = -1;           // sample<vocab>: replaces the Select launch's argmax when sampling
   int64_t weightBytes = 0;         // every weight buffer as the kernels read it
   double decodeFlopsPerToken = 0;  // 2 * the matmul weights' elements (attention excluded: it grows with context)
 

@@ -3,6 +3,9 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace minfer {
 namespace {
 
@@ -79,6 +82,65 @@ llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &m, const Checkpoi
     }
   }
   return set;
+}
+
+namespace {
+
+float loadElement(const uint8_t *p, ir::DType t) {
+  uint16_t h;
+  float f;
+  switch (t) {
+  case ir::DType::BF16: std::memcpy(&h, p, 2); return bf16ToFloat(h);
+  case ir::DType::F16: std::memcpy(&h, p, 2); return f16ToFloat(h);
+  default: std::memcpy(&f, p, 4); return f;
+  }
+}
+
+void storeElement(uint8_t *p, ir::DType t, float v) {
+  uint16_t h;
+  switch (t) {
+  case ir::DType::BF16: h = floatToBf16(v); std::memcpy(p, &h, 2); return;
+  case ir::DType::F16: h = floatToF16(v); std::memcpy(p, &h, 2); return;
+  default: std::memcpy(p, &v, 4); return;
+  }
+}
+
+} // namespace
+
+llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight, int64_t layer, ir::DType dtype,
+                         size_t chunkBytes,
+                         llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink) {
+  const ir::WeightDecl &w = m.weights[weight];
+  auto ref = lookup(w, layer, ckpt);
+  if (!ref) return ref.takeError();
+  if (dtype == ir::DType::I32 || w.type.dtype == ir::DType::I32)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "weight @" + w.name + ": only bf16, f16 and f32 weights can be loaded");
+  llvm::ArrayRef<uint8_t> src = ref->file->bytes(*ref->info);
+  chunkBytes = std::max<size_t>(chunkBytes, 1);
+  if (dtype == w.type.dtype && !w.transposed) {
+    for (size_t off = 0; off < src.size(); off += chunkBytes)
+      if (auto e = sink(src.slice(off, std::min(chunkBytes, src.size() - off)), off)) return e;
+    return llvm::Error::success();
+  }
+  // Logical [rows, cols] (a vector is one row); stored [cols, rows] when transposed.
+  int64_t rows = w.type.shape.size() == 2 ? w.type.shape[0].value : 1;
+  int64_t cols = w.type.shape.back().value;
+  size_t inSize = ir::dtypeSize(w.type.dtype), outSize = ir::dtypeSize(dtype);
+  int64_t rowsPerChunk = std::max<int64_t>(1, static_cast<int64_t>(chunkBytes / (cols * outSize)));
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min(rows, rowsPerChunk) * cols) * outSize);
+  for (int64_t r0 = 0; r0 < rows; r0 += rowsPerChunk) {
+    int64_t n = std::min(rowsPerChunk, rows - r0);
+    for (int64_t r = r0; r < r0 + n; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t from = w.transposed ? c * rows + r : r * cols + c;
+        storeElement(&buf[static_cast<size_t>((r - r0) * cols + c) * outSize], dtype,
+                     loadElement(&src[static_cast<size_t>(from) * inSize], w.type.dtype));
+      }
+    size_t bytes = static_cast<size_t>(n * cols) * outSize;
+    if (auto e = sink(llvm::ArrayRef<uint8_t>(buf.data(), bytes), static_cast<size_t>(r0 * cols) * outSize)) return e;
+  }
+  return llvm::Error::success();
 }
 
 } // namespace minfer

@@ -9,6 +9,7 @@
 #include "ir/Interpreter.h"
 #include "ir/Module.h"
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
 namespace minfer {
@@ -17,5 +18,14 @@ llvm::Error checkWeights(const ir::Module &, const Checkpoint &);
 
 // checkWeights, then every tensor converted to fp32 in the IR's logical layout, for the interpreter.
 llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &, const Checkpoint &);
+
+// Layer `layer` of weight `weight` (an index into Module::weights) as the kernels read it: element type
+// `dtype` (bf16, f16 or f32) in the IR's logical layout ([out, in] for a `transpose` weight stored [in, out]).
+// The bytes go to `sink(bytes, offset)` in order, at most about `chunkBytes` at a time, so a caller streaming
+// them to the GPU never holds a whole tensor: a tensor stored as it is read is handed out as views of the
+// mapped file; a converted or transposed one through one chunk-sized buffer (whole output rows per chunk).
+llvm::Error streamWeight(const ir::Module &, const Checkpoint &, int weight, int64_t layer, ir::DType dtype,
+                         size_t chunkBytes,
+                         llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink);
 
 } // namespace minfer

@@ -64,7 +64,21 @@ constexpr const char *kDefaultLibrary = "libcuda.so.1";
   X(cuEventRecord, 2000)                                                                                     \
   X(cuEventQuery, 2000)                                                                                      \
   X(cuEventSynchronize, 2000)                                                                                \
-  X(cuEventElapsedTime, 2000)
+  X(cuEventElapsedTime, 2000)                                                                                \
+  X(cuCtxGetCurrent, 4000)                                                                                   \
+  X(cuMemGetInfo, 3020)                                                                                      \
+  X(cuMemcpyHtoDAsync, 3020)                                                                                 \
+  X(cuMemcpyDtoHAsync, 3020)                                                                                 \
+  X(cuMemsetD8Async, 3020)                                                                                   \
+  X(cuStreamCreate, 2000)                                                                                    \
+  X(cuStreamDestroy, 4000)                                                                                   \
+  X(cuStreamSynchronize, 2000)                                                                               \
+  X(cuStreamBeginCapture, 10010)                                                                             \
+  X(cuStreamEndCapture, 10000)                                                                               \
+  X(cuGraphInstantiateWithFlags, 11040)                                                                      \
+  X(cuGraphLaunch, 10000)                                                                                    \
+  X(cuGraphExecDestroy, 10000)                                                                               \
+  X(cuGraphDestroy, 10000)
 
 // The loaded library and its entry points. Members are named `<call>_` (pasted, so cuda.h's macros such
 // as `#define cuMemAlloc cuMemAlloc_v2` never rename them); call them through CU() below.
@@ -165,8 +179,14 @@ State &state() {
   static State *s = new State; // leaked on purpose: usable from other objects' destructors at exit
   return *s;
 }
-// The context this thread last made current (cuCtxSetCurrent is per thread).
-thread_local CUcontext currentOnThisThread = nullptr;
+// Makes minfer's context current on the calling thread unless it already is. Asked of the driver every time
+// (cuCtxGetCurrent is a thread-local read inside it), not cached: an embedding host may switch contexts
+// between minfer's calls (PyTorch on another device), and a cached answer would then be stale.
+CUresult makeCurrent(const Api &api, CUcontext context) {
+  CUcontext current = nullptr;
+  if (api.cuCtxGetCurrent_(&current) == CUDA_SUCCESS && current == context) return CUDA_SUCCESS;
+  return api.cuCtxSetCurrent_(context);
+}
 
 llvm::Error initialise(State &s) {
   const char *env = std::getenv("MINFER_LIBCUDA");
@@ -223,15 +243,18 @@ llvm::Expected<const Api *> driver() {
     if (llvm::Error e = initialise(s)) s.error = llvm::toString(std::move(e));
   });
   if (!s.api) return fail(s.error);
-  if (currentOnThisThread != s.context) {
-    if (llvm::Error e = check(*s.api, s.api->cuCtxSetCurrent_(s.context), "cuCtxSetCurrent")) return e;
-    currentOnThisThread = s.context;
-  }
+  if (llvm::Error e = check(*s.api, makeCurrent(*s.api, s.context), "cuCtxSetCurrent")) return e;
   return s.api.get();
 }
 
-// The driver, for destructors: null when it never loaded (then nothing was created to free).
-const Api *loadedDriver() { return state().api.get(); }
+// The driver, for destructors, with minfer's context current (a destructor may run on another thread than
+// the allocation, or after the host switched contexts): null when it never loaded (nothing to free).
+const Api *loadedDriver() {
+  State &s = state();
+  if (!s.api) return nullptr;
+  makeCurrent(*s.api, s.context);
+  return s.api.get();
+}
 
 // CU(api, cuMemAlloc, &p, n) calls the entry point and turns a failure into "cuMemAlloc: CUDA_ERROR_...".
 #define CU(api, fn, ...) check(*(api), (api)->fn##_(__VA_ARGS__), #fn)
@@ -388,6 +411,27 @@ llvm::Expected<Function> Module::function(llvm::StringRef loweredName) const {
 
 // ---- launches ----
 
+llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes) {
+  if (bytes <= kDefaultDynamicSharedLimit) return llvm::Error::success();
+  if (!fn.handle) return fail("kernel '" + fn.name + "': no function (default-constructed Function)");
+  auto d = driver();
+  if (!d) return d.takeError();
+  const Api &api = **d;
+  auto f = static_cast<CUfunction>(fn.handle);
+  std::string where = "kernel '" + fn.name + "'";
+  // Raise the function's dynamic limit when it is below the need; only raised, under a lock, so threads
+  // launching the same function with different sizes cannot lower it under each other. Reading it back each
+  // time (not caching per handle) stays right when a module is unloaded and a new function reuses the handle.
+  std::lock_guard<std::mutex> lock(state().sharedOptinMutex);
+  int current = 0;
+  if (llvm::Error e = CU_IN(&api, where, cuFuncGetAttribute, &current, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f))
+    return e;
+  if (current < int(bytes))
+    if (llvm::Error e = CU_IN(&api, where, cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)))
+      return e;
+  return llvm::Error::success();
+}
+
 llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream) {
   if (!fn.handle) return fail("launch of kernel '" + fn.name + "': no function (default-constructed Function)");
   auto d = driver();
@@ -403,21 +447,7 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
   if (wanted > allowed)
     return fail(where + ": asks for " + num(dims.sharedBytes) + " bytes of dynamic shared memory (+ " +
                 num(fn.staticSharedBytes) + " static) but the device allows " + num(allowed) + " bytes per block");
-  if (dims.sharedBytes > kDefaultDynamicSharedLimit) {
-    // Raise the function's dynamic limit when it is below this launch's need; only raised, under a lock, so
-    // threads launching the same function with different sizes cannot lower it under each other. Reading
-    // it back each time (not caching per handle) stays right when a module is unloaded and a new
-    // function reuses the handle.
-    std::lock_guard<std::mutex> lock(state().sharedOptinMutex);
-    int current = 0;
-    if (llvm::Error e =
-            CU_IN(&api, where, cuFuncGetAttribute, &current, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f))
-      return e;
-    if (current < int(dims.sharedBytes))
-      if (llvm::Error e = CU_IN(&api, where, cuFuncSetAttribute, f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                int(dims.sharedBytes)))
-        return e;
-  }
+  if (llvm::Error e = reserveDynamicShared(fn, dims.sharedBytes)) return e;
   return CU_IN(&api, where, cuLaunchKernel, f, dims.grid[0], dims.grid[1], dims.grid[2], dims.block[0],
                dims.block[1], dims.block[2], dims.sharedBytes, toStream(stream), args, nullptr);
 }
@@ -433,6 +463,122 @@ llvm::Error copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, Strea
   auto d = driver();
   if (!d) return d.takeError();
   return CU(*d, cuMemcpyDtoDAsync, dst, src, bytes, toStream(stream));
+}
+
+llvm::Error copyHostToDeviceAsync(DevicePtr dst, const void *src, size_t bytes, StreamHandle stream) {
+  if (bytes == 0) return llvm::Error::success();
+  auto d = driver();
+  if (!d) return d.takeError();
+  return CU(*d, cuMemcpyHtoDAsync, dst, src, bytes, toStream(stream));
+}
+
+llvm::Error copyDeviceToHost(void *dst, DevicePtr src, size_t bytes, StreamHandle stream) {
+  if (bytes == 0) return llvm::Error::success();
+  auto d = driver();
+  if (!d) return d.takeError();
+  if (llvm::Error e = CU(*d, cuMemcpyDtoHAsync, dst, src, bytes, toStream(stream))) return e;
+  return CU(*d, cuStreamSynchronize, toStream(stream));
+}
+
+llvm::Error fillAsync(DevicePtr dst, uint8_t byte, size_t bytes, StreamHandle stream) {
+  if (bytes == 0) return llvm::Error::success();
+  auto d = driver();
+  if (!d) return d.takeError();
+  return CU(*d, cuMemsetD8Async, dst, byte, bytes, toStream(stream));
+}
+
+llvm::Expected<MemoryInfo> memoryInfo() {
+  auto d = driver();
+  if (!d) return d.takeError();
+  MemoryInfo m;
+  if (llvm::Error e = CU(*d, cuMemGetInfo, &m.free, &m.total)) return e;
+  return m;
+}
+
+// ---- streams and graphs ----
+
+llvm::Expected<Stream> Stream::create() {
+  auto d = driver();
+  if (!d) return d.takeError();
+  CUstream st = nullptr;
+  if (llvm::Error e = CU(*d, cuStreamCreate, &st, CU_STREAM_NON_BLOCKING)) return e;
+  Stream s;
+  s.h = st;
+  return s;
+}
+
+Stream::Stream(Stream &&o) noexcept : h(o.h) { o.h = nullptr; }
+
+static void destroyStream(void *&h) {
+  if (h)
+    if (const Api *api = loadedDriver()) api->cuStreamDestroy_(static_cast<CUstream>(h));
+  h = nullptr;
+}
+
+Stream &Stream::operator=(Stream &&o) noexcept {
+  if (this != &o) {
+    destroyStream(h);
+    h = o.h;
+    o.h = nullptr;
+  }
+  return *this;
+}
+
+Stream::~Stream() { destroyStream(h); }
+
+llvm::Error Stream::synchronize() const {
+  auto d = driver();
+  if (!d) return d.takeError();
+  return CU(*d, cuStreamSynchronize, toStream(h));
+}
+
+llvm::Expected<Graph> Graph::capture(const Stream &stream, llvm::function_ref<llvm::Error()> enqueue) {
+  auto d = driver();
+  if (!d) return d.takeError();
+  const Api &api = **d;
+  CUstream st = toStream(stream.handle());
+  if (!st) return fail("graph capture needs a stream of its own, not the legacy default stream");
+  // Thread-local mode: other threads' work (an embedding host's) is neither captured nor made illegal.
+  if (llvm::Error e = CU(&api, cuStreamBeginCapture, st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)) return e;
+  llvm::Error enqueued = enqueue();
+  CUgraph graph = nullptr;
+  CUresult ended = api.cuStreamEndCapture_(st, &graph); // always end the capture, even after a failure
+  auto destroyGraph = llvm::make_scope_exit([&] {
+    if (graph) api.cuGraphDestroy_(graph);
+  });
+  if (enqueued) return enqueued;
+  if (llvm::Error e = check(api, ended, "cuStreamEndCapture")) return e;
+  CUgraphExec exec = nullptr;
+  if (llvm::Error e = CU(&api, cuGraphInstantiateWithFlags, &exec, graph, 0)) return e;
+  Graph g;
+  g.exec = exec;
+  return g;
+}
+
+Graph::Graph(Graph &&o) noexcept : exec(o.exec) { o.exec = nullptr; }
+
+static void destroyGraphExec(void *&exec) {
+  if (exec)
+    if (const Api *api = loadedDriver()) api->cuGraphExecDestroy_(static_cast<CUgraphExec>(exec));
+  exec = nullptr;
+}
+
+Graph &Graph::operator=(Graph &&o) noexcept {
+  if (this != &o) {
+    destroyGraphExec(exec);
+    exec = o.exec;
+    o.exec = nullptr;
+  }
+  return *this;
+}
+
+Graph::~Graph() { destroyGraphExec(exec); }
+
+llvm::Error Graph::launch(const Stream &stream) const {
+  if (!exec) return fail("cuGraphLaunch: no graph captured");
+  auto d = driver();
+  if (!d) return d.takeError();
+  return CU(*d, cuGraphLaunch, static_cast<CUgraphExec>(exec), toStream(stream.handle()));
 }
 
 // ---- events ----

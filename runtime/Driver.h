@@ -9,6 +9,7 @@
 #include "compiler/kernels/KernelSpec.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -97,6 +98,10 @@ private:
 // Launches `fn` with kernel arguments `args` (pointers to each argument, as cuLaunchKernel wants). Dynamic
 // shared memory above 48 KB is opted in first; more than the device allows is an error before launching.
 llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream = nullptr);
+// Opts `fn` in to `bytes` of dynamic shared memory when that is above the default 48 KB (launch() does it
+// too). The runtime calls it for every kernel at load, so nothing changes a kernel attribute during a graph
+// capture.
+llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes);
 llvm::Error synchronize();
 
 // Times GPU work with events on the default stream: start(), enqueue work, then stop() → milliseconds.
@@ -135,5 +140,50 @@ private:
 
 // Device-to-device copy (for the copy-bandwidth ceiling in benchmarks).
 llvm::Error copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle stream = nullptr);
+// Host-to-device copy enqueued on `stream`; `src` may be reused once the call returns (pageable memory is
+// staged by the driver before it returns).
+llvm::Error copyHostToDeviceAsync(DevicePtr dst, const void *src, size_t bytes, StreamHandle stream);
+// Device-to-host copy after the work already on `stream`; returns when the bytes are in `dst`.
+llvm::Error copyDeviceToHost(void *dst, DevicePtr src, size_t bytes, StreamHandle stream);
+// Sets `bytes` bytes at `dst` to `byte`, enqueued on `stream`.
+llvm::Error fillAsync(DevicePtr dst, uint8_t byte, size_t bytes, StreamHandle stream);
+
+struct MemoryInfo {
+  size_t free = 0, total = 0; // bytes, as cuMemGetInfo reports them
+};
+llvm::Expected<MemoryInfo> memoryInfo();
+
+// A stream of minfer's own (non-blocking with respect to the legacy default stream): sessions run on one,
+// and CUDA graphs can only be captured from one.
+class Stream {
+public:
+  static llvm::Expected<Stream> create();
+  Stream() = default;
+  Stream(Stream &&o) noexcept;
+  Stream &operator=(Stream &&o) noexcept;
+  ~Stream();
+  StreamHandle handle() const { return h; }
+  llvm::Error synchronize() const;
+
+private:
+  void *h = nullptr; // CUstream
+};
+
+// A captured and instantiated CUDA graph: the launches `enqueue` puts on `stream`, replayed with launch().
+// Capture is thread-local, so other threads' work is neither captured nor disturbed. Kernel arguments are
+// frozen at capture: whatever changes between replays must be read from device memory.
+class Graph {
+public:
+  static llvm::Expected<Graph> capture(const Stream &stream, llvm::function_ref<llvm::Error()> enqueue);
+  Graph() = default;
+  Graph(Graph &&o) noexcept;
+  Graph &operator=(Graph &&o) noexcept;
+  ~Graph();
+  bool valid() const { return exec != nullptr; }
+  llvm::Error launch(const Stream &stream) const;
+
+private:
+  void *exec = nullptr; // CUgraphExec
+};
 
 } // namespace minfer::cuda

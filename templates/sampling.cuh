@@ -3,7 +3,8 @@
 //
 //   argmax<V, THREADS>(const bf16 *logits [rows, V], int *out [rows], int rows)
 //   sample<V, THREADS>(const bf16 *logits [rows, V], int *out [rows], int rows, float temperature,
-//                      int top_k, float top_p, unsigned long long seed, unsigned long long step)
+//                      int top_k, float top_p, unsigned long long seed, unsigned long long step,
+//                      const int *step_offset /* nullable, added to step */)
 //
 // One block of THREADS threads per row (ArgmaxSpec: 1024, SampleSpec: 512; RowOps.h says why).
 //
@@ -349,7 +350,8 @@ template <int V, int THREADS>
 __global__ void __launch_bounds__(THREADS) sample(const bf16 *logits, // [rows, V]
                                                   int *out,           // [rows]
                                                   int rows, float temperature, int top_k, float top_p,
-                                                  unsigned long long seed, unsigned long long step) {
+                                                  unsigned long long seed, unsigned long long step,
+                                                  const int *step_offset) { // nullable: added to `step`
   using namespace sampling;
   using S = RowShape<V, THREADS>;
   static_assert(V > 1 && V < (1 << 24), "sample: V must be in [2, 2^24) (indices and counts stay exact)");
@@ -456,7 +458,7 @@ __global__ void __launch_bounds__(THREADS) sample(const bf16 *logits, // [rows, 
   }
 
   // The draw (step 6, 7).
-  const u64 bits = randomBits(seed, step, u64(r));
+  const u64 bits = randomBits(seed, step + (step_offset ? u64(*step_offset) : 0), u64(r));
   const double u = static_cast<double>(bits >> 11) * 0x1p-53;
   u64 target = sStar ? static_cast<u64>(u * static_cast<double>(sStar)) : 0;
   if (sStar && target >= sStar) target = sStar - 1;
@@ -565,6 +567,30 @@ __global__ void __launch_bounds__(THREADS) sample(const bf16 *logits, // [rows, 
     const int i = argmaxRow<V, THREADS>(row, sh.redF, sh.redI);
     if (threadIdx.x == 0) out[r] = i;
   }
+}
+
+// Feeds a decode step's chosen tokens back: one block of THREADS >= rows threads. Row b's token becomes the
+// next step's input, its position and context length advance by one, and the token is recorded in
+// history[step][b]; then the step counter advances. Everything is read from and written to device memory,
+// so a captured decode step replays with no host work between steps.
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS) advance_tokens(const int *next, // [rows] this step's tokens
+                                                          int *tokens,     // [rows] the next step's input
+                                                          int *positions, int *context_len, // [rows]
+                                                          int *history,    // [history_steps, rows]
+                                                          int *step,       // [1] steps recorded so far
+                                                          int rows, int history_steps) {
+  const int s = *step;
+  const int b = threadIdx.x;
+  if (b < rows) {
+    const int t = next[b];
+    tokens[b] = t;
+    positions[b] += 1;
+    context_len[b] += 1;
+    if (s < history_steps) history[static_cast<long long>(s) * rows + b] = t;
+  }
+  __syncthreads(); // every thread has read *step
+  if (threadIdx.x == 0) *step = s + 1;
 }
 
 } // namespace minfer

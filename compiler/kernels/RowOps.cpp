@@ -302,6 +302,19 @@ llvm::Error SampleSpec::verify() const {
   return checkThreads(name(), threads);
 }
 
+AdvanceSpec AdvanceSpec::forBatch(int64_t batch) {
+  return AdvanceSpec(static_cast<int>(std::clamp<int64_t>((batch + 31) / 32 * 32, 32, 1024)));
+}
+std::string AdvanceSpec::name() const { return "advance_tokens_t" + std::to_string(threads); }
+std::string AdvanceSpec::entry() const { return "minfer::advance_tokens<" + std::to_string(threads) + ">"; }
+LaunchDims AdvanceSpec::launch(int64_t) const {
+  LaunchDims d;
+  d.block[0] = static_cast<unsigned>(threads);
+  return d;
+}
+llvm::json::Object AdvanceSpec::toJSON() const { return llvm::json::Object{{"family", "advance"}, {"threads", threads}}; }
+llvm::Error AdvanceSpec::verify() const { return checkThreads(name(), threads); }
+
 // ---- the sampling algorithm on the host -----------------------------------------------------------------
 
 namespace {

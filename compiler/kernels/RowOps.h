@@ -15,7 +15,8 @@
 //   RopeSpec       x, y, positions (i32 [rows]), inv_freq (f32 [head_dim/2]), rows
 //   KvWriteSpec    k, v, k_cache, v_cache, seq_of, pos_of, [inv_freq,] rows, max_seq
 //   ArgmaxSpec     logits [rows, vocab], out (i32 [rows]), rows
-//   SampleSpec     logits, out, rows, temperature, top_k, top_p, seed (u64), step (u64)
+//   SampleSpec     logits, out, rows, temperature, top_k, top_p, seed (u64), step (u64), step_offset (i32*, nullable)
+//   AdvanceSpec    next, tokens, positions, context_len, history, step (i32 each), rows, history_steps
 #pragma once
 
 #include "compiler/kernels/KernelSpec.h"
@@ -187,6 +188,21 @@ struct SampleSpec : KernelSpec {
   std::string header() const override { return "sampling.cuh"; }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error verify() const;
+  llvm::Error validate(const Target &) const override { return verify(); }
+};
+
+// Feeds a decode step's tokens back (sampling.cuh advance_tokens): one block whose threads cover the batch.
+struct AdvanceSpec : KernelSpec {
+  int threads = 32;
+
+  explicit AdvanceSpec(int threads) : threads(threads) {}
+  static AdvanceSpec forBatch(int64_t batch); // whole warps covering `batch` rows, at most 1024
+  std::string name() const override;          // advance_tokens_t32
+  std::string header() const override { return "sampling.cuh"; }
+  std::string entry() const override;
+  LaunchDims launch(int64_t rows) const override; // one block, whatever the rows
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
   llvm::Error validate(const Target &) const override { return verify(); }

@@ -5,6 +5,7 @@
 // through import-hf and the safetensors reader like any checkpoint; the interpreter must match HF's
 // logits for the prompt and for teacher-forced decode steps with relative error below 1e-4, and produce
 // HF's greedy continuation.
+#include "common/GoldenReference.h"
 #include "common/TestModels.h"
 
 #include "compiler/HFImport.h"
@@ -17,48 +18,13 @@
 #include <gtest/gtest.h>
 
 using namespace minfer;
+using minfer::test::fixtureDir;
+using minfer::test::kFixtures;
+using minfer::test::readReference;
 
 namespace {
 
 constexpr double kTolerance = 1e-4; // DESIGN.md, Numerics: interpreter vs HF
-
-std::string fixtureDir(const std::string &name) {
-  return std::string(MINFER_SOURCE_DIR) + "/tests/golden/fixtures/" + name;
-}
-
-struct Reference {
-  std::vector<int32_t> promptIds, forcedIds, greedyIds;
-  ir::Tensor promptLogits, forcedLogits;
-};
-
-llvm::Expected<Reference> readReference(const std::string &dir) {
-  auto file = SafetensorsFile::open(dir + "/reference.safetensors");
-  if (!file) return file.takeError();
-  Reference ref;
-  auto ids = [&](const char *name, std::vector<int32_t> &out) -> llvm::Error {
-    const TensorInfo *t = (*file)->find(name);
-    if (!t) return llvm::createStringError(llvm::inconvertibleErrorCode(), std::string("missing ") + name);
-    auto v = readAsInt64(**file, *t);
-    if (!v) return v.takeError();
-    out.assign(v->begin(), v->end());
-    return llvm::Error::success();
-  };
-  auto floats = [&](const char *name, ir::Tensor &out) -> llvm::Error {
-    const TensorInfo *t = (*file)->find(name);
-    if (!t) return llvm::createStringError(llvm::inconvertibleErrorCode(), std::string("missing ") + name);
-    auto v = readAsFloat32(**file, *t);
-    if (!v) return v.takeError();
-    out.shape = t->shape;
-    out.data = std::move(*v);
-    return llvm::Error::success();
-  };
-  if (auto e = ids("prompt_ids", ref.promptIds)) return e;
-  if (auto e = ids("forced_ids", ref.forcedIds)) return e;
-  if (auto e = ids("greedy_ids", ref.greedyIds)) return e;
-  if (auto e = floats("prompt_logits", ref.promptLogits)) return e;
-  if (auto e = floats("forced_logits", ref.forcedLogits)) return e;
-  return ref;
-}
 
 class Golden : public ::testing::TestWithParam<const char *> {};
 
@@ -103,8 +69,6 @@ TEST_P(Golden, InterpreterMatchesTransformers) {
   std::cout << "[ golden ] " << GetParam() << ": prompt logits rel err " << err << ", greedy " << greedy->tokens[0].size()
             << " tokens\n";
 }
-
-const char *const kFixtures[] = {"gpt2", "llama_gqa", "qwen2_tied", "mistral_mqa", "llama_linear"};
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(kFixtures));
 

@@ -103,7 +103,7 @@ llvm::Expected<std::vector<int32_t>> sampleOnGpu(const gputest::GpuKernel &kerne
   auto oBuf = gputest::uploadVector(std::vector<int32_t>(rows, -7));
   if (!oBuf) return oBuf.takeError();
   if (auto e = run(kernel, spec, rows, lBuf->ptr(), oBuf->ptr(), int(rows), p.temperature, p.topK, p.topP,
-                   (unsigned long long)p.seed, (unsigned long long)p.step))
+                   (unsigned long long)p.seed, (unsigned long long)p.step, (const int *)nullptr))
     return e;
   std::vector<int32_t> out(rows);
   if (auto e = oBuf->download(out.data(), rows * 4)) return e;

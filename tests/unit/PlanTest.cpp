@@ -30,9 +30,36 @@ TEST(Plan, LlamaLayerLaunchesOneKernelPerOpUnfused) {
   EXPECT_EQ(p.prefill.launchesPerLayer, 17);
   EXPECT_EQ(p.decode.launchesPerLayer, 18);
   EXPECT_EQ(p.decode.layers, 2);
-  // Outside the layers: embedding, final norm, lm_head; decode adds the argmax.
-  EXPECT_EQ(p.prefill.launches.size(), 2u * 17 + 3);
-  EXPECT_EQ(p.decode.launches.size(), 2u * 18 + 4);
+  // Outside the layers: embedding, final norm, lm_head; prefill gathers the rows that produce logits first,
+  // decode ends by selecting the next tokens and feeding them back.
+  EXPECT_EQ(p.prefill.launches.size(), 2u * 17 + 4);
+  EXPECT_EQ(p.decode.launches.size(), 2u * 18 + 5);
+  EXPECT_EQ(p.prefill.launches[2 * 17 + 1].role, LaunchRole::Gather);
+  EXPECT_EQ(p.decode.launches[2 * 18 + 3].role, LaunchRole::Select);
+  EXPECT_EQ(p.decode.launches[2 * 18 + 4].role, LaunchRole::Advance);
+  ASSERT_GE(p.sampleKernel, 0);
+  EXPECT_EQ(p.kernels[p.sampleKernel]->name().rfind("sample_v", 0), 0u);
+}
+
+TEST(Plan, PrefillRunsTheOpsAfterTheLayersOverTheGatheredRowsOnly) {
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
+  ASSERT_TRUE(m);
+  Plan p = planFor(*m);
+  size_t gather = 2 * 17 + 1;
+  auto kindOfRows = [](const PlannedLaunch &l) {
+    for (const LaunchArg &a : l.args)
+      if (a.what == "rows") return a.kind;
+    return LaunchArg::Buffer;
+  };
+  for (size_t i = 0; i < p.prefill.launches.size(); ++i)
+    EXPECT_EQ(kindOfRows(p.prefill.launches[i]), i < gather ? LaunchArg::Rows : LaunchArg::OutRows)
+        << p.prefill.launches[i].op;
+  // The gather reads the layers' result [rows, hidden] and writes its own buffer that the final norm reads.
+  const PlannedLaunch &g = p.prefill.launches[gather];
+  EXPECT_EQ(p.buffers[g.args[0].buffer].name, "out_rows");
+  EXPECT_EQ(p.prefill.launches[gather + 1].args[0].buffer, g.args[2].buffer);
+  for (const PlannedLaunch &l : p.decode.launches)
+    EXPECT_NE(kindOfRows(l), LaunchArg::OutRows) << "decode has no gather: " << l.op;
 }
 
 TEST(Plan, WeightsKvCachesAndConstantsAreSharedByBothPhases) {
@@ -106,7 +133,7 @@ TEST(Plan, JsonCarriesTheDecodeSummary) {
   llvm::json::Object j = planFor(*m).toJSON();
   const llvm::json::Object *decode = j.getObject("decode");
   ASSERT_NE(decode, nullptr);
-  EXPECT_EQ(*decode->getInteger("launches"), 40);
+  EXPECT_EQ(*decode->getInteger("launches"), 41);
   EXPECT_EQ(*decode->getInteger("launches_per_layer"), 18);
   EXPECT_TRUE(decode->getInteger("weight_bytes").hasValue());
 }

@@ -1,10 +1,10 @@
-// compiler/minferc.cpp — the minfer command-line driver.
+// tools/minferc.cpp — the minfer command-line driver.
 //
 //   minferc model.ir [--emit=ir] [-o out.ir]        parse, verify, print
 //   minferc model.ir --target sm_89 -o model.mfb    plan, compile every kernel (NVRTC, cached), bundle
 //   minferc model.ir --target sm_89 --emit=plan|cuda
 //   minferc import-hf DIR -o model.ir               HF checkpoint directory → IR
-//   minferc run MODEL --prompt-ids 1,2,3 ...        greedy generation through the reference interpreter
+//   minferc run MODEL --prompt-ids 1,2,3 ...        generation on the GPU (or the CPU reference interpreter)
 //   minferc cache ls|verify|clear                   the kernel cache
 //
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
@@ -22,6 +22,8 @@
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "runtime/Engine.h"
+#include "runtime/Session.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -33,6 +35,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 using namespace minfer;
@@ -43,7 +46,7 @@ namespace {
 cl::OptionCategory category("minferc options");
 
 cl::SubCommand importCmd("import-hf", "Write the IR of a Hugging Face checkpoint directory (config.json, *.safetensors)");
-cl::SubCommand runCmd("run", "Generate tokens greedily from a model (an .ir file or an HF checkpoint directory)");
+cl::SubCommand runCmd("run", "Generate tokens from a model (an .ir file, a bundle or an HF checkpoint directory)");
 cl::SubCommand cacheCmd("cache", "List, verify or clear the kernel cache ($MINFER_CACHE_DIR, $XDG_CACHE_HOME/minfer or ~/.cache/minfer)");
 
 // ----- top level: minferc model.ir
@@ -84,16 +87,34 @@ cl::opt<std::string> outputPath("o", cl::desc("Output file (default: standard ou
 cl::opt<std::string> importDir(cl::Positional, cl::desc("<checkpoint dir>"), cl::Required, cl::sub(importCmd), cl::cat(category));
 
 // ----- run MODEL
-cl::opt<std::string> runModel(cl::Positional, cl::desc("<model.ir | checkpoint dir>"), cl::Required, cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> runModel(cl::Positional, cl::desc("<model.ir | model.mfb | checkpoint dir>"), cl::Required, cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> weightsPath("weights", cl::desc("Weights: a .safetensors file, an index.json, or a directory (default: MODEL when it is a directory)"),
                                  cl::value_desc("path"), cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> promptIds("prompt-ids", cl::desc("Prompt token ids, comma-separated"), cl::value_desc("1,2,3"),
                                cl::Required, cl::sub(runCmd), cl::cat(category));
 cl::opt<int64_t> maxNewTokens("max-new-tokens", cl::desc("Number of tokens to generate"), cl::init(16), cl::sub(runCmd), cl::cat(category));
-enum class Backend { Reference };
+enum class Backend { Gpu, Reference };
 cl::opt<Backend> backend("backend", cl::desc("Where to run"),
-                         cl::values(clEnumValN(Backend::Reference, "reference", "the fp32 CPU reference interpreter")),
-                         cl::init(Backend::Reference), cl::sub(runCmd), cl::cat(category));
+                         cl::values(clEnumValN(Backend::Gpu, "gpu", "minfer's kernels on the GPU (default)"),
+                                    clEnumValN(Backend::Reference, "reference", "the fp32 CPU reference interpreter")),
+                         cl::init(Backend::Gpu), cl::sub(runCmd), cl::cat(category));
+cl::opt<int64_t> runBatch("batch", cl::desc("Sequences generated together, each from the prompt (GPU)"), cl::init(1),
+                          cl::sub(runCmd), cl::cat(category));
+cl::opt<float> temperature("temperature", cl::desc("Sampling temperature; 0 is greedy (GPU)"), cl::init(0.f),
+                           cl::sub(runCmd), cl::cat(category));
+cl::opt<int> topK("top-k", cl::desc("Keep the k most likely tokens; 0 keeps all (GPU)"), cl::init(0), cl::sub(runCmd),
+                  cl::cat(category));
+cl::opt<float> topP("top-p", cl::desc("Keep the smallest set of tokens with this much probability (GPU)"),
+                    cl::init(1.f), cl::sub(runCmd), cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of the sampler (GPU)"), cl::init(0), cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> stopIds("stop-ids", cl::desc("Stop a sequence after one of these token ids, e.g. the EOS (GPU)"),
+                             cl::value_desc("2,..."), cl::sub(runCmd), cl::cat(category));
+cl::opt<bool> noGraph("no-cuda-graph", cl::desc("Launch the decode kernels one by one instead of replaying a CUDA graph"),
+                      cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> runTarget("target", cl::desc("Expected GPU architecture (default: the GPU's own)"),
+                               cl::value_desc("sm_XY"), cl::sub(runCmd), cl::cat(category));
+cl::opt<int64_t> runMaxSeq("max-seq", cl::desc("Cache positions per sequence (default: the model's max_pos)"),
+                           cl::init(0), cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> logitsOut("logits-out",
                                cl::desc("Write float32 [rows, vocab] logits as .npy: one row per prompt position, then "
                                         "one per generated token fed back"),
@@ -308,7 +329,89 @@ llvm::Expected<std::vector<int32_t>> parseIds(llvm::StringRef text, int64_t voca
   return ids;
 }
 
+bool isBundle(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFileSlice(path, 8, 0, /*IsVolatile=*/false);
+  return buf && (*buf)->getBuffer() == "MINFERBD";
+}
+
+std::string idList(const std::vector<int32_t> &ids) {
+  return llvm::join(llvm::map_range(ids, [](int32_t t) { return std::to_string(t); }), ",");
+}
+
+// `minferc run --backend=gpu`: Engine (bundle, IR or checkpoint) + Session, timings on stderr.
+int runGpu() {
+  using Clock = std::chrono::steady_clock;
+  auto t0 = Clock::now();
+  if (runBatch < 1) return fail(userError("--batch must be at least 1"));
+  if (maxNewTokens < 0) return fail(userError("--max-new-tokens must not be negative"));
+  // The ids' syntax before loading (their range needs the model's vocabulary).
+  if (auto ids = parseIds(promptIds, INT32_MAX); !ids) return fail(ids.takeError());
+  if (!stopIds.empty())
+    if (auto ids = parseIds(stopIds, INT32_MAX); !ids) return fail(ids.takeError());
+  rt::EngineOptions eo;
+  eo.weights = weightsPath;
+  eo.target = runTarget;
+  eo.plan.maxBatch = runBatch;
+  eo.plan.maxSeq = runMaxSeq;
+  auto engine = rt::Engine::load(runModel, eo);
+  if (!engine) return fail(engine.takeError());
+  auto t1 = Clock::now();
+  auto ids = parseIds(promptIds, (*engine)->vocab());
+  if (!ids) return fail(ids.takeError());
+  rt::GenerateOptions go;
+  go.maxNewTokens = maxNewTokens;
+  go.temperature = temperature;
+  go.topK = topK;
+  go.topP = topP;
+  go.seed = seed;
+  go.graph = !noGraph;
+  if (!stopIds.empty()) {
+    auto stops = parseIds(stopIds, (*engine)->vocab());
+    if (!stops) return fail(stops.takeError());
+    go.stopTokens = *stops;
+  }
+  rt::SessionOptions so;
+  so.keepLogits = !logitsOut.empty();
+  auto session = rt::Session::create(**engine, so);
+  if (!session) return fail(session.takeError());
+  auto gen = (*session)->generate(std::vector<std::vector<int32_t>>(runBatch, *ids), go);
+  if (!gen) return fail(gen.takeError());
+  auto t2 = Clock::now();
+  if (!logitsOut.empty()) {
+    int64_t vocab = (*engine)->vocab();
+    int64_t rows = static_cast<int64_t>(gen->logits[0].size()) / vocab;
+    if (auto e = writeNpyF32(logitsOut, {rows, vocab}, gen->logits[0])) return fail(std::move(e));
+  }
+  for (const auto &t : gen->tokens) llvm::outs() << idList(t) << "\n";
+  const rt::LoadStats &st = (*engine)->stats();
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  double prefillTokS = gen->prefillMs > 0 ? gen->promptTokens / (gen->prefillMs / 1e3) : 0;
+  double msPerToken = gen->decodeSteps ? gen->decodeMs / gen->decodeSteps : 0;
+  llvm::errs() << llvm::formatv(
+      "minferc run: backend=gpu on {0} ({1}), model from {2}\n"
+      "  load {3:f0} ms: parse+plan+checks {4:f0} ms, kernels {5:f0} ms ({6} kernels: {7}), modules {8:f0} ms, "
+      "weights {9:f0} ms ({10})\n"
+      "  prefill {11} tokens in {12:f2} ms ({13:f0} tok/s, first token included); decode {14} steps x batch {15}: "
+      "{16:f3} ms/token ({17:f0} tok/s){18}; session memory {19}; total {20:f0} ms\n",
+      (*engine)->device().name, (*engine)->plan().target.name, st.source, ms(t1 - t0), st.parseMs, st.compileMs,
+      (*engine)->plan().kernels.size(),
+      st.source == "bundle" ? std::string("from the bundle")
+                            : llvm::formatv("{0} cached, {1} compiled", st.compile.hits, st.compile.misses).str(),
+      st.modulesMs, st.weightsMs, humanBytes(double(st.weightBytes)), gen->promptTokens, gen->prefillMs, prefillTokS,
+      gen->decodeSteps, runBatch.getValue(), msPerToken, msPerToken > 0 ? 1e3 * runBatch / msPerToken : 0.0,
+      go.graph ? ", CUDA graph" : "", humanBytes(double((*session)->memory().total())), ms(t2 - t0));
+  return 0;
+}
+
 int runMain() {
+  if (weightsPath.empty() && !llvm::sys::fs::is_directory(runModel) && llvm::sys::fs::exists(runModel))
+    return fail(userError("model '" + runModel + "' is " +
+                          (isBundle(runModel) ? "a bundle" : "an IR file") + "; give its weights with --weights PATH"));
+  if (backend == Backend::Gpu) return runGpu();
+  for (const cl::Option *o : std::initializer_list<const cl::Option *>{&runBatch, &temperature, &topK, &topP, &seed,
+                                                                       &stopIds, &noGraph, &runTarget, &runMaxSeq})
+    if (o->getNumOccurrences())
+      return fail(userError("--" + o->ArgStr + " needs --backend=gpu (the reference backend is greedy, batch 1)"));
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   bool isDir = llvm::sys::fs::is_directory(runModel);
@@ -321,6 +424,11 @@ int runMain() {
     if (!llvm::sys::fs::exists(runModel)) return fail(userError("model '" + runModel + "' does not exist"));
     auto buf = llvm::MemoryBuffer::getFile(runModel, /*IsText=*/true);
     if (!buf) return fail(userError("cannot read '" + runModel + "': " + buf.getError().message()));
+    if ((*buf)->getBuffer().startswith("MINFERBD")) { // a bundle: its IR
+      auto b = readBundle(runModel);
+      if (!b) return fail(b.takeError());
+      *buf = llvm::MemoryBuffer::getMemBufferCopy(b->irText, runModel.getValue() + ":ir");
+    }
     auto m = loadVerified(std::move(*buf));
     if (!m) return fail(m.takeError());
     module = std::move(*m);
@@ -368,7 +476,8 @@ int main(int argc, char **argv) {
                                    "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
                                    "  minferc cache ls|verify|clear\n"
                                    "  minferc import-hf DIR -o model.ir\n"
-                                   "  minferc run MODEL --prompt-ids 1,2,3 [--max-new-tokens N] [--logits-out F.npy]\n",
+                                   "  minferc run MODEL --prompt-ids 1,2,3 [--max-new-tokens N] [--batch B] [--temperature T]\n"
+                                   "              [--top-k K] [--top-p P] [--seed S] [--logits-out F.npy] [--backend=gpu|reference]\n",
                                    &llvm::errs()))
     return 1;
   if (importCmd) return importMain();

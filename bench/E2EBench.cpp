@@ -1,0 +1,198 @@
+// bench/E2EBench.cpp — end-to-end decode and prefill through Engine and Session, as JSON.
+//
+//   minfer_e2e_bench --model examples/tinyllama-1.1b.ir --weights DIR/model.safetensors --out FILE.json
+//                    [--decode-batches 1,16] [--prefill-tokens 512,2048] [--context 128] [--decode-steps 64]
+//
+// The weights are whatever the file holds: bench/torch_e2e.py writes seeded random ones under the model's
+// tensor names, and then times PyTorch on the same weights and shapes. For each decode batch B: an engine
+// planned for B sequences of context + steps + 1 positions, B random prompts of `context` tokens, then
+// `steps` greedy decode steps replayed as a CUDA graph (median of 3 after a warm-up); ms per step (one
+// token of each sequence), tok/s, and GB/s over the weight bytes against the copy bandwidth measured in the
+// same run. For each prefill size P: one prompt of P tokens in one prefill step, ms and tok/s (the first
+// token's select included), and the matmul TFLOP/s it implies (torch_e2e.py's cuBLAS rate is the ceiling). Device memory: what the engine and session allocate against weights + KV cache,
+// and what the device's free memory says.
+#include "bench/Bench.h"
+#include "runtime/Engine.h"
+#include "runtime/Session.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+using namespace minfer;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::opt<std::string> model("model", cl::desc("The model (.ir)"), cl::Required);
+cl::opt<std::string> weights("weights", cl::desc("Its weights"), cl::Required);
+cl::opt<std::string> outPath("out", cl::desc("JSON output"), cl::Required);
+cl::list<int64_t> decodeBatches("decode-batches", cl::CommaSeparated, cl::desc("Decode batch sizes (default 1,16)"));
+cl::list<int64_t> prefillTokens("prefill-tokens", cl::CommaSeparated, cl::desc("Prefill sizes (default 512,2048)"));
+cl::opt<int64_t> context("context", cl::desc("Prompt tokens before decoding"), cl::init(128));
+cl::opt<int64_t> decodeSteps("decode-steps", cl::desc("Decode steps timed"), cl::init(64));
+cl::opt<int> repeats("repeats", cl::desc("Timed repetitions (median)"), cl::init(3));
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<std::vector<int32_t>> randomPrompts(int64_t batch, int64_t tokens, int64_t vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
+  std::vector<std::vector<int32_t>> p(batch, std::vector<int32_t>(tokens));
+  for (auto &s : p)
+    for (int32_t &t : s) t = d(rng);
+  return p;
+}
+
+struct Loaded {
+  std::unique_ptr<rt::Engine> engine;
+  std::unique_ptr<rt::Session> session;
+  double deviceUsedBytes = 0; // free memory before loading minus after the session
+};
+
+llvm::Expected<Loaded> load(const PlanOptions &po) {
+  auto before = cuda::memoryInfo();
+  if (!before) return before.takeError();
+  rt::EngineOptions eo;
+  eo.weights = weights;
+  eo.plan = po;
+  auto e = rt::Engine::load(model, eo);
+  if (!e) return e.takeError();
+  auto s = rt::Session::create(**e);
+  if (!s) return s.takeError();
+  auto after = cuda::memoryInfo();
+  if (!after) return after.takeError();
+  return Loaded{std::move(*e), std::move(*s), double(before->free) - double(after->free)};
+}
+
+// Bytes of the KV cache proper: every KvCache buffer of the plan.
+double kvBytes(const Plan &p) {
+  double b = 0;
+  for (const PlanBuffer &x : p.buffers)
+    if (x.kind == BufferKind::KvCache) b += double(x.fixedBytes);
+  return b;
+}
+
+llvm::json::Object memoryJSON(const Loaded &l) {
+  const Plan &p = l.engine->plan();
+  double weightsB = double(l.engine->stats().weightBytes), kv = kvBytes(p);
+  double allocated = weightsB + double(l.session->memory().total());
+  return llvm::json::Object{{"weight_bytes", weightsB},
+                            {"kv_cache_bytes", kv},
+                            {"allocated_bytes", allocated},
+                            {"allocated_over_weights_plus_kv", allocated / (weightsB + kv)},
+                            {"arena_bytes", double(l.session->memory().arenas)},
+                            {"device_used_bytes", l.deviceUsedBytes}};
+}
+
+int fail(llvm::Error e) {
+  llvm::errs() << "minfer_e2e_bench: " << llvm::toString(std::move(e)) << "\n";
+  return 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(argc, argv, "minfer end-to-end benchmark\n");
+  std::vector<int64_t> batches(decodeBatches.begin(), decodeBatches.end());
+  std::vector<int64_t> prefills(prefillTokens.begin(), prefillTokens.end());
+  if (batches.empty()) batches = {1, 16};
+  if (prefills.empty()) prefills = {512, 2048};
+  auto ceilings = bench::measureCeilings();
+  if (!ceilings) return fail(ceilings.takeError());
+  llvm::errs() << llvm::formatv("copy bandwidth {0:f0} GB/s\n", ceilings->copyGBps);
+  llvm::json::Array decodeRows, prefillRows;
+  llvm::json::Object loads;
+
+  for (int64_t B : batches) {
+    PlanOptions po;
+    po.maxBatch = B;
+    po.maxSeq = context + decodeSteps + 1;
+    auto t0 = std::chrono::steady_clock::now();
+    auto l = load(po);
+    if (!l) return fail(l.takeError());
+    double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const rt::LoadStats &st = l->engine->stats();
+    auto prompts = randomPrompts(B, context, l->engine->vocab(), 7);
+    rt::GenerateOptions go;
+    go.maxNewTokens = decodeSteps + 1; // the first token comes from the prefill
+    std::vector<double> ms;
+    for (int r = 0; r <= repeats; ++r) {
+      auto g = l->session->generate(prompts, go);
+      if (!g) return fail(g.takeError());
+      if (g->decodeSteps != decodeSteps)
+        return fail(llvm::createStringError(llvm::inconvertibleErrorCode(), "decode stopped early"));
+      if (r > 0) ms.push_back(g->decodeMs / double(g->decodeSteps)); // r = 0 warms up (and captures the graph)
+    }
+    double msStep = median(ms);
+    double weightB = double(st.weightBytes);
+    double gbps = weightB / (msStep * 1e-3) / 1e9;
+    llvm::json::Object row{{"batch", B},
+                           {"context", context.getValue()},
+                           {"steps", decodeSteps.getValue()},
+                           {"ms_per_step", msStep},
+                           {"tok_s", double(B) * 1e3 / msStep},
+                           {"weight_gbps", gbps},
+                           {"fraction_of_copy", gbps / ceilings->copyGBps},
+                           {"launches_per_step", int64_t(l->engine->plan().decode.launches.size())},
+                           {"memory", memoryJSON(*l)},
+                           {"load_s", loadS},
+                           {"load", llvm::json::Object{{"parse_ms", st.parseMs},
+                                                       {"compile_ms", st.compileMs},
+                                                       {"cache_hits", int64_t(st.compile.hits)},
+                                                       {"compiled", int64_t(st.compile.misses)},
+                                                       {"modules_ms", st.modulesMs},
+                                                       {"weights_ms", st.weightsMs}}}};
+    llvm::errs() << llvm::formatv("decode B={0}: {1:f3} ms/step, {2:f0} tok/s, {3:f0} GB/s ({4:p} of copy); load {5:f1} s\n",
+                                  B, msStep, double(B) * 1e3 / msStep, gbps, gbps / ceilings->copyGBps, loadS);
+    decodeRows.push_back(std::move(row));
+  }
+
+  for (int64_t P : prefills) {
+    PlanOptions po;
+    po.maxBatch = 1;
+    po.maxSeq = P + 1;
+    po.maxPrefillRows = P;
+    auto l = load(po);
+    if (!l) return fail(l.takeError());
+    auto prompts = randomPrompts(1, P, l->engine->vocab(), 11);
+    rt::GenerateOptions go;
+    go.maxNewTokens = 1;
+    std::vector<double> ms;
+    for (int r = 0; r <= repeats; ++r) {
+      auto g = l->session->generate(prompts, go);
+      if (!g) return fail(g.takeError());
+      if (r > 0) ms.push_back(g->prefillMs);
+    }
+    double m = median(ms);
+    double tflops = l->engine->plan().decodeFlopsPerToken * double(P) / (m * 1e-3) / 1e12;
+    llvm::errs() << llvm::formatv("prefill {0}: {1:f2} ms, {2:f0} tok/s, {3:f0} TFLOP/s in matmuls\n", P, m,
+                                  double(P) * 1e3 / m, tflops);
+    prefillRows.push_back(llvm::json::Object{{"tokens", P},
+                                             {"ms", m},
+                                             {"tok_s", double(P) * 1e3 / m},
+                                             {"matmul_tflops", tflops},
+                                             {"memory", memoryJSON(*l)}});
+  }
+
+  auto info = cuda::deviceInfo();
+  llvm::json::Object out{{"model", model.getValue()},
+                         {"device", info ? info->name : std::string("?")},
+                         {"copy_gbps", ceilings->copyGBps},
+                         {"decode", std::move(decodeRows)},
+                         {"prefill", std::move(prefillRows)}};
+  std::error_code ec;
+  llvm::raw_fd_ostream os(outPath, ec);
+  if (ec) return fail(llvm::createStringError(ec, "cannot write " + outPath));
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
+  return 0;
+}

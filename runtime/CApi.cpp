@@ -1,0 +1,101 @@
+// runtime/CApi.cpp — the C API (include/minfer/minfer.h) over the C++ API.
+#include "minfer/minfer.h"
+#include "minfer/minfer.hpp"
+
+#include <string>
+
+struct minfer_error {
+  std::string message;
+};
+struct minfer_engine {
+  minfer::Engine engine;
+};
+struct minfer_session {
+  minfer::Session session;
+};
+
+namespace {
+
+minfer_error *error(std::string message) { return new minfer_error{std::move(message)}; }
+
+} // namespace
+
+extern "C" {
+
+const char *minfer_error_message(const minfer_error *e) { return e ? e->message.c_str() : ""; }
+void minfer_error_free(minfer_error *e) { delete e; }
+
+void minfer_engine_options_init(minfer_engine_options *o) {
+  if (!o) return;
+  *o = minfer_engine_options{};
+  o->max_batch = 1;
+}
+
+minfer_error *minfer_engine_load(const char *model, const minfer_engine_options *options, minfer_engine **out) {
+  if (!model || !out) return error("minfer_engine_load: model and engine must not be NULL");
+  minfer::EngineOptions o;
+  if (options) {
+    o.weights = options->weights ? options->weights : "";
+    o.target = options->target ? options->target : "";
+    o.maxBatch = options->max_batch;
+    o.maxSeq = options->max_seq;
+    o.maxPrefillTokens = options->max_prefill_tokens;
+  }
+  auto e = minfer::Engine::load(model, o);
+  if (!e) return error(e.error());
+  *out = new minfer_engine{std::move(*e)};
+  return nullptr;
+}
+
+void minfer_engine_free(minfer_engine *e) { delete e; }
+
+int64_t minfer_engine_vocab_size(const minfer_engine *e) { return e ? e->engine.vocabSize() : 0; }
+
+minfer_error *minfer_session_create(minfer_engine *engine, minfer_session **out) {
+  if (!engine || !out) return error("minfer_session_create: engine and session must not be NULL");
+  auto s = engine->engine.createSession();
+  if (!s) return error(s.error());
+  *out = new minfer_session{std::move(*s)};
+  return nullptr;
+}
+
+void minfer_session_free(minfer_session *s) { delete s; }
+
+void minfer_generation_options_init(minfer_generation_options *o) {
+  if (!o) return;
+  *o = minfer_generation_options{};
+  o->max_new_tokens = 16;
+  o->top_p = 1.f;
+  o->cuda_graph = 1;
+}
+
+minfer_error *minfer_generate(minfer_session *session, const int32_t *prompt, size_t promptLen,
+                              const minfer_generation_options *options, int32_t *tokens, size_t capacity,
+                              size_t *count) {
+  if (!session || !prompt || !tokens || !count)
+    return error("minfer_generate: session, prompt, tokens and count must not be NULL");
+  minfer_generation_options defaults;
+  minfer_generation_options_init(&defaults);
+  const minfer_generation_options &o = options ? *options : defaults;
+  if (o.max_new_tokens < 0 || capacity < static_cast<size_t>(o.max_new_tokens))
+    return error("minfer_generate: room for " + std::to_string(capacity) + " tokens, but max_new_tokens is " +
+                 std::to_string(o.max_new_tokens));
+  minfer::GenerationOptions go;
+  go.maxNewTokens = o.max_new_tokens;
+  go.temperature = o.temperature;
+  go.topK = o.top_k;
+  go.topP = o.top_p;
+  go.seed = o.seed;
+  if (o.stop_tokens) go.stopTokens.assign(o.stop_tokens, o.stop_tokens + o.num_stop_tokens);
+  go.cudaGraph = o.cuda_graph != 0;
+  auto g = session->session.generate({std::vector<int32_t>(prompt, prompt + promptLen)}, go);
+  if (!g) return error(g.error());
+  const std::vector<int32_t> &t = g->tokens[0];
+  std::copy(t.begin(), t.end(), tokens);
+  *count = t.size();
+  return nullptr;
+}
+
+const char *minfer_version(void) { return minfer::version(); }
+
+} // extern "C"

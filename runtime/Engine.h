@@ -1,0 +1,93 @@
+// runtime/Engine.h — a model ready to run on the GPU: its plan, its kernels loaded, its weights on the device.
+//
+// Engine::load takes what a user has: an .ir file (weights from --weights), a bundle from
+// `minferc --target ... -o model.mfb` (kernels precompiled: no NVRTC call), or a Hugging Face checkpoint
+// directory (config.json imported, weights found in it). Everything that can be checked without a GPU is
+// checked first — the model parses and verifies, the plan fits, every weight is in the checkpoint with its
+// dtype and shape, a bundle is intact and built for the target — so bad input fails fast with its own
+// message, and only then is the driver touched. Kernels are compiled through the disk cache in worker
+// processes; every module is loaded before any session can capture a graph. Weights stream from the mapped
+// safetensors files to one device allocation in bounded chunks (converted to the dtype and layout the
+// kernels read on the way), so the host never holds a copy of the model.
+//
+// Sessions (runtime/Session.h) share an engine's kernels and weights; each owns its KV cache and arenas.
+#pragma once
+
+#include "compiler/ParallelCompile.h"
+#include "compiler/Plan.h"
+#include "compiler/Target.h"
+#include "ir/Module.h"
+#include "runtime/Driver.h"
+
+#include "llvm/Support/Error.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace minfer::rt {
+
+struct EngineOptions {
+  // Weights: a .safetensors file, a model.safetensors.index.json, or a directory holding them. Empty: the
+  // model itself when it is a checkpoint directory (an .ir file or a bundle needs one).
+  std::string weights;
+  // The GPU architecture to compile for and to expect. Empty: the device's own. Given, the device must
+  // match it (checked once the driver is up); everything before the driver is checked without a GPU.
+  std::string target;
+  PlanOptions plan;       // sizes of the sessions (batch, max_seq, prefill rows); a bundle's own are fixed
+  unsigned jobs = 0;      // compile workers (0: the cores)
+  bool cache = true;      // false: compile without the disk cache (MINFER_NO_CACHE does the same)
+  size_t uploadChunkBytes = 64u << 20; // host staging per weight-upload step
+};
+
+// What loading took, for `minferc run` and the benchmarks.
+struct LoadStats {
+  std::string source;       // "ir", "bundle" or "checkpoint"
+  double parseMs = 0;       // model parsed, verified, planned; weights checked
+  double compileMs = 0;     // kernels compiled or read from the cache (0 for a bundle)
+  CompileStats compile;     // hits, misses, workers
+  double modulesMs = 0;     // cubins loaded into the driver
+  double weightsMs = 0;     // weights streamed to the device
+  size_t weightBytes = 0;   // device bytes of weights and constants
+};
+
+struct LoadedFunction {
+  cuda::Module module;
+  cuda::Function fn;
+};
+
+class Engine {
+public:
+  // `model`: an .ir file, a .mfb bundle or an HF checkpoint directory.
+  static llvm::Expected<std::unique_ptr<Engine>> load(llvm::StringRef model, const EngineOptions &options = {});
+
+  const ir::Module &module() const { return *mod; }
+  const Plan &plan() const { return pl; }
+  const LoadStats &stats() const { return st; }
+  const cuda::DeviceInfo &device() const { return info; }
+  int64_t vocab() const;
+  // The loaded kernel of plan kernel `index`.
+  const cuda::Function &function(int index) const { return functions[index].fn; }
+  // The device address of a Weight or Constant plan buffer (0 for other kinds: sessions own those).
+  cuda::DevicePtr weightPointer(int buffer) const { return pointers[buffer]; }
+
+  Engine(const Engine &) = delete;
+  Engine &operator=(const Engine &) = delete;
+  ~Engine();
+
+private:
+  Engine() = default;
+  llvm::Error uploadWeights(const std::string &weightsPath, size_t chunkBytes);
+
+  std::unique_ptr<ir::Module> mod;
+  Plan pl;
+  LoadStats st;
+  cuda::DeviceInfo info;
+  std::vector<LoadedFunction> functions; // by plan kernel index
+  cuda::DeviceBuffer weightMemory;       // every weight and constant, each 256-byte aligned
+  std::vector<cuda::DevicePtr> pointers; // by plan buffer index
+  friend struct EngineLoader;
+};
+
+} // namespace minfer::rt

@@ -1,0 +1,423 @@
+// runtime/Session.cpp — a batch of sequences through prefill and decode.
+#include "runtime/Session.h"
+
+#include "compiler/Safetensors.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <array>
+#include <cstring>
+#include <map>
+
+namespace minfer::rt {
+namespace {
+
+llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
+
+constexpr size_t kAlign = 256;
+size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
+
+// Decode steps between two reads of the recorded tokens (to stop at a stop token): reading syncs the stream,
+// so fewer reads keep the GPU fed; a stopped batch computes at most this many steps too many.
+constexpr int64_t kStopCheckInterval = 8;
+
+} // namespace
+
+struct Session::PhaseState {
+  const PhasePlan *phase = nullptr;
+  int64_t rows = 0;         // the rows the arena and inputs are sized for
+  cuda::DevicePtr arena = 0;
+  std::map<int, cuda::DevicePtr> own; // the phase's Input and Output buffers
+  int logits = -1;                    // the Output buffer of the logits
+};
+
+struct Session::Segment {
+  int64_t seq = 0;   // cache slot
+  int64_t start = 0; // position of its first row (tokens of the sequence already in the cache)
+  int64_t count = 0; // rows
+  int64_t row = 0;   // its first row in the chunk
+};
+
+llvm::Expected<std::unique_ptr<Session>> Session::create(const Engine &engine, const SessionOptions &options) {
+  std::unique_ptr<Session> s(new Session(engine, options));
+  if (auto e = s->allocate()) return e;
+  return s;
+}
+
+Session::Session(const Engine &engine, const SessionOptions &options) : engine(engine), options(options) {}
+Session::~Session() = default;
+
+llvm::Error Session::allocate() {
+  const Plan &plan = engine.plan();
+  const PlanOptions &po = plan.options;
+  prefillState = std::make_unique<PhaseState>();
+  decodeState = std::make_unique<PhaseState>();
+  prefillState->phase = &plan.prefill;
+  prefillState->rows = po.maxPrefillRows;
+  decodeState->phase = &plan.decode;
+  decodeState->rows = po.maxBatch;
+  prefillLogitsRows = options.keepLogits ? po.maxPrefillRows : po.maxBatch;
+
+  // Sizes first, then one allocation carved into parts.
+  std::vector<std::pair<cuda::DevicePtr *, size_t>> parts;
+  std::map<int, size_t> sharedBytes;
+  shared.assign(plan.buffers.size(), 0);
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer &b = plan.buffers[i];
+    if (b.kind == BufferKind::KvCache) mem.kvCache += alignUp(b.fixedBytes);
+    if (b.kind == BufferKind::Workspace) mem.workspaces += alignUp(b.fixedBytes);
+    if (b.kind == BufferKind::KvCache || b.kind == BufferKind::Workspace) sharedBytes[int(i)] = alignUp(b.fixedBytes);
+  }
+  std::map<std::pair<PhaseState *, int>, size_t> ownBytes;
+  for (PhaseState *ph : {prefillState.get(), decodeState.get()}) {
+    mem.arenas += alignUp(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows));
+    for (const PlannedLaunch &l : ph->phase->launches)
+      for (const LaunchArg &a : l.args) {
+        if (a.kind != LaunchArg::Buffer || a.buffer < 0) continue;
+        const PlanBuffer &b = plan.buffers[a.buffer];
+        if (b.kind != BufferKind::Input && b.kind != BufferKind::Output) continue;
+        bool logits = b.kind == BufferKind::Output && b.name != "next_tokens";
+        if (logits) ph->logits = a.buffer;
+        int64_t rows = logits && ph == prefillState.get() ? prefillLogitsRows : ph->rows;
+        size_t bytes = alignUp(static_cast<size_t>(b.bytesPerRow * rows));
+        if (ownBytes.emplace(std::make_pair(ph, a.buffer), bytes).second) mem.io += bytes;
+      }
+  }
+  if (prefillState->logits < 0 || decodeState->logits < 0) return fail("the plan has no logits output");
+
+  auto info = cuda::memoryInfo();
+  if (!info) return info.takeError();
+  if (mem.total() > info->free)
+    return fail("out of device memory: the session needs " + gib(double(mem.total())) + " (KV cache " +
+                gib(double(mem.kvCache)) + ", arenas " + gib(double(mem.arenas)) + ", workspaces and I/O " +
+                gib(double(mem.workspaces + mem.io)) + ") but " + gib(double(info->free)) +
+                " is free; lower --max-seq, --max-batch or --max-prefill-tokens");
+  auto buf = cuda::DeviceBuffer::alloc(mem.total());
+  if (!buf) return buf.takeError();
+  memory_ = std::move(*buf);
+  cuda::DevicePtr next = memory_.ptr();
+  for (auto &[i, bytes] : sharedBytes) shared[i] = next, next += bytes;
+  for (PhaseState *ph : {prefillState.get(), decodeState.get()}) {
+    ph->arena = next;
+    next += alignUp(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows));
+  }
+  for (auto &[key, bytes] : ownBytes) key.first->own[key.second] = next, next += bytes;
+  // Poison once: a kernel reading what nobody wrote shows up as NaN, not as plausible stale numbers. The
+  // caches need no clearing: attention reads only positions below each sequence's context length.
+  auto st = cuda::Stream::create();
+  if (!st) return st.takeError();
+  stream = std::move(*st);
+  if (auto e = cuda::fillAsync(memory_.ptr(), 0xFF, memory_.size(), stream.handle())) return e;
+  return stream.synchronize();
+}
+
+cuda::DevicePtr Session::address(const PhaseState &ph, int buffer) const {
+  if (buffer < 0) return 0;
+  const PlanBuffer &b = engine.plan().buffers[buffer];
+  switch (b.kind) {
+  case BufferKind::Weight:
+  case BufferKind::Constant: return engine.weightPointer(buffer);
+  case BufferKind::KvCache:
+  case BufferKind::Workspace: return shared[buffer];
+  case BufferKind::Activation: return ph.arena + static_cast<cuda::DevicePtr>(b.arenaOffsetPerRow * ph.rows);
+  case BufferKind::Input:
+  case BufferKind::Output: {
+    auto it = ph.own.find(buffer);
+    return it == ph.own.end() ? 0 : it->second;
+  }
+  }
+  return 0;
+}
+
+llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
+                                   const GenerateOptions *sampling, const Segment *seg) {
+  const Plan &plan = engine.plan();
+  bool sample = sampling && l.role == LaunchRole::Select && sampling->temperature > 0.f;
+  int kernel = sample ? plan.sampleKernel : l.kernel;
+  // Every argument in its own 16-byte slot (the largest is the epilogue's two pointers).
+  std::array<std::array<uint64_t, 2>, 16> store{};
+  std::array<void *, 16> params{};
+  size_t n = 0;
+  auto slot = [&]() -> std::array<uint64_t, 2> & {
+    params[n] = store[n].data();
+    return store[n++];
+  };
+  auto putInt = [&](int64_t v) {
+    int x = static_cast<int>(v);
+    std::memcpy(slot().data(), &x, sizeof x);
+  };
+  auto putFloat = [&](double v) {
+    float x = static_cast<float>(v);
+    std::memcpy(slot().data(), &x, sizeof x);
+  };
+  for (const LaunchArg &a : l.args) {
+    switch (a.kind) {
+    case LaunchArg::Buffer: {
+      cuda::DevicePtr p = address(ph, a.buffer);
+      if (seg && a.buffer >= 0) { // one sequence's rows and its slab of the caches
+        const PlanBuffer &b = plan.buffers[a.buffer];
+        if (b.kind == BufferKind::Activation) p += static_cast<cuda::DevicePtr>(seg->row * b.bytesPerRow);
+        if (b.kind == BufferKind::KvCache) p += static_cast<cuda::DevicePtr>(seg->seq * (b.fixedBytes / plan.options.maxBatch));
+      }
+      slot()[0] = p;
+      break;
+    }
+    case LaunchArg::Rows: putInt(seg ? seg->count : rows); break;
+    case LaunchArg::OutRows: putInt(outRows); break;
+    case LaunchArg::Int: putInt(seg && a.what == "start_pos" ? seg->start : a.i); break;
+    case LaunchArg::Float: putFloat(a.f); break;
+    case LaunchArg::Epilogue: {
+      auto &s = slot();
+      s[0] = address(ph, a.buffer);
+      s[1] = address(ph, a.buffer2);
+      break;
+    }
+    }
+  }
+  if (sample) {
+    // sample(logits, out, rows, temperature, top_k, top_p, seed, step, step_offset): the draw of decode step
+    // s uses step s, read from the advance kernel's counter so a replayed graph draws fresh numbers.
+    putFloat(sampling->temperature);
+    putInt(sampling->topK);
+    putFloat(sampling->topP);
+    slot()[0] = sampling->seed;
+    slot()[0] = 0;
+    const PlannedLaunch &adv = plan.decode.launches.back();
+    slot()[0] = address(ph, adv.args[5].buffer); // advance_tokens' `step`
+  }
+  int64_t launchRows = seg ? seg->count : rows;
+  for (const LaunchArg &a : l.args)
+    if (a.kind == LaunchArg::OutRows && a.what == "rows") launchRows = outRows;
+  return cuda::launch(engine.function(kernel), plan.kernels[kernel]->launch(launchRows), params.data(),
+                      stream.handle());
+}
+
+llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly) {
+  for (const PlannedLaunch &l : decodeState->phase->launches) {
+    if (tailOnly && l.role != LaunchRole::Select && l.role != LaunchRole::Advance) continue;
+    if (auto e = enqueueLaunch(l, *decodeState, rows, rows, &opts, nullptr)) return e;
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Session::checkPrompts(const std::vector<std::vector<int32_t>> &prompts, const GenerateOptions &opts) const {
+  const PlanOptions &po = engine.plan().options;
+  int64_t vocab = engine.vocab();
+  if (prompts.empty()) return fail("generate: no prompts");
+  if (static_cast<int64_t>(prompts.size()) > po.maxBatch)
+    return fail("generate: " + std::to_string(prompts.size()) + " prompts, but the engine was planned for a batch of " +
+                std::to_string(po.maxBatch) + " (raise --max-batch / EngineOptions::plan.maxBatch)");
+  if (opts.maxNewTokens < 0) return fail("generate: max_new_tokens must not be negative");
+  if (opts.temperature > 0.f && !(opts.topP > 0.f && opts.topP <= 1.f))
+    return fail("generate: top_p must be in (0, 1], got " + std::to_string(opts.topP));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto &p = prompts[i];
+    std::string which = "prompt " + std::to_string(i);
+    if (p.empty()) return fail("generate: " + which + " is empty");
+    // The last generated token is not fed back, so it needs no cache position.
+    int64_t needed = static_cast<int64_t>(p.size()) + std::max<int64_t>(opts.maxNewTokens - 1, 0);
+    if (needed > po.maxSeq)
+      return fail("generate: " + which + " has " + std::to_string(p.size()) + " tokens; with " +
+                  std::to_string(opts.maxNewTokens) + " new tokens it needs " + std::to_string(needed) +
+                  " cache positions, but max_seq is " + std::to_string(po.maxSeq));
+    for (int32_t t : p)
+      if (t < 0 || t >= vocab)
+        return fail("generate: " + which + " has token id " + std::to_string(t) + ", outside the vocabulary [0, " +
+                    std::to_string(vocab) + ")");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Session::prefill(const std::vector<std::vector<int32_t>> &prompts, Generation &out) {
+  const Plan &plan = engine.plan();
+  PhaseState &ph = *prefillState;
+  const int64_t vocab = engine.vocab(), capacity = ph.rows;
+  const size_t rowBytes = static_cast<size_t>(vocab) * 2;
+  auto inputPtr = [&](PhaseState &p, llvm::StringRef name) -> cuda::DevicePtr {
+    for (auto &[i, ptr] : p.own)
+      if (plan.buffers[i].name == name) return ptr;
+    return 0;
+  };
+  const cuda::DevicePtr tokensPtr = inputPtr(ph, "tokens"), positionsPtr = inputPtr(ph, "positions"),
+                        seqPtr = inputPtr(ph, "seq_of"), outRowsPtr = inputPtr(ph, "out_rows");
+  const cuda::DevicePtr prefillLogits = address(ph, ph.logits), decodeLogits = address(*decodeState, decodeState->logits);
+  size_t seq = 0, pos = 0;
+  while (seq < prompts.size()) {
+    // One chunk: as many rows as fit, sequence after sequence.
+    std::vector<Segment> segs;
+    std::vector<int32_t> tokens, positions, seqOf, outRows;
+    std::vector<std::pair<int64_t, int64_t>> lastRows; // (sequence, index among the output rows)
+    while (seq < prompts.size() && static_cast<int64_t>(tokens.size()) < capacity) {
+      const auto &p = prompts[seq];
+      int64_t n = std::min<int64_t>(static_cast<int64_t>(p.size() - pos), capacity - static_cast<int64_t>(tokens.size()));
+      Segment s{static_cast<int64_t>(seq), static_cast<int64_t>(pos), n, static_cast<int64_t>(tokens.size())};
+      for (int64_t i = 0; i < n; ++i) {
+        tokens.push_back(p[pos + i]);
+        positions.push_back(static_cast<int32_t>(pos + i));
+        seqOf.push_back(static_cast<int32_t>(seq));
+        if (options.keepLogits) outRows.push_back(static_cast<int32_t>(s.row + i));
+      }
+      segs.push_back(s);
+      pos += n;
+      if (pos == p.size()) {
+        if (!options.keepLogits) outRows.push_back(static_cast<int32_t>(s.row + n - 1));
+        lastRows.push_back({static_cast<int64_t>(seq), static_cast<int64_t>(outRows.size()) - 1});
+        ++seq, pos = 0;
+      }
+    }
+    int64_t rows = static_cast<int64_t>(tokens.size()), nOut = static_cast<int64_t>(outRows.size());
+    auto upload = [&](cuda::DevicePtr dst, const std::vector<int32_t> &v) {
+      return cuda::copyHostToDeviceAsync(dst, v.data(), v.size() * 4, stream.handle());
+    };
+    if (auto e = upload(tokensPtr, tokens)) return e;
+    if (auto e = upload(positionsPtr, positions)) return e;
+    if (auto e = upload(seqPtr, seqOf)) return e;
+    if (outRowsPtr)
+      if (auto e = upload(outRowsPtr, outRows)) return e;
+    for (const PlannedLaunch &l : ph.phase->launches) {
+      if (l.perSequence) {
+        for (const Segment &s : segs)
+          if (auto e = enqueueLaunch(l, ph, rows, nOut, nullptr, &s)) return e;
+        continue;
+      }
+      if (auto e = enqueueLaunch(l, ph, rows, nOut, nullptr, nullptr)) return e;
+    }
+    for (auto [b, r] : lastRows)
+      if (auto e = cuda::copyDeviceToDevice(decodeLogits + b * rowBytes, prefillLogits + r * rowBytes, rowBytes,
+                                            stream.handle()))
+        return e;
+    if (options.keepLogits) {
+      std::vector<uint16_t> host(static_cast<size_t>(nOut * vocab));
+      if (auto e = cuda::copyDeviceToHost(host.data(), prefillLogits, host.size() * 2, stream.handle())) return e;
+      for (const Segment &s : segs) {
+        auto &dst = out.logits[s.seq];
+        for (int64_t i = 0; i < s.count * vocab; ++i) dst.push_back(bf16ToFloat(host[s.row * vocab + i]));
+      }
+    }
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32_t>> &prompts,
+                                             const GenerateOptions &opts) {
+  if (auto e = checkPrompts(prompts, opts)) return e;
+  const Plan &plan = engine.plan();
+  const int64_t B = static_cast<int64_t>(prompts.size()), vocab = engine.vocab();
+  Generation out;
+  out.tokens.resize(B);
+  if (options.keepLogits) out.logits.resize(B);
+  for (const auto &p : prompts) out.promptTokens += static_cast<int64_t>(p.size());
+
+  auto t0 = cuda::Event::create(), t1 = cuda::Event::create(), t2 = cuda::Event::create();
+  if (!t0) return t0.takeError();
+  if (!t1) return t1.takeError();
+  if (!t2) return t2.takeError();
+  if (auto e = t0->record(stream.handle())) return e;
+  if (auto e = prefill(prompts, out)) return e;
+  if (opts.maxNewTokens == 0) {
+    if (auto e = t1->record(stream.handle())) return e;
+    if (auto e = t1->synchronize()) return e;
+    auto ms = cuda::Event::elapsedMs(*t0, *t1);
+    if (!ms) return ms.takeError();
+    out.prefillMs = *ms;
+    return out;
+  }
+
+  // Decode state: each sequence's last prompt token is "current"; the tail selects the first new token and
+  // advances positions to the prompt length.
+  const PlannedLaunch &adv = plan.decode.launches.back();
+  PhaseState &dph = *decodeState;
+  std::vector<int32_t> positions(B), context(B), seqOf(B), zeros(B, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    positions[b] = static_cast<int32_t>(prompts[b].size()) - 1;
+    context[b] = static_cast<int32_t>(prompts[b].size());
+    seqOf[b] = static_cast<int32_t>(b);
+  }
+  auto put = [&](int buffer, const std::vector<int32_t> &v) {
+    return cuda::copyHostToDeviceAsync(address(dph, buffer), v.data(), v.size() * 4, stream.handle());
+  };
+  auto inputNamed = [&](llvm::StringRef name) {
+    for (auto &[i, ptr] : dph.own)
+      if (plan.buffers[i].name == name) return i;
+    return -1;
+  };
+  if (auto e = put(adv.args[1].buffer, zeros)) return e;     // tokens
+  if (auto e = put(adv.args[2].buffer, positions)) return e; // positions
+  if (auto e = put(adv.args[3].buffer, context)) return e;   // context_len
+  if (auto e = put(adv.args[5].buffer, {0})) return e;       // step
+  if (int so = inputNamed("seq_of"); so >= 0)
+    if (auto e = put(so, seqOf)) return e;
+  if (auto e = enqueueDecodeStep(B, opts, /*tailOnly=*/true)) return e;
+  if (auto e = t1->record(stream.handle())) return e;
+
+  // The decode steps, read back every few steps to stop at a stop token.
+  GraphKey key{B, opts.temperature, opts.topP, opts.topK, opts.seed};
+  if (opts.graph && !(graph.valid() && graphKey == key)) {
+    graph = cuda::Graph();
+    auto g = cuda::Graph::capture(stream, [&] { return enqueueDecodeStep(B, opts, false); });
+    if (!g) return g.takeError();
+    graph = std::move(*g);
+    graphKey = key;
+  }
+  const cuda::DevicePtr history = address(dph, adv.args[4].buffer);
+  const cuda::DevicePtr decodeLogits = address(dph, dph.logits);
+  std::vector<int32_t> recorded;
+  std::vector<bool> done(B, false);
+  int64_t steps = 0, maxSteps = opts.maxNewTokens - 1;
+  auto readTokens = [&]() -> llvm::Error {
+    recorded.resize(static_cast<size_t>((steps + 1) * B));
+    if (auto e = cuda::copyDeviceToHost(recorded.data(), history, recorded.size() * 4, stream.handle())) return e;
+    for (int64_t b = 0; b < B; ++b) {
+      auto &toks = out.tokens[b];
+      while (!done[b] && static_cast<int64_t>(toks.size()) < steps + 1) {
+        int32_t t = recorded[toks.size() * B + b];
+        toks.push_back(t);
+        if (llvm::is_contained(opts.stopTokens, t)) done[b] = true;
+      }
+      if (static_cast<int64_t>(toks.size()) >= opts.maxNewTokens) done[b] = true;
+    }
+    return llvm::Error::success();
+  };
+  auto allDone = [&] { return llvm::all_of(done, [](bool d) { return d; }); };
+  auto keepStepLogits = [&]() -> llvm::Error {
+    std::vector<uint16_t> host(static_cast<size_t>(B * vocab));
+    if (auto e = cuda::copyDeviceToHost(host.data(), decodeLogits, host.size() * 2, stream.handle())) return e;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < vocab; ++i) out.logits[b].push_back(bf16ToFloat(host[b * vocab + i]));
+    return llvm::Error::success();
+  };
+  if (auto e = readTokens()) return e;
+  while (steps < maxSteps && !allDone()) {
+    if (opts.graph) {
+      if (auto e = graph.launch(stream)) return e;
+    } else if (auto e = enqueueDecodeStep(B, opts, false)) {
+      return e;
+    }
+    ++steps;
+    if (options.keepLogits)
+      if (auto e = keepStepLogits()) return e;
+    if (steps % kStopCheckInterval == 0 || steps == maxSteps || options.keepLogits)
+      if (auto e = readTokens()) return e;
+  }
+  if (auto e = t2->record(stream.handle())) return e;
+  if (auto e = t2->synchronize()) return e;
+  if (auto e = readTokens()) return e;
+  auto pre = cuda::Event::elapsedMs(*t0, *t1), dec = cuda::Event::elapsedMs(*t1, *t2);
+  if (!pre) return pre.takeError();
+  if (!dec) return dec.takeError();
+  out.prefillMs = *pre;
+  out.decodeMs = *dec;
+  out.decodeSteps = steps;
+  // Keep the logits rows of the tokens that were fed back, as the reference does: one per generated token
+  // before the last of its sequence.
+  if (options.keepLogits)
+    for (int64_t b = 0; b < B; ++b) {
+      size_t keepRows = prompts[b].size() + (out.tokens[b].empty() ? 0 : out.tokens[b].size() - 1);
+      out.logits[b].resize(keepRows * static_cast<size_t>(vocab));
+    }
+  return out;
+}
+
+} // namespace minfer::rt

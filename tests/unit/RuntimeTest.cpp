@@ -1,0 +1,177 @@
+// tests/unit/RuntimeTest.cpp — what the runtime checks before it needs a GPU, and weight streaming.
+//
+// Engine::load checks the model, its weights and a bundle's integrity and target before touching the
+// driver, so each kind of bad input has its own message on any machine. The APIs report errors as values.
+// Without a GPU, loading a good model fails with the driver's "no CUDA driver" message; with one, it loads.
+#include "common/GoldenReference.h"
+#include "common/TestFiles.h"
+
+#include "compiler/Bundle.h"
+#include "compiler/HFImport.h"
+#include "compiler/Plan.h"
+#include "compiler/WeightLoader.h"
+#include "ir/Printer.h"
+#include "minfer/minfer.h"
+#include "minfer/minfer.hpp"
+#include "runtime/Driver.h"
+#include "runtime/Engine.h"
+
+#include <gtest/gtest.h>
+
+using namespace minfer;
+
+namespace {
+
+std::string loadError(llvm::StringRef model, const rt::EngineOptions &o) {
+  auto e = rt::Engine::load(model, o);
+  return e ? "no error" : llvm::toString(e.takeError());
+}
+
+// Every layer of every weight, streamed in small chunks as the kernels read it, equals the interpreter's
+// fp32 copy rounded to the kernel dtype: the transposed GPT-2 Conv1D weights included.
+TEST(StreamWeight, ChunksReassembleTheKernelLayout) {
+  std::string dir = test::fixtureDir("gpt2");
+  auto m = importHF(dir);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  auto ckpt = Checkpoint::open(dir);
+  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
+  auto f32 = loadWeightsF32(**m, *ckpt);
+  ASSERT_TRUE(bool(f32)) << llvm::toString(f32.takeError());
+  int transposed = 0;
+  for (size_t w = 0; w < (*m)->weights.size(); ++w) {
+    transposed += (*m)->weights[w].transposed;
+    for (size_t l = 0; l < f32->byDecl[w].size(); ++l)
+      for (ir::DType dt : {ir::DType::BF16, ir::DType::F32}) {
+        std::vector<uint8_t> bytes;
+        size_t chunks = 0;
+        auto sink = [&](llvm::ArrayRef<uint8_t> b, size_t offset) {
+          EXPECT_EQ(offset, bytes.size()) << "chunks arrive in order";
+          bytes.insert(bytes.end(), b.begin(), b.end());
+          ++chunks;
+          return llvm::Error::success();
+        };
+        ASSERT_FALSE(bool(streamWeight(**m, *ckpt, int(w), int64_t(l), dt, 1000, sink)));
+        const std::vector<float> &want = f32->byDecl[w][l].data;
+        ASSERT_EQ(bytes.size(), want.size() * ir::dtypeSize(dt)) << (*m)->weights[w].name;
+        EXPECT_GE(chunks, bytes.size() / 4096) << "bounded chunks";
+        for (size_t i = 0; i < want.size(); ++i) {
+          float got;
+          if (dt == ir::DType::BF16) {
+            uint16_t h;
+            std::memcpy(&h, &bytes[i * 2], 2);
+            got = bf16ToFloat(h);
+          } else {
+            std::memcpy(&got, &bytes[i * 4], 4);
+          }
+          ASSERT_EQ(got, want[i]) << (*m)->weights[w].name << " layer " << l << " element " << i; // bf16 source: exact
+        }
+      }
+  }
+  EXPECT_GT(transposed, 0) << "the fixture exercises the transposed path";
+}
+
+TEST(EngineLoad, BadInputIsReportedBeforeTheGpu) {
+  test::TempDir tmp{"minfer-engine"};
+  rt::EngineOptions o;
+  EXPECT_NE(loadError(tmp.file("nothing.ir"), o).find("nothing.ir' does not exist"), std::string::npos);
+
+  std::string ir = tmp.file("gpt2.ir");
+  auto m = importHF(test::fixtureDir("gpt2"));
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  test::writeFile(ir, ir::printModule(**m));
+  EXPECT_NE(loadError(ir, o).find("is an IR file; give its weights"), std::string::npos) << loadError(ir, o);
+
+  o.weights = test::fixtureDir("llama_gqa"); // another model's checkpoint
+  std::string e = loadError(ir, o);
+  EXPECT_NE(e.find("tensor 'transformer.wte.weight' (weight @wte) is missing"), std::string::npos) << e;
+
+  o.weights = test::fixtureDir("gpt2");
+  o.target = "sm_42";
+  e = loadError(ir, o);
+  EXPECT_NE(e.find("sm_42"), std::string::npos) << e;
+}
+
+class BundleLoad : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto m = importHF(test::fixtureDir("gpt2"));
+    ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+    b.irText = ir::printModule(**m);
+    b.target = "sm_89";
+    b.nvrtcVersion = "13.0";
+    b.minferVersion = "0.1.0";
+    PlanOptions po;
+    po.maxSeq = 64;
+    auto plan = buildPlan(**m, *parseTarget("sm_89"), po);
+    ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+    b.plan = plan->toJSON(); // no kernels: loading must stop before it would need one
+    ASSERT_FALSE(bool(writeBundle(path, b)));
+    o.weights = test::fixtureDir("gpt2");
+  }
+  test::TempDir tmp{"minfer-bundle-load"};
+  std::string path = tmp.file("gpt2.mfb");
+  Bundle b;
+  rt::EngineOptions o;
+};
+
+TEST_F(BundleLoad, ABundleForAnotherTargetIsRefused) {
+  o.target = "sm_90";
+  std::string e = loadError(path, o);
+  EXPECT_NE(e.find("the bundle was built for sm_89, but the target is sm_90"), std::string::npos) << e;
+}
+
+TEST_F(BundleLoad, ABundleMissingAKernelOfItsPlanIsRefused) {
+  o.target = "sm_89";
+  std::string e = loadError(path, o);
+  EXPECT_NE(e.find("the bundle has no kernel '"), std::string::npos) << e;
+}
+
+TEST_F(BundleLoad, ACorruptedBundleIsRefused) {
+  std::string bytes = test::readFile(path);
+  size_t at = bytes.rfind("model "); // inside the IR text blob
+  ASSERT_NE(at, std::string::npos);
+  bytes[at] = 'M';
+  test::writeFile(path, bytes);
+  std::string e = loadError(path, o);
+  EXPECT_NE(e.find(path), std::string::npos) << e;
+  EXPECT_NE(e.find("does not match its recorded SHA-256"), std::string::npos) << e;
+}
+
+TEST_F(BundleLoad, ABundleNeedsItsWeights) {
+  o.weights.clear();
+  EXPECT_NE(loadError(path, o).find("is a bundle; give its weights"), std::string::npos) << loadError(path, o);
+}
+
+// The public APIs: errors as values, and the driver's message where there is no GPU.
+TEST(PublicApi, ErrorsAreValuesWithMessages) {
+  Result<Engine> missing = Engine::load("/no/such/model.ir");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().find("/no/such/model.ir' does not exist"), std::string::npos) << missing.error();
+
+  minfer_engine *engine = nullptr;
+  minfer_error *err = minfer_engine_load(nullptr, nullptr, &engine);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(minfer_error_message(err)).find("must not be NULL"), std::string::npos);
+  minfer_error_free(err);
+  EXPECT_EQ(engine, nullptr);
+  minfer_engine_free(nullptr); // a no-op
+  minfer_session_free(nullptr);
+  minfer_error_free(nullptr);
+
+  std::string why;
+  bool gpu = cuda::available(&why);
+  err = minfer_engine_load(test::fixtureDir("llama_gqa").c_str(), nullptr, &engine);
+  if (gpu) {
+    ASSERT_EQ(err, nullptr) << minfer_error_message(err);
+    EXPECT_EQ(minfer_engine_vocab_size(engine), 512);
+    minfer_engine_free(engine);
+    return;
+  }
+  ASSERT_NE(err, nullptr);
+  EXPECT_EQ(std::string(minfer_error_message(err)).rfind("no CUDA driver", 0), 0u) << minfer_error_message(err);
+  EXPECT_EQ(engine, nullptr) << "no output on failure";
+  minfer_error_free(err);
+  std::cout << "[ no GPU ] the C API reported: " << why << "\n";
+}
+
+} // namespace

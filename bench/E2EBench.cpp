@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
   if (!ceilings) return fail(ceilings.takeError());
   llvm::errs() << llvm::formatv("copy bandwidth {0:f0} GB/s\n", ceilings->copyGBps);
   llvm::json::Array decodeRows, prefillRows;
-  llvm::json::Object loads;
+  std::optional<int64_t> maxPos; // the model's max_pos dim, once an engine has loaded it
 
   for (int64_t B : batches) {
     PlanOptions po;
@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
     if (!l) return fail(l.takeError());
     double loadS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const rt::LoadStats &st = l->engine->stats();
+    if (const ir::DimDecl *d = l->engine->module().findDim("max_pos")) maxPos = d->value;
     auto prompts = randomPrompts(B, context, l->engine->vocab(), 7);
     rt::GenerateOptions go;
     go.maxNewTokens = decodeSteps + 1; // the first token comes from the prefill
@@ -158,12 +159,18 @@ int main(int argc, char **argv) {
   }
 
   for (int64_t P : prefills) {
+    if (maxPos && P > *maxPos) {
+      llvm::errs() << "prefill " << P << ": skipped, the model has " << *maxPos << " positions\n";
+      prefillRows.push_back(llvm::json::Object{{"tokens", P}, {"error", "exceeds the model's max_pos"}});
+      continue;
+    }
     PlanOptions po;
     po.maxBatch = 1;
-    po.maxSeq = P + 1;
+    po.maxSeq = P; // one new token: it needs no cache position
     po.maxPrefillRows = P;
     auto l = load(po);
     if (!l) return fail(l.takeError());
+    if (const ir::DimDecl *d = l->engine->module().findDim("max_pos")) maxPos = d->value;
     auto prompts = randomPrompts(1, P, l->engine->vocab(), 11);
     rt::GenerateOptions go;
     go.maxNewTokens = 1;

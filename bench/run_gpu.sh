@@ -2,7 +2,12 @@
 # bench/run_gpu.sh — the one script run on the GPU machine (Ubuntu 24.04, CUDA 13, PyTorch): the GPU tests,
 # the kernel benchmarks, the PyTorch baseline on the same shapes, and a summary table.
 #
-#   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR]      # BUILD_DIR defaults to build
+#   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
+#
+# STEPS is a comma-separated subset of tests,embed,e2e,kernels (default: all four). `e2e` runs, per model in
+# $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
+# to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
+# model (time to first token), then minfer_e2e_bench on the same weights.
 #
 # The build directory arrives prebuilt and is used as it is: nothing here builds. $OUT (set by the
 # environment) receives five files:
@@ -11,6 +16,7 @@
 #   kernel_bench.json    minfer_kernel_bench --out: one object per kernel result
 #   torch_baseline.json  torch_baseline.py --out: PyTorch on the same shapes, its copy and cuBLAS ceilings
 #   summary.txt          the table: kernel, GB/s, % of copy bandwidth, vs torch
+#   e2e_<model>.json, torch_e2e_<model>.json, minferc_run_<model>.log   the end-to-end results
 # The kernel cache lives under /tmp ($MINFER_CACHE_DIR, kept between runs on a warm machine): the first
 # step that compiles a kernel fills it and every later step reuses it, so kernels compile once a run.
 # Every step runs even when an earlier one failed; the exit code is 1 when any failed.
@@ -18,12 +24,15 @@ set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="${1:-build}"
+steps=",${2:-tests,embed,e2e,kernels},"
+wants() { [[ "$steps" == *",$1,"* ]]; }
 : "${OUT:?set OUT to the directory that receives the results}"
 python="${PYTHON:-python3}"
 mkdir -p "$OUT"
 
 export MINFER_CACHE_DIR="${MINFER_CACHE_DIR:-/tmp/minfer-kernel-cache}"
 mkdir -p "$MINFER_CACHE_DIR"
+E2E_MODELS="${E2E_MODELS:-gpt2-124m,tinyllama-1.1b,llama-2-7b}"
 shapes=/tmp/minfer_bench_shapes.json # input to the baseline only; kernel_bench.json holds the same shapes
 rm -f "$shapes"
 failed=()
@@ -39,6 +48,7 @@ run_all() {
     return 1
   fi
 
+  if wants tests; then
   step "GPU tests"
   # ctest only works where the build directory was configured: CTest files hold absolute paths. Elsewhere
   # (a build directory carried to another path) run the test binary directly; its XML is JUnit too.
@@ -54,7 +64,50 @@ run_all() {
     echo "no GPU tests in $build"
     failed+=("GPU tests")
   fi
+  fi
 
+  if wants embed; then
+    step "examples/embed (built against the installed package, carried prebuilt in $build/embed)"
+    for exe in minfer_embed minfer_embed_c; do
+      if [[ -x "$build/embed/$exe" ]]; then
+        got="$("$build/embed/$exe" "$here/../tests/golden/fixtures/llama_gqa" 449,229,25,320,261,451,196 8)"
+        echo "$exe: $got"
+        [[ "$got" == "452,130,223,454,332,66,478,395" ]] || failed+=("$exe")
+      else
+        echo "$build/embed/$exe not built"; failed+=("$exe")
+      fi
+    done
+  fi
+
+  if wants e2e; then
+    for model in ${E2E_MODELS//,/ }; do
+      step "end to end: $model"
+      wdir="/dev/shm/minfer-e2e-$model"
+      "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" --out "$OUT/torch_e2e_$model.json" \
+        || failed+=("torch e2e $model")
+      if [[ -s "$wdir/model.safetensors" ]]; then
+        ir="$here/../examples/$model.ir"
+        for temp in cold warm; do
+          [[ $temp == cold ]] && cache="/tmp/minfer-cold-cache-$model" && rm -rf "$cache"
+          echo "-- minferc run, $temp kernel cache"
+          start=$EPOCHREALTIME
+          MINFER_CACHE_DIR="$cache" "$build/tools/minferc" run "$ir" \
+            --weights "$wdir/model.safetensors" --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 32 \
+            >> "$OUT/minferc_run_$model.log" 2>&1 || failed+=("minferc run $model $temp")
+          awk -v a="$start" -v b="$EPOCHREALTIME" -v t="$temp" 'BEGIN { printf "minferc run wall time, %s cache: %.2f s\n", t, b - a }' \
+            | tee -a "$OUT/minferc_run_$model.log"
+          tail -4 "$OUT/minferc_run_$model.log"
+        done
+        "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \
+          --out "$OUT/e2e_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model")
+      fi
+      [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
+    done
+    step "end to end, side by side"
+    "$python" "$here/summarize_e2e.py" "$OUT" | tee "$OUT/summary_e2e.txt" || failed+=("e2e summary")
+  fi
+
+  if wants kernels; then
   step "kernel benchmarks"
   "$build/bench/minfer_kernel_bench" --out "$OUT/kernel_bench.json" --shapes-out "$shapes" || failed+=("kernel bench")
 
@@ -74,6 +127,7 @@ run_all() {
       || failed+=(summary)
   else
     echo "no kernel results"
+  fi
   fi
 
   echo

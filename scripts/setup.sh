@@ -12,15 +12,15 @@ build="${MINFER_BUILD_DIR:-build}"
 model=tests/golden/fixtures/llama_gqa
 
 echo "== minferc examples/tinyllama-1.1b.ir --target sm_89 -o $build/tinyllama-1.1b.mfb"
-"$build/compiler/minferc" examples/tinyllama-1.1b.ir --target sm_89 -o "$build/tinyllama-1.1b.mfb"
+"$build/tools/minferc" examples/tinyllama-1.1b.ir --target sm_89 -o "$build/tinyllama-1.1b.mfb"
 echo "== again: served from the kernel cache"
-"$build/compiler/minferc" examples/tinyllama-1.1b.ir --target sm_89 -o "$build/tinyllama-1.1b.mfb"
+"$build/tools/minferc" examples/tinyllama-1.1b.ir --target sm_89 -o "$build/tinyllama-1.1b.mfb"
 
 echo "== minferc import-hf $model"
-"$build/compiler/minferc" import-hf "$model" -o "$build/llama_gqa.ir"
+"$build/tools/minferc" import-hf "$model" -o "$build/llama_gqa.ir"
 head -n 12 "$build/llama_gqa.ir"
 echo "   ... (full IR in $build/llama_gqa.ir)"
 echo "== minferc run $model --prompt-ids 449,229,25,320,261,451,196 --max-new-tokens 8 --backend=reference"
-"$build/compiler/minferc" run "$model" --prompt-ids 449,229,25,320,261,451,196 --max-new-tokens 8 \
+"$build/tools/minferc" run "$model" --prompt-ids 449,229,25,320,261,451,196 --max-new-tokens 8 \
   --backend=reference --logits-out "$build/llama_gqa_logits.npy"
 echo "   (Hugging Face transformers generates 452,130,223,454,332,66,478,395 for this prompt)"

@@ -191,7 +191,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   using namespace gemv_detail;
   static_assert(N >= 1 && K >= 8, "gemvMma: N must be at least 1 and K at least 8");
   static_assert(K % 8 == 0, "gemvMma: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
-  static_assert(MAX_M >= 1 && MAX_M <= 8, "gemvMma: MAX_M must be 1..8 (the rows of A are mma's n8 operand)");
+  static_assert(MAX_M >= 1 && MAX_M <= 16,
+                "gemvMma: MAX_M must be 1..16 (the rows of A are mma's n8 operand, one or two of them)");
   static_assert(WARPS >= 1 && WARPS <= 16, "gemvMma: WARPS must be 1..16");
 
   constexpr int kChunks = (K + 31) / 32;                  // 32-wide chunks of K (the last may be short)
@@ -208,16 +209,24 @@ __global__ void __launch_bounds__(WARPS * 32)
   const bf16 *w0 = W + static_cast<long long>(min(row0 + g, N - 1)) * K + t * 8;
   const bf16 *w1 = W + static_cast<long long>(min(row0 + g + 8, N - 1)) * K + t * 8;
 
+  // NT n8 operands: rows 0-7 of A's group in the first, 8-15 in the second (MAX_M > 8); every W fragment
+  // loaded feeds NT mmas.
+  constexpr int NT = (MAX_M + 7) / 8;
   for (int m0 = 0; m0 < M; m0 += MAX_M) {
     const int rows = min(M - m0, MAX_M);
-    const bool hasRow = g < rows; // lanes of the n8 operand's columns past M feed zeros
-    const bf16 *x = A + static_cast<long long>(m0 + (hasRow ? g : 0)) * K + t * 8;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    bool hasRow[NT];
+    const bf16 *x[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      hasRow[j] = 8 * j + g < rows; // lanes of the n8 operand's columns past M feed zeros
+      x[j] = A + static_cast<long long>(m0 + (hasRow[j] ? 8 * j + g : 0)) * K + t * 8;
+    }
+    float acc[NT][4] = {};
 
     // U chunks of this warp starting at its i0-th: all loads first, then the mmas.
     auto steps = [&](int i0, auto unroll) {
       constexpr int U = decltype(unroll)::value;
-      uint4 wa[U], wb[U], xa[U];
+      uint4 wa[U], wb[U], xa[U][NT];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int c = (i0 + u) * WARPS + warp;
@@ -229,38 +238,44 @@ __global__ void __launch_bounds__(WARPS * 32)
       for (int u = 0; u < U; ++u) {
         const int c = (i0 + u) * WARPS + warp;
         const bool ok = (kChunks % WARPS == 0 || c < kChunks) && (K % 32 == 0 || c * 32 + t * 8 < K);
-        xa[u] = ok && hasRow ? loadCached(x + c * 32) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) xa[u][j] = ok && hasRow[j] ? loadCached(x[j] + c * 32) : make_uint4(0, 0, 0, 0);
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        mma16816(acc, wa[u].x, wb[u].x, wa[u].y, wb[u].y, xa[u].x, xa[u].y); // k 8t..8t+3
-        mma16816(acc, wa[u].z, wb[u].z, wa[u].w, wb[u].w, xa[u].z, xa[u].w); // k 8t+4..8t+7
-      }
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          mma16816(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xa[u][j].x, xa[u][j].y); // k 8t..8t+3
+          mma16816(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xa[u][j].z, xa[u][j].w); // k 8t+4..8t+7
+        }
     };
     for (int i = 0; i < kGroups; ++i) steps(i * kUnroll, IntConstant<kUnroll>{});
     if constexpr (kRest > 0) steps(kGroups * kUnroll, IntConstant<kRest>{});
 
-    if constexpr (WARPS > 1) {
-      // Lane l holds the same four outputs in every warp: warp 0 adds the others'.
-      if (warp > 0)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) partial[warp - 1][lane][e] = acc[e];
-      __syncthreads();
-      if (warp == 0)
+    for (int j = 0; j < NT; ++j) {
+      if constexpr (WARPS > 1) {
+        // Lane l holds the same four outputs in every warp: warp 0 adds the others'.
+        if (warp > 0)
 #pragma unroll
-        for (int w = 0; w < WARPS - 1; ++w)
+          for (int e = 0; e < 4; ++e) partial[warp - 1][lane][e] = acc[j][e];
+        __syncthreads();
+        if (warp == 0)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[e] += partial[w][lane][e];
-      __syncthreads(); // `partial` is written again by the next group of MAX_M rows
-    }
-    // acc[e]: W row g (+8 for e >= 2), activation row 2t (+1 for odd e): C[row][n].
-    if (warp == 0) {
+          for (int w = 0; w < WARPS - 1; ++w)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int n = row0 + g + (e / 2) * 8, r = 2 * t + e % 2;
-        if (r < rows && n < N) {
-          const int row = m0 + r;
-          C[static_cast<long long>(row) * N + n] = toBf16(Epi::template apply<N>(acc[e], row, n, epi));
+            for (int e = 0; e < 4; ++e) acc[j][e] += partial[w][lane][e];
+        __syncthreads(); // `partial` is written again by the next operand or group of MAX_M rows
+      }
+      // acc[j][e]: W row g (+8 for e >= 2), activation row 8j + 2t (+1 for odd e): C[row][n].
+      if (warp == 0) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = row0 + g + (e / 2) * 8, r = 8 * j + 2 * t + e % 2;
+          if (r < rows && n < N) {
+            const int row = m0 + r;
+            C[static_cast<long long>(row) * N + n] = toBf16(Epi::template apply<N>(acc[j][e], row, n, epi));
+          }
         }
       }
     }

@@ -31,7 +31,7 @@ llvm::Error checkGemvTile(const GemvTile &t, int64_t k) {
   };
   if (k < 8 || k % 8 != 0) return invalid("K = " + llvm::Twine(k) + " must be a positive multiple of 8 (16-byte loads)");
   if (t.mma) {
-    if (t.maxM < 1 || t.maxM > 8) return invalid("maxM must be 1..8 for the tensor-core kernel (mma's n8 operand)");
+    if (t.maxM < 1 || t.maxM > 16) return invalid("maxM must be 1..16 for the tensor-core kernel (one or two mma n8 operands)");
     if (t.rowsPerWarp != 1) return invalid("rowsPerWarp does not apply to the tensor-core kernel; leave it 1");
     if (t.warps < 1 || t.warps > 16) return invalid("warps must be 1..16 for the tensor-core kernel");
     return llvm::Error::success();

@@ -2,10 +2,10 @@
 // `gpu`; skipped with the reason when there is no GPU).
 //
 // Both kernels, gemv (fp32 FMA) and gemvMma (tensor cores). For each (N, K) of the gemm test plus GPT-2's
-// lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8 runs the heuristic default tile
+// lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8, 16 and 19 runs the heuristic default tile
 // (FMA up to M = 2, tensor cores above) with the epilogues none, bias, residual and bias + gelu_tanh, and
 // four other tiles (FMA: one row per warp in 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor
-// cores: 2 and 16 warps); M = 3 runs every epilogue; M = 11 runs 8-row tiles (rows beyond MAX_M take a
+// cores: 2 and 16 warps); M = 3 runs every epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take a
 // second pass over W); the residual epilogue also runs in place. Outputs are poisoned first and compared
 // with ir::evalOp.
 #include "MatmulGpuTest.h"
@@ -31,13 +31,13 @@ TEST_P(GemvKernel, MatchesInterpreter) {
   ASSERT_TRUE(problem);
   KernelSet kernels;
 
-  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 19}) {
     std::mt19937 rng(static_cast<unsigned>(m * 104729 + n));
     ir::Tensor a = randomBf16({m, k}, rng), res = randomBf16({m, n}, rng);
     auto aDev = uploadBf16(a), resDev = uploadBf16(res);
     auto cDev = cuda::DeviceBuffer::alloc(static_cast<size_t>(m * n * 2));
     ASSERT_TRUE(aDev && resDev && cDev) << "device buffers for M=" << m;
-    std::vector<int64_t> rows = rowsToCheck(m, n, k); // every row: M is at most 11
+    std::vector<int64_t> rows = rowsToCheck(m, n, k);
     std::map<Epilogue, ir::Tensor> refs;
     auto refFor = [&](Epilogue e) -> const ir::Tensor * {
       if (!refs.count(e)) {

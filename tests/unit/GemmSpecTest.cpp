@@ -268,7 +268,9 @@ TEST(GemvDefaultTile, PicksTheKernelByMAndSizesItForTheSMs) {
   EXPECT_NE(errorOf(checkGemvTile(GemvTile{1, 1, 4}, 100)).find("multiple of 8"), std::string::npos);
   EXPECT_NE(errorOf(GemvSpec(64, 100, Epilogue::None, GemvTile{}).validate()).find("multiple of 8"), std::string::npos);
   EXPECT_NE(errorOf(checkGemvTile(GemvTile{32, 1, 4}, 64)).find("maxM"), std::string::npos);
-  EXPECT_NE(errorOf(checkGemvTile(GemvTile{16, 1, 4, true}, 64)).find("maxM must be 1..8"), std::string::npos);
+  EXPECT_EQ(errorOf(checkGemvTile(GemvTile{16, 1, 4, true}, 64)), "(success)") << "two n8 operands";
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile{32, 1, 4, true}, 64)).find("maxM must be 1..16"), std::string::npos);
+  EXPECT_EQ(defaultGemvTile(h100, 12, 2048, 2048).maxM, 16);
   EXPECT_NE(errorOf(checkGemvTile(GemvTile{8, 2, 4, true}, 64)).find("rowsPerWarp does not apply"), std::string::npos);
 }
 

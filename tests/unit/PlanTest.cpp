@@ -119,7 +119,7 @@ TEST(Plan, DecodeUsesGemvAndPrefillTheTensorCoreGemm) {
     if (l.op.find("matmul") != std::string::npos) {
       EXPECT_EQ(kernelOf(l).rfind("gemm_", 0), 0u) << kernelOf(l);
     }
-  // A batch beyond the GEMV's rows (kGemvMaxRows = 8) switches decode to the GEMM.
+  // A batch beyond the GEMV's rows (kGemvMaxRows = 16) switches decode to the GEMM.
   Plan big = planFor(*m, PlanOptions{32, 64, 128});
   for (const PlannedLaunch &l : big.decode.launches)
     if (l.op.find("matmul") != std::string::npos) {

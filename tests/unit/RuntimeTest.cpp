@@ -5,6 +5,7 @@
 // Without a GPU, loading a good model fails with the driver's "no CUDA driver" message; with one, it loads.
 #include "common/GoldenReference.h"
 #include "common/TestFiles.h"
+#include "common/TestModels.h"
 
 #include "compiler/Bundle.h"
 #include "compiler/HFImport.h"
@@ -17,6 +18,8 @@
 #include "runtime/Engine.h"
 
 #include <gtest/gtest.h>
+
+#include <random>
 
 using namespace minfer;
 
@@ -68,6 +71,51 @@ TEST(StreamWeight, ChunksReassembleTheKernelLayout) {
       }
   }
   EXPECT_GT(transposed, 0) << "the fixture exercises the transposed path";
+}
+
+// A large f16 weight (2^20 elements a chunk: converted on several threads) arrives as the exact bf16
+// rounding of every element, in order, transposed where the IR says so.
+TEST(StreamWeight, LargeConversionsSplitOverThreadsStayExact) {
+  const int64_t n = 1024, k = 1536;
+  std::string text = "model \"big\"\ndim vocab = 16\ndim hidden = " + std::to_string(k) + "\ndim out = " +
+                     std::to_string(n) +
+                     "\nweight @embed : f16[vocab, hidden] = \"e\"\nweight @w : f16[out, hidden] = transpose \"w\"\n"
+                     "graph(%tokens: i32[T], %positions: i32[T]) {\n"
+                     "  %x = embedding %tokens, @embed : bf16[T, hidden]\n"
+                     "  %y = matmul %x, @w : bf16[T, out]\n  return %y\n}\n";
+  auto m = test::parseVerified(text);
+  ASSERT_TRUE(m);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.f, 1.f);
+  auto f16Tensor = [&](std::string name, std::vector<int64_t> shape) {
+    OwnedTensor t{std::move(name), StDType::F16, shape, {}};
+    for (int64_t i = 0; i < shape[0] * shape[1]; ++i) {
+      uint16_t h = floatToF16(d(rng));
+      t.data.push_back(uint8_t(h & 0xFF));
+      t.data.push_back(uint8_t(h >> 8));
+    }
+    return t;
+  };
+  test::TempDir tmp{"minfer-stream"};
+  std::vector<OwnedTensor> tensors = {f16Tensor("e", {16, k}), f16Tensor("w", {k, n})}; // w stored [in, out]
+  ASSERT_FALSE(bool(writeSafetensors(tmp.file("m.safetensors"), tensors)));
+  auto ckpt = Checkpoint::open(tmp.file("m.safetensors"));
+  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
+  std::vector<uint8_t> bytes;
+  auto sink = [&](llvm::ArrayRef<uint8_t> b, size_t offset) {
+    EXPECT_EQ(offset, bytes.size());
+    bytes.insert(bytes.end(), b.begin(), b.end());
+    return llvm::Error::success();
+  };
+  ASSERT_FALSE(bool(streamWeight(*m, *ckpt, 1, 0, ir::DType::BF16, 4u << 20, sink)));
+  ASSERT_EQ(bytes.size(), size_t(n * k * 2));
+  const std::vector<uint8_t> &src = tensors[1].data;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) {
+      size_t from = size_t(c * n + r) * 2, to = size_t(r * k + c) * 2;
+      uint16_t h = uint16_t(src[from] | (src[from + 1] << 8)), got = uint16_t(bytes[to] | (bytes[to + 1] << 8));
+      ASSERT_EQ(got, floatToBf16(f16ToFloat(h))) << "row " << r << " col " << c;
+    }
 }
 
 TEST(EngineLoad, BadInputIsReportedBeforeTheGpu) {

@@ -105,13 +105,13 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
   };
   for (auto [key, field] : {std::pair{"ir", &b.irText}, {"target", &b.target}, {"nvrtc_version", &b.nvrtcVersion},
                             {"minfer_version", &b.minferVersion}})
-    if (auto e = str(key, *field)) return std::move(e);
+    if (auto e = str(key, *field)) return e;
   if (m->getInteger("format_version") != static_cast<int64_t>(kBundleFormatVersion))
     return fail(path, "manifest format_version does not match the header's");
   auto target = parseTarget(b.target);
   if (!target) return fail(path, "target: " + llvm::toString(target.takeError()));
   std::string irHash;
-  if (auto e = str("ir_sha256", irHash)) return std::move(e);
+  if (auto e = str("ir_sha256", irHash)) return e;
   if (irHash != b.irHash()) return fail(path, "the IR text does not match its recorded SHA-256");
   auto blobsLen = m->getInteger("blobs_length");
   if (!blobsLen || static_cast<uint64_t>(*blobsLen) != blobs.size())
@@ -143,8 +143,8 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
       return llvm::Error::success();
     };
     std::string cubin;
-    if (auto e = blob("cubin", cubin)) return std::move(e);
-    if (auto e = blob("ptx", bk.ptx)) return std::move(e);
+    if (auto e = blob("cubin", cubin)) return e;
+    if (auto e = blob("ptx", bk.ptx)) return e;
     bk.cubin.assign(cubin.begin(), cubin.end());
     // The cubin must be for the bundle's target: the driver would load another architecture's and fail
     // later, or not at all.

@@ -551,7 +551,7 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
     const ir::WeightDecl &w = m.weights[op.operands[1].id];
     plan.decodeFlopsPerToken += 2.0 * w.type.shape[0].value * w.type.shape[1].value * std::max<int64_t>(count, 1);
   });
-  if (auto e = checkCapacity(m, plan.options)) return std::move(e);
+  if (auto e = checkCapacity(m, plan.options)) return e;
   plan.prefill.name = "prefill";
   plan.decode.name = "decode";
   SharedBuffers shared;

@@ -383,7 +383,7 @@ llvm::Expected<std::vector<Tensor>> evalOp(const Module &m, const Op &op, llvm::
     cache->k = std::move(seq.k[0]);
     cache->v = std::move(seq.v[0]);
   }
-  if (e) return std::move(e);
+  if (e) return e;
   std::vector<Tensor> out;
   for (ValueId r : op.results) out.push_back(std::move(st.env[r]));
   return out;

@@ -29,11 +29,6 @@ constexpr double kLogitsTolerance = 2e-2; // DESIGN.md: GPU vs reference on logi
   auto var = (expr);                                                                                         \
   ASSERT_TRUE(var.ok()) << #expr << ": " << var.error()
 
-std::vector<float> rows(const ir::Tensor &t, int64_t first, int64_t count) {
-  int64_t cols = t.cols();
-  return std::vector<float>(t.data.begin() + first * cols, t.data.begin() + (first + count) * cols);
-}
-
 // Our keepLogits layout: P prompt rows, then one row per generated token fed back. HF's greedy_logits row k
 // is the row token k was chosen from: ours at P - 1 + k.
 void expectLogitsMatch(const std::vector<float> &got, const test::Reference &ref, int64_t vocab) {

@@ -512,6 +512,9 @@ llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
   auto fail = [](const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); };
   if (o.maxBatch <= 0 || o.maxPrefillRows <= 0 || o.maxSeq <= 0)
     return fail("plan: batch, prefill rows and max_seq must be positive");
+  if (o.maxBatch > kMaxDecodeBatch)
+    return fail("--max-batch " + llvm::Twine(o.maxBatch) + " exceeds " + llvm::Twine(kMaxDecodeBatch) +
+                " (a decode step feeds its tokens back in one block of threads)");
   llvm::Error found = llvm::Error::success();
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
     if (found || op.kind != ir::OpKind::Embedding || m.value(op.operands[0].id).name != "positions") return;

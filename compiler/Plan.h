@@ -90,6 +90,9 @@ struct PhasePlan {
   int64_t peakLiveBytesPerRow = 0;
 };
 
+// The largest decode batch: advance_tokens feeds every row's token back in one block (1024 threads).
+constexpr int64_t kMaxDecodeBatch = 1024;
+
 struct PlanOptions {
   int64_t maxBatch = 1;       // decode rows
   int64_t maxPrefillRows = 0; // 0: 2048, or all the caches hold when that is less

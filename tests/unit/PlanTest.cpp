@@ -179,6 +179,10 @@ TEST(Plan, SessionSizesMustFitTheModel) {
   auto noMaxPos = buildPlan(*tiny, *target, PlanOptions{1, 64, 0});
   ASSERT_FALSE(bool(noMaxPos));
   EXPECT_NE(llvm::toString(noMaxPos.takeError()).find("give --max-seq"), std::string::npos);
+  auto wide = buildPlan(*tiny, *target, PlanOptions{kMaxDecodeBatch + 1, 64, 16});
+  ASSERT_FALSE(bool(wide));
+  EXPECT_EQ(llvm::toString(wide.takeError()), "--max-batch 1025 exceeds 1024 (a decode step feeds its tokens back in one block of threads)");
+  EXPECT_TRUE(bool(buildPlan(*tiny, *target, PlanOptions{kMaxDecodeBatch, 64, 16})));
 }
 
 TEST(Plan, AnOpNoKernelCanServeIsAnErrorAtTheOp) {

@@ -74,6 +74,11 @@ llvm::Error writeBundle(llvm::StringRef path, const Bundle &b) {
   return llvm::Error::success();
 }
 
+bool isBundleFile(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFileSlice(path, sizeof kMagic, 0, /*IsVolatile=*/false);
+  return buf && (*buf)->getBuffer() == llvm::StringRef(kMagic, sizeof kMagic);
+}
+
 llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
   auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
   if (!buf) return fail(path, "cannot read: " + buf.getError().message());

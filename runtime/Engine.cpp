@@ -31,11 +31,6 @@ size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
 
-bool isBundleFile(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFileSlice(path, 8, 0, /*IsVolatile=*/false);
-  return buf && (*buf)->getBuffer() == "MINFERBD";
-}
-
 llvm::Expected<std::unique_ptr<ir::Module>> parseVerified(std::unique_ptr<llvm::MemoryBuffer> buf) {
   auto m = ir::parseModule(std::move(buf));
   if (!m) return m.takeError();
@@ -145,7 +140,7 @@ struct EngineLoader {
         CompiledKernel k;
         k.name = it->name;
         k.loweredName = it->loweredName;
-        k.cubin = it->cubin;
+        k.cubin = std::move(it->cubin); // the bundle is not needed after loading
         out.push_back(std::move(k));
       }
       return out;

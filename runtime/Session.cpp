@@ -30,6 +30,11 @@ struct Session::PhaseState {
   int64_t rows = 0;         // the rows the arena and inputs are sized for
   cuda::DevicePtr arena = 0;
   std::map<int, cuda::DevicePtr> own; // the phase's Input and Output buffers
+  std::map<std::string, cuda::DevicePtr, std::less<>> inputs; // the Input ones by name ("tokens", "out_rows", ...)
+  cuda::DevicePtr input(llvm::StringRef name) const {
+    auto it = inputs.find(name);
+    return it == inputs.end() ? 0 : it->second;
+  }
   int logits = -1;                    // the Output buffer of the logits
 };
 
@@ -103,7 +108,11 @@ llvm::Error Session::allocate() {
     ph->arena = next;
     next += alignUp(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows));
   }
-  for (auto &[key, bytes] : ownBytes) key.first->own[key.second] = next, next += bytes;
+  for (auto &[key, bytes] : ownBytes) {
+    key.first->own[key.second] = next;
+    if (plan.buffers[key.second].kind == BufferKind::Input) key.first->inputs[plan.buffers[key.second].name] = next;
+    next += bytes;
+  }
   // Poison once: a kernel reading what nobody wrote shows up as NaN, not as plausible stale numbers. The
   // caches need no clearing: attention reads only positions below each sequence's context length.
   auto st = cuda::Stream::create();
@@ -231,17 +240,11 @@ llvm::Error Session::checkPrompts(const std::vector<std::vector<int32_t>> &promp
 }
 
 llvm::Error Session::prefill(const std::vector<std::vector<int32_t>> &prompts, Generation &out) {
-  const Plan &plan = engine.plan();
   PhaseState &ph = *prefillState;
   const int64_t vocab = engine.vocab(), capacity = ph.rows;
   const size_t rowBytes = static_cast<size_t>(vocab) * 2;
-  auto inputPtr = [&](PhaseState &p, llvm::StringRef name) -> cuda::DevicePtr {
-    for (auto &[i, ptr] : p.own)
-      if (plan.buffers[i].name == name) return ptr;
-    return 0;
-  };
-  const cuda::DevicePtr tokensPtr = inputPtr(ph, "tokens"), positionsPtr = inputPtr(ph, "positions"),
-                        seqPtr = inputPtr(ph, "seq_of"), outRowsPtr = inputPtr(ph, "out_rows");
+  const cuda::DevicePtr tokensPtr = ph.input("tokens"), positionsPtr = ph.input("positions"),
+                        seqPtr = ph.input("seq_of"), outRowsPtr = ph.input("out_rows");
   const cuda::DevicePtr prefillLogits = address(ph, ph.logits), decodeLogits = address(*decodeState, decodeState->logits);
   size_t seq = 0, pos = 0;
   while (seq < prompts.size()) {
@@ -335,20 +338,14 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
     context[b] = static_cast<int32_t>(prompts[b].size());
     seqOf[b] = static_cast<int32_t>(b);
   }
-  auto put = [&](int buffer, const std::vector<int32_t> &v) {
-    return cuda::copyHostToDeviceAsync(address(dph, buffer), v.data(), v.size() * 4, stream.handle());
+  auto put = [&](cuda::DevicePtr dst, const std::vector<int32_t> &v) {
+    return dst ? cuda::copyHostToDeviceAsync(dst, v.data(), v.size() * 4, stream.handle()) : llvm::Error::success();
   };
-  auto inputNamed = [&](llvm::StringRef name) {
-    for (auto &[i, ptr] : dph.own)
-      if (plan.buffers[i].name == name) return i;
-    return -1;
-  };
-  if (auto e = put(adv.args[1].buffer, zeros)) return e;     // tokens
-  if (auto e = put(adv.args[2].buffer, positions)) return e; // positions
-  if (auto e = put(adv.args[3].buffer, context)) return e;   // context_len
-  if (auto e = put(adv.args[5].buffer, {0})) return e;       // step
-  if (int so = inputNamed("seq_of"); so >= 0)
-    if (auto e = put(so, seqOf)) return e;
+  if (auto e = put(dph.input("tokens"), zeros)) return e;
+  if (auto e = put(dph.input("positions"), positions)) return e;
+  if (auto e = put(dph.input("context_len"), context)) return e;
+  if (auto e = put(dph.input("seq_of"), seqOf)) return e;
+  if (auto e = put(address(dph, adv.args[5].buffer), {0})) return e; // advance_tokens' step counter
   if (auto e = enqueueDecodeStep(B, opts, /*tailOnly=*/true)) return e;
   if (auto e = t1->record(stream.handle())) return e;
 
@@ -363,12 +360,14 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
   }
   const cuda::DevicePtr history = address(dph, adv.args[4].buffer);
   const cuda::DevicePtr decodeLogits = address(dph, dph.logits);
-  std::vector<int32_t> recorded;
+  std::vector<int32_t> recorded; // history rows read so far, [rows read, B]
   std::vector<bool> done(B, false);
   int64_t steps = 0, maxSteps = opts.maxNewTokens - 1;
-  auto readTokens = [&]() -> llvm::Error {
-    recorded.resize(static_cast<size_t>((steps + 1) * B));
-    if (auto e = cuda::copyDeviceToHost(recorded.data(), history, recorded.size() * 4, stream.handle())) return e;
+  auto readTokens = [&]() -> llvm::Error { // the rows recorded since the last read
+    size_t have = recorded.size(), want = static_cast<size_t>((steps + 1) * B);
+    recorded.resize(want);
+    if (auto e = cuda::copyDeviceToHost(recorded.data() + have, history + have * 4, (want - have) * 4, stream.handle()))
+      return e;
     for (int64_t b = 0; b < B; ++b) {
       auto &toks = out.tokens[b];
       while (!done[b] && static_cast<int64_t>(toks.size()) < steps + 1) {

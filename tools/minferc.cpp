@@ -329,11 +329,6 @@ llvm::Expected<std::vector<int32_t>> parseIds(llvm::StringRef text, int64_t voca
   return ids;
 }
 
-bool isBundle(llvm::StringRef path) {
-  auto buf = llvm::MemoryBuffer::getFileSlice(path, 8, 0, /*IsVolatile=*/false);
-  return buf && (*buf)->getBuffer() == "MINFERBD";
-}
-
 std::string idList(const std::vector<int32_t> &ids) {
   return llvm::join(llvm::map_range(ids, [](int32_t t) { return std::to_string(t); }), ",");
 }
@@ -406,7 +401,7 @@ int runGpu() {
 int runMain() {
   if (weightsPath.empty() && !llvm::sys::fs::is_directory(runModel) && llvm::sys::fs::exists(runModel))
     return fail(userError("model '" + runModel + "' is " +
-                          (isBundle(runModel) ? "a bundle" : "an IR file") + "; give its weights with --weights PATH"));
+                          (isBundleFile(runModel) ? "a bundle" : "an IR file") + "; give its weights with --weights PATH"));
   if (backend == Backend::Gpu) return runGpu();
   for (const cl::Option *o : std::initializer_list<const cl::Option *>{&runBatch, &temperature, &topK, &topP, &seed,
                                                                        &stopIds, &noGraph, &runTarget, &runMaxSeq})
@@ -424,7 +419,7 @@ int runMain() {
     if (!llvm::sys::fs::exists(runModel)) return fail(userError("model '" + runModel + "' does not exist"));
     auto buf = llvm::MemoryBuffer::getFile(runModel, /*IsText=*/true);
     if (!buf) return fail(userError("cannot read '" + runModel + "': " + buf.getError().message()));
-    if ((*buf)->getBuffer().startswith("MINFERBD")) { // a bundle: its IR
+    if (isBundleFile(runModel)) { // a bundle: its IR
       auto b = readBundle(runModel);
       if (!b) return fail(b.takeError());
       *buf = llvm::MemoryBuffer::getMemBufferCopy(b->irText, runModel.getValue() + ":ir");

@@ -52,7 +52,7 @@ llvm::Expected<Checkpoint::Ref> lookup(const ir::WeightDecl &w, int64_t layer, c
 llvm::Error checkWeights(const ir::Module &m, const Checkpoint &ckpt) {
   std::vector<int64_t> counts = m.weightLayerCounts();
   for (size_t i = 0; i < m.weights.size(); ++i)
-    for (int64_t l = 0; l < counts[i]; ++l)
+    for (int64_t l = 0; l < counts[i] && !m.weights[i].packed(); ++l)
       if (auto ref = lookup(m.weights[i], l, ckpt); !ref) return ref.takeError();
   return llvm::Error::success();
 }
@@ -64,7 +64,7 @@ llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &m, const Checkpoi
   set.byDecl.resize(m.weights.size());
   for (size_t i = 0; i < m.weights.size(); ++i) {
     const ir::WeightDecl &w = m.weights[i];
-    for (int64_t l = 0; l < counts[i]; ++l) {
+    for (int64_t l = 0; l < counts[i] && !w.packed(); ++l) { // packed: the interpreter stacks the parts
       auto ref = lookup(w, l, ckpt);
       if (!ref) return ref.takeError();
       auto data = readAsFloat32(*ref->file, *ref->info);

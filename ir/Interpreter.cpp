@@ -34,6 +34,8 @@ struct Interpreter::State {
   Sequence *seq = nullptr;
   int64_t layer = 0;
 
+  std::vector<std::vector<Tensor>> packed; // by weight decl: a packed weight's parts stacked, per layer
+
   State(const Module &m, const WeightSet &w, int64_t maxSeq) : m(m), weights(w), maxSeq(maxSeq) {}
   llvm::Error run(const Op &op);
 };
@@ -51,7 +53,7 @@ struct EvalCtx {
     if (!given.empty()) return *given[i];
     const Operand &o = op.operands[i];
     if (!o.isWeight) return s.env[o.id];
-    const std::vector<Tensor> &perLayer = s.weights.byDecl[o.id];
+    const std::vector<Tensor> &perLayer = s.m.weights[o.id].packed() ? s.packed[o.id] : s.weights.byDecl[o.id];
     return perLayer.size() == 1 ? perLayer[0] : perLayer[s.layer];
   }
   bool has(size_t i) const { return i < op.operands.size(); }
@@ -91,11 +93,12 @@ llvm::Error evalEmbedding(const EvalCtx &c) {
   return llvm::Error::success();
 }
 
-llvm::Error evalNorm(const EvalCtx &c, bool layerNorm) {
-  const Tensor &x = c.in(0), &gamma = c.in(1);
-  const Tensor *beta = layerNorm ? &c.in(2) : nullptr;
+// y = norm(x) into result `result` of the op; gamma (and beta) are operands first, first + 1.
+llvm::Error normInto(const EvalCtx &c, const Tensor &x, size_t first, bool layerNorm, size_t result) {
+  const Tensor &gamma = c.in(first);
+  const Tensor *beta = layerNorm ? &c.in(first + 1) : nullptr;
   double eps = c.op.floatAttr("eps");
-  Tensor &y = c.out(0, x.shape);
+  Tensor &y = c.out(result, x.shape);
   int64_t d = x.cols();
   for (int64_t r = 0; r < x.rows(); ++r) {
     const float *xr = x.row(r);
@@ -112,25 +115,86 @@ llvm::Error evalNorm(const EvalCtx &c, bool layerNorm) {
   }
   return llvm::Error::success();
 }
-llvm::Error evalLayerNorm(const EvalCtx &c) { return evalNorm(c, true); }
-llvm::Error evalRmsNorm(const EvalCtx &c) { return evalNorm(c, false); }
+llvm::Error evalLayerNorm(const EvalCtx &c) { return normInto(c, c.in(0), 1, true, 0); }
+llvm::Error evalRmsNorm(const EvalCtx &c) { return normInto(c, c.in(0), 1, false, 0); }
 
-llvm::Error evalMatmul(const EvalCtx &c) {
-  const Tensor &x = c.in(0), &w = c.in(1);
-  const Tensor *bias = c.has(2) ? &c.in(2) : nullptr;
-  int64_t n = w.shape[0], k = w.shape[1];
-  std::vector<int64_t> shape = x.shape;
-  shape.back() = n;
-  Tensor &y = c.out(0, shape);
+llvm::Error addNorm(const EvalCtx &c, bool layerNorm) {
+  const Tensor &a = c.in(0), &b = c.in(1);
+  Tensor sum(a.shape);
+  for (int64_t i = 0; i < a.numel(); ++i) sum.data[i] = a.data[i] + b.data[i];
+  if (auto e = normInto(c, sum, 2, layerNorm, 1)) return e;
+  c.out(0, {}) = std::move(sum);
+  return llvm::Error::success();
+}
+llvm::Error evalAddRmsNorm(const EvalCtx &c) { return addNorm(c, false); }
+llvm::Error evalAddLayerNorm(const EvalCtx &c) { return addNorm(c, true); }
+
+// The activations, as the pointwise ops and the fused matmuls apply them.
+float geluTanh(float x) {
+  double xd = x, k = std::sqrt(2.0 / M_PI);
+  return static_cast<float>(0.5 * xd * (1.0 + std::tanh(k * (xd + 0.044715 * xd * xd * xd))));
+}
+float geluErf(float x) { return static_cast<float>(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))); }
+float silu(float x) { return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x)))); }
+float relu(float x) { return x > 0 ? x : 0.0f; }
+
+// The activation named by an op's `act` attribute (identity when absent).
+float (*activationOf(const Op &op))(float) {
+  llvm::StringRef a = op.attr("act") ? op.enumAttr("act") : "";
+  if (a == "gelu_tanh") return geluTanh;
+  if (a == "gelu_erf") return geluErf;
+  if (a == "silu") return silu;
+  if (a == "relu") return relu;
+  return nullptr;
+}
+
+// x [.., k] . w[first rows ... first + n)^T (+ bias), accumulated in double, as [x rows, n].
+Tensor matmulRows(const Tensor &x, const Tensor &w, const Tensor *bias, int64_t first, int64_t n) {
+  int64_t k = w.shape[1];
+  Tensor y({x.rows(), n});
   for (int64_t r = 0; r < x.rows(); ++r) {
     const float *xr = x.row(r);
     for (int64_t j = 0; j < n; ++j) {
-      const float *wr = w.row(j);
-      double acc = bias ? bias->data[j] : 0.0;
+      const float *wr = w.row(first + j);
+      double acc = bias ? bias->data[first + j] : 0.0;
       for (int64_t i = 0; i < k; ++i) acc += static_cast<double>(xr[i]) * wr[i];
       y.row(r)[j] = static_cast<float>(acc);
     }
   }
+  return y;
+}
+
+// matmul and matmul_residual: y = act(x . w^T + bias) * scale (+ residual).
+llvm::Error matmulEpilogue(const EvalCtx &c, size_t biasOperand, const Tensor *residual) {
+  const Tensor &x = c.in(0), &w = c.in(1);
+  const Tensor *bias = c.has(biasOperand) ? &c.in(biasOperand) : nullptr;
+  Tensor acc = matmulRows(x, w, bias, 0, w.shape[0]);
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = w.shape[0];
+  Tensor &y = c.out(0, shape);
+  float (*act)(float) = activationOf(c.op);
+  double scale = c.op.floatAttr("scale", 1.0);
+  for (int64_t i = 0; i < acc.numel(); ++i) {
+    double v = act ? act(acc.data[i]) : acc.data[i];
+    v *= scale;
+    if (residual) v += residual->data[i];
+    y.data[i] = static_cast<float>(v);
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error evalMatmul(const EvalCtx &c) { return matmulEpilogue(c, 2, nullptr); }
+llvm::Error evalMatmulResidual(const EvalCtx &c) { return matmulEpilogue(c, 3, &c.in(2)); }
+
+llvm::Error evalGatedMatmul(const EvalCtx &c) {
+  const Tensor &x = c.in(0), &w = c.in(1);
+  int64_t n = w.shape[0] / 2;
+  Tensor gate = matmulRows(x, w, nullptr, 0, n), up = matmulRows(x, w, nullptr, n, n);
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = n;
+  Tensor &y = c.out(0, shape);
+  float (*act)(float) = activationOf(c.op);
+  for (int64_t i = 0; i < y.numel(); ++i) y.data[i] = static_cast<float>(static_cast<double>(act(gate.data[i])) * up.data[i]);
   return llvm::Error::success();
 }
 
@@ -140,21 +204,10 @@ llvm::Error evalScale(const EvalCtx &c) {
   float f = static_cast<float>(c.op.floatAttr("factor"));
   return pointwise(c, [f](float x) { return x * f; });
 }
-llvm::Error evalGeluTanh(const EvalCtx &c) {
-  return pointwise(c, [](float x) {
-    double xd = x, k = std::sqrt(2.0 / M_PI);
-    return static_cast<float>(0.5 * xd * (1.0 + std::tanh(k * (xd + 0.044715 * xd * xd * xd))));
-  });
-}
-llvm::Error evalGeluErf(const EvalCtx &c) {
-  return pointwise(c, [](float x) { return static_cast<float>(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)))); });
-}
-llvm::Error evalSilu(const EvalCtx &c) {
-  return pointwise(c, [](float x) { return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x)))); });
-}
-llvm::Error evalRelu(const EvalCtx &c) {
-  return pointwise(c, [](float x) { return x > 0 ? x : 0.0f; });
-}
+llvm::Error evalGeluTanh(const EvalCtx &c) { return pointwise(c, geluTanh); }
+llvm::Error evalGeluErf(const EvalCtx &c) { return pointwise(c, geluErf); }
+llvm::Error evalSilu(const EvalCtx &c) { return pointwise(c, silu); }
+llvm::Error evalRelu(const EvalCtx &c) { return pointwise(c, relu); }
 
 } // namespace
 
@@ -187,12 +240,10 @@ std::vector<double> ropeInverseFrequencies(const Op &op) {
 
 namespace {
 
-llvm::Error evalRope(const EvalCtx &c) {
-  const Tensor &x = c.in(0), &pos = c.in(1);
-  int64_t heads = c.op.intAttr("heads"), hd = c.op.intAttr("head_dim"), half = hd / 2;
-  bool interleaved = c.op.enumAttr("style") == "interleaved";
-  std::vector<double> inv = ropeInverseFrequencies(c.op);
-  Tensor &y = c.out(0, x.shape);
+// y = x with each of its `heads` heads rotated at the positions `pos`.
+void rotate(const Op &op, const Tensor &x, const Tensor &pos, int64_t heads, bool interleaved, Tensor &y) {
+  int64_t hd = op.intAttr("head_dim"), half = hd / 2;
+  std::vector<double> inv = ropeInverseFrequencies(op);
   for (int64_t t = 0; t < x.rows(); ++t) {
     for (int64_t i = 0; i < half; ++i) {
       double angle = pos.data[t] * inv[i], cs = std::cos(angle), sn = std::sin(angle);
@@ -203,6 +254,30 @@ llvm::Error evalRope(const EvalCtx &c) {
         y.row(t)[b] = static_cast<float>(xb * cs + xa * sn);
       }
     }
+  }
+}
+
+llvm::Error evalRope(const EvalCtx &c) {
+  const Tensor &x = c.in(0);
+  rotate(c.op, x, c.in(1), c.op.intAttr("heads"), c.op.enumAttr("style") == "interleaved", c.out(0, x.shape));
+  return llvm::Error::success();
+}
+
+llvm::Error evalQkv(const EvalCtx &c) {
+  const Tensor &x = c.in(0), &pos = c.in(1), &w = c.in(2);
+  const Tensor *bias = c.has(3) ? &c.in(3) : nullptr;
+  int64_t heads = c.op.intAttr("heads"), kv = c.op.intAttr("kv_heads"), hd = c.op.intAttr("head_dim");
+  llvm::StringRef rope = c.op.enumAttr("rope");
+  int64_t first = 0;
+  for (int i = 0; i < 3; ++i) {
+    int64_t h = i == 0 ? heads : kv;
+    Tensor part = matmulRows(x, w, bias, first, h * hd);
+    first += h * hd;
+    if (i < 2 && rope != "none") {
+      rotate(c.op, part, pos, h, rope == "interleaved", c.out(i, part.shape));
+      continue;
+    }
+    c.out(i, {}) = std::move(part);
   }
   return llvm::Error::success();
 }
@@ -296,8 +371,28 @@ llvm::Expected<std::unique_ptr<Interpreter>> Interpreter::create(const Module &m
       st->kvSlots += count ? count : 1;
     }
   });
+  // Packed weights are assembled here from their parts (a WeightSet holds only checkpoint tensors).
+  st->packed.resize(m.weights.size());
   for (size_t i = 0; i < m.weights.size(); ++i) {
     const WeightDecl &w = m.weights[i];
+    if (!w.packed()) continue;
+    for (int64_t l = 0; l < layersOf[i]; ++l) {
+      Tensor t;
+      for (const Dim &d : w.type.shape) t.shape.push_back(d.value);
+      for (int p : w.parts) {
+        const std::vector<Tensor> &part = weights.byDecl[p];
+        if (part.empty()) return fail("interpreter: @" + m.weights[p].name + " (a part of @" + w.name + ") is missing");
+        const Tensor &src = part.size() == 1 ? part[0] : part[static_cast<size_t>(l)];
+        t.data.insert(t.data.end(), src.data.begin(), src.data.end());
+      }
+      if (t.numel() != static_cast<int64_t>(Tensor::numelOf(t.shape)))
+        return fail("interpreter: the parts of @" + w.name + " do not stack to " + w.type.str());
+      st->packed[i].push_back(std::move(t));
+    }
+  }
+  for (size_t i = 0; i < m.weights.size(); ++i) {
+    const WeightDecl &w = m.weights[i];
+    if (w.packed()) continue;
     if (static_cast<int64_t>(weights.byDecl[i].size()) != layersOf[i])
       return fail("interpreter: @" + w.name + " needs " + llvm::Twine(layersOf[i]) + " tensor(s), got " +
                   llvm::Twine(weights.byDecl[i].size()));

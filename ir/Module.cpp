@@ -57,6 +57,27 @@ int Module::findWeight(llvm::StringRef n) const {
   return -1;
 }
 
+int Module::addPackedWeight(llvm::ArrayRef<int> parts) {
+  WeightDecl w;
+  std::string base;
+  int64_t rows = 0;
+  for (int p : parts) {
+    const WeightDecl &part = weights[static_cast<size_t>(p)];
+    base += (base.empty() ? "" : "_") + part.name;
+    rows += part.type.shape[0].value;
+  }
+  w.name = base;
+  for (int i = 2; findWeight(w.name) >= 0; ++i) w.name = base + "_" + std::to_string(i);
+  const WeightDecl &first = weights[static_cast<size_t>(parts[0])];
+  w.type = first.type;
+  w.type.shape[0] = Dim::constant(rows);
+  w.loc = first.loc;
+  w.parts.assign(parts.begin(), parts.end());
+  w.packedPerLayer = first.perLayer();
+  weights.push_back(std::move(w));
+  return static_cast<int>(weights.size() - 1);
+}
+
 ValueId Module::findInput(llvm::StringRef n) const {
   for (ValueId id : inputs)
     if (value(id).name == n) return id;
@@ -74,6 +95,8 @@ std::vector<int64_t> Module::weightLayerCounts() const {
     for (const Operand &o : op.operands)
       if (o.isWeight && weights[o.id].perLayer()) counts[o.id] = std::max<int64_t>(1, count);
   });
+  for (size_t i = 0; i < weights.size(); ++i)
+    for (int p : weights[i].parts) counts[p] = std::max(counts[p], counts[i]);
   return counts;
 }
 

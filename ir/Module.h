@@ -82,14 +82,20 @@ struct DimDecl {
   llvm::SMLoc loc;
 };
 
+// A weight is either bound to a checkpoint tensor, or packed: the rows of other weights stacked
+// (`= concat(@wq, @wk, @wv)`), which the fusion pass writes so that sibling matmuls become one; it is
+// assembled at load and has no tensor of its own.
 struct WeightDecl {
   std::string name;   // without the leading '@'
   Type type;          // the logical type as ops see it: matmul weights are [out, in]
-  std::string tensor; // safetensors tensor name; `{l}` stands for the layer index
+  std::string tensor; // safetensors tensor name; `{l}` stands for the layer index; empty when packed
   bool transposed = false; // stored [in, out] in the file (GPT-2 Conv1D), transposed at load
   llvm::SMLoc loc;
+  std::vector<int> parts; // packed: the weights (indices into Module::weights) whose rows it stacks
+  bool packedPerLayer = false; // packed: its parts are per-layer weights
 
-  bool perLayer() const { return llvm::StringRef(tensor).contains("{l}"); }
+  bool packed() const { return !parts.empty(); }
+  bool perLayer() const { return packed() ? packedPerLayer : llvm::StringRef(tensor).contains("{l}"); }
   std::string tensorName(int64_t layer) const; // `{l}` replaced by the layer index
 };
 
@@ -108,12 +114,15 @@ public:
 
   const DimDecl *findDim(llvm::StringRef name) const;
   int findWeight(llvm::StringRef name) const; // -1 when absent
+  // Declares a packed weight stacking the rows of `parts` (same dtype, same columns, all per-layer or
+  // none), named after them; returns its index.
+  int addPackedWeight(llvm::ArrayRef<int> parts);
   ValueId findInput(llvm::StringRef name) const; // -1 when absent
   const Value &value(ValueId id) const { return values[static_cast<size_t>(id)]; }
   ValueId addValue(std::string name, Type type, llvm::SMLoc loc);
 
   // For each weight: how many tensors it binds, the count of the repeat that reads it for a per-layer
-  // weight, else 1.
+  // weight, else 1 (a part of a packed weight: as many as the packed one).
   std::vector<int64_t> weightLayerCounts() const;
   // KV-cache slots a sequence needs: attention ops, each counted once per layer of its repeat.
   int64_t numKvSlots() const;

@@ -49,11 +49,17 @@ std::vector<AttrSpec> parseAttrs(llvm::StringRef spec) {
   return out;
 }
 
+int resultCount(llvm::StringRef spec) {
+  int n = -1;
+  if (spec == "*" || spec.getAsInteger(10, n) || n < 1) return -1;
+  return n;
+}
+
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> table;
 #define OP(Id, Mnemonic, Operands, Attrs, Results, Summary)                                        \
   table.push_back(OpInfo{OpKind::Id, Mnemonic, parseOperands(Operands), parseAttrs(Attrs),           \
-                         llvm::StringRef(Results) == "*", Summary});
+                         resultCount(Results), Summary});
 #include "ir/Ops.def"
   return table;
 }

@@ -38,7 +38,7 @@ struct OpInfo {
   llvm::StringRef mnemonic;
   std::vector<OperandSpec> operands;
   std::vector<AttrSpec> attrs;
-  bool variadicResults = false; // one result per entry of `sizes`
+  int results = 1; // the number of results; -1: one per entry of `sizes`
   llvm::StringRef summary;
 
   size_t minOperands() const;

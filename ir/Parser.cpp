@@ -165,6 +165,7 @@ private:
   // ----- grammar
   llvm::Error parseDim();
   llvm::Error parseWeight();
+  llvm::Error parsePackedWeight(std::string name, Type type, llvm::SMLoc loc);
   llvm::Error parseGraph();
   llvm::Expected<Type> parseType();
   llvm::Expected<Dim> parseShapeDim();
@@ -275,6 +276,7 @@ llvm::Error Parser::parseWeight() {
   auto type = parseType();
   if (!type) return type.takeError();
   if (auto e = expect("=", "before the tensor name")) return e;
+  if (tok.is("concat")) return parsePackedWeight(name->body().str(), *type, name->loc());
   bool transposed = false;
   if (tok.is("transpose")) {
     transposed = true;
@@ -283,7 +285,55 @@ llvm::Error Parser::parseWeight() {
   auto tensor = expectKind(Token::String, "a quoted safetensors tensor name");
   if (!tensor) return tensor.takeError();
   if (tensor->body().empty()) return errorAt(tensor->loc(), "empty tensor name");
-  m->weights.push_back(WeightDecl{name->body().str(), *type, tensor->body().str(), transposed, name->loc()});
+  WeightDecl w;
+  w.name = name->body().str();
+  w.type = *type;
+  w.tensor = tensor->body().str();
+  w.transposed = transposed;
+  w.loc = name->loc();
+  m->weights.push_back(std::move(w));
+  return llvm::Error::success();
+}
+
+// `concat(@a, @b, ...)`: the rows of earlier weights stacked; they must agree in dtype, columns and being
+// per-layer, and the declared type must be the stack.
+llvm::Error Parser::parsePackedWeight(std::string name, Type type, llvm::SMLoc loc) {
+  advance(); // 'concat'
+  if (auto e = expect("(", "after concat")) return e;
+  std::vector<int> parts;
+  int64_t rows = 0;
+  do {
+    auto part = expectKind(Token::WeightName, "a weight name such as @wq");
+    if (!part) return part.takeError();
+    int w = m->findWeight(part->body());
+    if (w < 0) return errorAt(part->loc(), "use of undeclared weight '" + part->text + "'");
+    const WeightDecl &d = m->weights[w];
+    if (d.packed()) return errorAt(part->loc(), "'" + part->text + "' is packed itself; list its parts instead");
+    if (!parts.empty()) {
+      const WeightDecl &first = m->weights[parts[0]];
+      if (d.type.dtype != first.type.dtype || d.type.rank() != first.type.rank() ||
+          (d.type.rank() == 2 && d.type.shape[1].value != first.type.shape[1].value) || d.perLayer() != first.perLayer())
+        return errorAt(part->loc(), "'" + part->text + "' " + d.type.str() + " cannot be stacked under @" +
+                                        first.name + " " + first.type.str() +
+                                        ": packed parts need the same dtype, columns and per-layer binding");
+    }
+    rows += d.type.shape.empty() ? 0 : d.type.shape[0].value;
+    parts.push_back(w);
+  } while (consumeIf(","));
+  if (auto e = expect(")", "to close concat")) return e;
+  const WeightDecl &first = m->weights[parts[0]];
+  Type want = first.type;
+  if (!want.shape.empty()) want.shape[0] = Dim::constant(rows);
+  if (type.dtype != want.dtype || type.rank() != want.rank() || type.shape[0].value != rows ||
+      (type.rank() == 2 && type.shape[1].value != want.shape[1].value))
+    return errorAt(loc, "packed weight '@" + name + "' is declared " + type.str() + " but its parts stack to " + want.str());
+  WeightDecl w;
+  w.name = std::move(name);
+  w.type = type;
+  w.loc = loc;
+  w.parts = std::move(parts);
+  w.packedPerLayer = first.perLayer();
+  m->weights.push_back(std::move(w));
   return llvm::Error::success();
 }
 
@@ -429,8 +479,9 @@ llvm::Error Parser::parseOp(const std::vector<Token> &resultToks, std::vector<Op
   if (types.size() != resultToks.size())
     return errorAt(mn.loc(), std::to_string(resultToks.size()) + " result name(s) but " +
                                  std::to_string(types.size()) + " result type(s)");
-  if (!info->variadicResults && resultToks.size() != 1)
-    return errorAt(resultToks[1].loc(), "'" + info->mnemonic + "' has exactly one result");
+  if (info->results > 0 && resultToks.size() != static_cast<size_t>(info->results))
+    return errorAt(resultToks[0].loc(), "'" + info->mnemonic + "' has exactly " + std::to_string(info->results) +
+                                            " result(s), got " + std::to_string(resultToks.size()));
   for (size_t i = 0; i < resultToks.size(); ++i) {
     auto id = defineValue(resultToks[i], types[i]);
     if (!id) return id.takeError();

@@ -66,9 +66,16 @@ void printModule(const Module &m, llvm::raw_ostream &os) {
   os << "model \"" << m.name << "\"\n\n";
   for (const DimDecl &d : m.dims) os << "dim " << d.name << " = " << d.value << "\n";
   if (!m.dims.empty()) os << "\n";
-  for (const WeightDecl &w : m.weights)
-    os << "weight @" << w.name << " : " << w.type.str() << " = " << (w.transposed ? "transpose " : "") << "\""
-       << w.tensor << "\"\n";
+  for (const WeightDecl &w : m.weights) {
+    os << "weight @" << w.name << " : " << w.type.str() << " = ";
+    if (w.packed()) {
+      os << "concat(";
+      for (size_t i = 0; i < w.parts.size(); ++i) os << (i ? ", @" : "@") << m.weights[w.parts[i]].name;
+      os << ")\n";
+      continue;
+    }
+    os << (w.transposed ? "transpose " : "") << "\"" << w.tensor << "\"\n";
+  }
   if (!m.weights.empty()) os << "\n";
 
   os << "graph(";

@@ -87,8 +87,49 @@ llvm::Expected<Types> inferMatmul(const OpCheck &c) {
                   " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
   if (c.has(2))
     if (auto e = c.vector(2, w.shape[0].value, "bias")) return e;
+  if (c.op.attr("scale") && !std::isfinite(c.op.floatAttr("scale"))) return c.fail("attribute 'scale' must be finite");
   return Types{withLastDim(x, w.shape[0])};
 }
+
+llvm::Expected<Types> inferMatmulResidual(const OpCheck &c) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  const Type &x = c.operand(0), &w = c.operand(1);
+  if (w.rank() != 2) return c.fail("weight " + c.name(1) + " must be [out, in], got " + w.str());
+  if (w.shape[1].value != *x.lastDim())
+    return c.fail("weight " + c.name(1) + " " + w.str() + " has " + std::to_string(w.shape[1].value) +
+                  " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
+  Type y = withLastDim(x, w.shape[0]);
+  if (c.operand(2) != y) return c.fail("residual " + c.name(2) + " must be " + y.str() + ", got " + c.operand(2).str());
+  if (c.has(3))
+    if (auto e = c.vector(3, w.shape[0].value, "bias")) return e;
+  if (c.op.attr("scale") && !std::isfinite(c.op.floatAttr("scale"))) return c.fail("attribute 'scale' must be finite");
+  return Types{c.operand(2)};
+}
+
+llvm::Expected<Types> inferGatedMatmul(const OpCheck &c) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  const Type &x = c.operand(0), &w = c.operand(1);
+  if (w.rank() != 2 || w.shape[0].value % 2)
+    return c.fail("weight " + c.name(1) + " must be [2 n, in] (gate rows, then up rows), got " + w.str());
+  if (w.shape[1].value != *x.lastDim())
+    return c.fail("weight " + c.name(1) + " " + w.str() + " has " + std::to_string(w.shape[1].value) +
+                  " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
+  return Types{withLastDim(x, Dim::constant(w.shape[0].value / 2))};
+}
+
+llvm::Expected<Types> inferAddNorm(const OpCheck &c, bool withBeta) {
+  if (auto e = c.floatWithFeatures(0)) return e;
+  if (c.operand(0) != c.operand(1))
+    return c.fail("operands must have the same type, got " + c.operand(0).str() + " and " + c.operand(1).str());
+  int64_t d = *c.operand(0).lastDim();
+  if (auto e = c.vector(2, d, "gamma")) return e;
+  if (withBeta)
+    if (auto e = c.vector(3, d, "beta")) return e;
+  if (auto e = c.positiveFloat("eps")) return e;
+  return Types{c.operand(0), c.operand(0)};
+}
+llvm::Expected<Types> inferAddRmsNorm(const OpCheck &c) { return inferAddNorm(c, false); }
+llvm::Expected<Types> inferAddLayerNorm(const OpCheck &c) { return inferAddNorm(c, true); }
 
 llvm::Expected<Types> inferBinary(const OpCheck &c) {
   if (auto e = c.floatWithFeatures(0)) return e;
@@ -124,19 +165,23 @@ llvm::Error checkHeads(const OpCheck &c, size_t i, int64_t heads, int64_t headDi
   return llvm::Error::success();
 }
 
+llvm::Error checkRopeSchedule(const OpCheck &c);
+llvm::Error checkPositions(const OpCheck &c, size_t i, size_t rowsOf);
+
 llvm::Expected<Types> inferRope(const OpCheck &c) {
   for (const char *a : {"heads", "head_dim"})
     if (auto e = c.positiveInt(a)) return e;
   int64_t heads = c.op.intAttr("heads"), hd = c.op.intAttr("head_dim");
   if (hd % 2) return c.fail("head_dim must be even to rotate pairs, got " + std::to_string(hd));
   if (auto e = checkHeads(c, 0, heads, hd, nullptr)) return e;
-  // Rotations are by each token's position in its sequence: the graph input, never another i32 value
-  // (the kernels read the step's positions directly).
-  if (c.m.value(c.op.operands[1].id).name != "positions" || c.m.findInput("positions") != c.op.operands[1].id)
-    return c.fail("positions operand must be the graph input %positions, got " + c.name(1));
-  const Type &pos = c.operand(1);
-  if (!(pos.shape[0] == c.operand(0).shape[0]))
-    return c.fail("positions " + c.name(1) + " must be i32[" + c.operand(0).shape[0].str() + "], got " + pos.str());
+  if (auto e = checkPositions(c, 1, 0)) return e;
+  if (auto e = checkRopeSchedule(c)) return e;
+  return Types{c.operand(0)};
+}
+
+// theta and the frequency schedule of a rope (or of a qkv op that ropes).
+llvm::Error checkRopeSchedule(const OpCheck &c) {
+  if (!c.op.attr("theta")) return c.fail("needs attribute 'theta' (float) to rotate");
   if (auto e = c.positiveFloat("theta")) return e;
 
   // Each frequency schedule takes exactly its own parameters.
@@ -157,7 +202,50 @@ llvm::Expected<Types> inferRope(const OpCheck &c) {
     if (!(c.op.floatAttr("high_freq_factor") > c.op.floatAttr("low_freq_factor")))
       return c.fail("llama3 schedule needs high_freq_factor > low_freq_factor");
   }
-  return Types{c.operand(0)};
+  return llvm::Error::success();
+}
+
+// Rotations are by each token's position in its sequence: the graph input, never another i32 value (the
+// kernels read the step's positions directly).
+llvm::Error checkPositions(const OpCheck &c, size_t i, size_t rowsOf) {
+  if (c.m.value(c.op.operands[i].id).name != "positions" || c.m.findInput("positions") != c.op.operands[i].id)
+    return c.fail("positions operand must be the graph input %positions, got " + c.name(i));
+  const Type &pos = c.operand(i);
+  if (!(pos.shape[0] == c.operand(rowsOf).shape[0]))
+    return c.fail("positions " + c.name(i) + " must be i32[" + c.operand(rowsOf).shape[0].str() + "], got " + pos.str());
+  return llvm::Error::success();
+}
+
+llvm::Expected<Types> inferQkv(const OpCheck &c) {
+  for (const char *a : {"heads", "kv_heads", "head_dim"})
+    if (auto e = c.positiveInt(a)) return e;
+  int64_t heads = c.op.intAttr("heads"), kv = c.op.intAttr("kv_heads"), hd = c.op.intAttr("head_dim");
+  if (auto e = c.floatWithFeatures(0)) return e;
+  const Type &x = c.operand(0), &w = c.operand(2);
+  if (x.rank() != 2) return c.fail(c.name(0) + " must be [T, features], got " + x.str());
+  if (auto e = checkPositions(c, 1, 0)) return e;
+  int64_t n = (heads + 2 * kv) * hd;
+  if (w.rank() != 2 || w.shape[0].value != n || w.shape[1].value != *x.lastDim())
+    return c.fail("weight " + c.name(2) + " must be [(heads + 2 kv_heads) * head_dim = " + std::to_string(n) + ", " +
+                  std::to_string(*x.lastDim()) + "], got " + w.str());
+  if (c.has(3))
+    if (auto e = c.vector(3, n, "bias")) return e;
+  if (c.op.enumAttr("rope") != "none") {
+    if (hd % 2) return c.fail("head_dim must be even to rotate pairs, got " + std::to_string(hd));
+    if (auto e = checkRopeSchedule(c)) return e;
+  } else {
+    for (llvm::StringRef a : {"theta", "schedule", "factor", "low_freq_factor", "high_freq_factor", "original_max_pos"})
+      if (c.op.attr(a)) return c.fail("attribute '" + a + "' does not apply to rope = none");
+  }
+  // The results keep the names (and so the dims) they are declared with; only the widths are checked here.
+  Types out;
+  int64_t widths[3] = {heads * hd, kv * hd, kv * hd};
+  for (int i = 0; i < 3; ++i) {
+    const Type &t = c.m.value(c.op.results[i]).type;
+    bool fits = t.rank() == 2 && t.lastDim() && *t.lastDim() == widths[i];
+    out.push_back(withLastDim(x, fits ? t.shape.back() : Dim::constant(widths[i])));
+  }
+  return out;
 }
 
 llvm::Expected<Types> inferSplit(const OpCheck &c) {
@@ -215,6 +303,9 @@ llvm::Error checkWeights(const Module &m) {
         return m.error(w.loc, "weight @" + w.name + " must have positive constant dims, got " + w.type.str());
     if (w.transposed && w.type.rank() != 2)
       return m.error(w.loc, "only a matrix can be transposed, @" + w.name + " is " + w.type.str());
+    for (int p : w.parts)
+      if (p < 0 || static_cast<size_t>(p) >= m.weights.size() || m.weights[p].packed())
+        return m.error(w.loc, "packed weight @" + w.name + " must stack declared, unpacked weights");
   }
   return llvm::Error::success();
 }
@@ -267,7 +358,8 @@ llvm::Expected<Types> inferResultTypes(const Module &m, const Op &op) {
   for (size_t i = 0; i < info.attrs.size(); ++i)
     if (!info.attrs[i].optional && (i >= op.attrs.size() || !op.attrs[i]))
       return c.fail("missing attribute '" + info.attrs[i].name + "'");
-  if (!info.variadicResults && op.results.size() != 1) return c.fail("must have exactly one result");
+  if (info.results > 0 && op.results.size() != static_cast<size_t>(info.results))
+    return c.fail("must have exactly " + std::to_string(info.results) + " result(s)");
   return dispatchInfer(c);
 }
 
@@ -291,6 +383,9 @@ llvm::Error verifyModule(const Module &m) {
                                                       want.str() + " but the body yields " + got.str());
     }
   }
+  for (size_t i = 0; i < m.weights.size(); ++i)
+    if (weightUsed[i])
+      for (int p : m.weights[i].parts) weightUsed[p] = true;
   for (size_t i = 0; i < m.weights.size(); ++i)
     if (!weightUsed[i]) return m.error(m.weights[i].loc, "weight @" + m.weights[i].name + " is declared but never used");
   return llvm::Error::success();

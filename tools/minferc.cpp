@@ -10,6 +10,7 @@
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
 // user error, with one message and no half-written output file.
 #include "compiler/Bundle.h"
+#include "compiler/Fuse.h"
 #include "compiler/HFImport.h"
 #include "compiler/KernelCache.h"
 #include "compiler/Npy.h"
@@ -67,6 +68,12 @@ cl::opt<std::string> targetName("target", cl::desc(targetHelp()),
                                 cl::value_desc("sm_XY"), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<unsigned> jobs("j", cl::desc("Kernels compiled in parallel, in worker processes (default: the cores)"),
                        cl::value_desc("N"), cl::init(0), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<bool> noFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel per IR op (for comparison)"),
+                     cl::cat(category));
+enum class PrintAfter { None, Fuse };
+cl::opt<PrintAfter> printAfter("print-after", cl::desc("Print the IR after a pass to standard error"),
+                               cl::values(clEnumValN(PrintAfter::Fuse, "fuse", "after the fusion pass")),
+                               cl::init(PrintAfter::None), cl::cat(category));
 cl::opt<std::string> dumpDir("dump-dir", cl::desc("Write every stage: the IR, the plan, each kernel's .cu, .cubin and .ptx"),
                              cl::value_desc("dir"), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<int64_t> maxBatch("max-batch", cl::desc("Sequences decoded together (plan size)"), cl::init(1),
@@ -267,7 +274,14 @@ int compileMain() {
     auto m = loadVerified(std::move(*buf));
     if (!m) return fail(m.takeError());
     bool wantsTarget = emit.getNumOccurrences() ? emit != Emit::IR : !targetName.empty();
-    if (wantsTarget) return compileModule(**m);
+    if (wantsTarget || printAfter == PrintAfter::Fuse) {
+      // The passes: fusion (unless --no-fuse), then planning in compileModule.
+      if (!noFuse)
+        if (auto stats = fuseModule(**m); !stats) return fail(stats.takeError());
+      if (printAfter == PrintAfter::Fuse) llvm::errs() << "// ----- IR after fuse" << (noFuse ? " (--no-fuse: unchanged)" : "") << "\n" << ir::printModule(**m);
+      if (!wantsTarget) return 0;
+      return compileModule(**m);
+    }
     if (auto e = writeOutput(outputPath, ir::printModule(**m))) return fail(std::move(e));
     return 0;
   }

@@ -38,6 +38,7 @@ cl::list<int64_t> prefillTokens("prefill-tokens", cl::CommaSeparated, cl::desc("
 cl::opt<int64_t> context("context", cl::desc("Prompt tokens before decoding"), cl::init(128));
 cl::opt<int64_t> decodeSteps("decode-steps", cl::desc("Decode steps timed"), cl::init(64));
 cl::opt<int> repeats("repeats", cl::desc("Timed repetitions (median)"), cl::init(3));
+cl::opt<bool> noFuse("no-fuse", cl::desc("Skip the fusion pass (the unfused baseline)"));
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -65,6 +66,7 @@ llvm::Expected<Loaded> load(const PlanOptions &po) {
   rt::EngineOptions eo;
   eo.weights = weights;
   eo.plan = po;
+  eo.fuse = !noFuse;
   auto e = rt::Engine::load(model, eo);
   if (!e) return e.takeError();
   auto s = rt::Session::create(**e);
@@ -195,6 +197,7 @@ int main(int argc, char **argv) {
   llvm::json::Object out{{"model", model.getValue()},
                          {"device", info ? info->name : std::string("?")},
                          {"copy_gbps", ceilings->copyGBps},
+                         {"fused", !noFuse},
                          {"decode", std::move(decodeRows)},
                          {"prefill", std::move(prefillRows)}};
   std::error_code ec;

@@ -127,7 +127,72 @@ private:
     b.fixedBytes = numel * static_cast<int64_t>(ir::dtypeSize(dt));
     return sharedBuffer(std::move(b));
   }
-  int matmulWeight(const ir::Operand &o) { return weight(o, ir::DType::BF16); }
+  // A matmul weight (or bias) as bf16, its rows in the order the epilogue reads them.
+  int matmulWeight(const ir::Operand &o, PlanBuffer::Layout layout = PlanBuffer::Layout::AsIs, const Epilogue &epi = {}) {
+    if (layout == PlanBuffer::Layout::AsIs) return weight(o, ir::DType::BF16);
+    const ir::WeightDecl &w = m.weights[o.id];
+    int64_t l = w.perLayer() ? layer : 0;
+    const char *tag = layout == PlanBuffer::Layout::RopePairs ? ":rope_pairs" : ":gate_up";
+    PlanBuffer b = named("@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : "") + ":bf16" + tag, BufferKind::Weight);
+    b.weight = o.id;
+    b.layer = l;
+    b.dtype = ir::DType::BF16;
+    b.transposed = w.transposed;
+    b.layout = layout;
+    if (layout == PlanBuffer::Layout::RopePairs) {
+      b.layoutHeadDim = epi.headDim;
+      b.layoutRows = int64_t(epi.heads + epi.kvHeads) * epi.headDim; // q and k rows; v stays as it is
+    }
+    int64_t numel = 1;
+    for (const ir::Dim &d : w.type.shape) numel *= d.value;
+    b.fixedBytes = numel * 2;
+    return sharedBuffer(std::move(b));
+  }
+  // The K or V cache of attention op `attn` in the current layer.
+  int kvCache(const ir::Op &attn, bool isV) {
+    int kvHeads = static_cast<int>(attn.intAttr("kv_heads")), headDim = static_cast<int>(attn.intAttr("head_dim"));
+    int slot = kvSlotBase.lookup(&attn) + static_cast<int>(std::max<int64_t>(layer, 0));
+    PlanBuffer b = named(std::string(isV ? "v_cache" : "k_cache") + "@" + std::to_string(slot), BufferKind::KvCache);
+    b.kvSlot = slot;
+    b.isValue = isV;
+    b.layer = layer;
+    b.fixedBytes = plan.options.maxBatch * plan.options.maxSeq * kvHeads * headDim * 2;
+    return sharedBuffer(std::move(b));
+  }
+  // The rope inverse frequencies of a rope (or roping qkv) op: one table per op, shared by every layer.
+  int ropeTable(const ir::Op &op) {
+    PlanBuffer table = named("inv_freq:%" + m.value(op.results[0]).name, BufferKind::Constant);
+    for (double f : ir::ropeInverseFrequencies(op)) table.constant.push_back(static_cast<float>(f));
+    table.fixedBytes = static_cast<int64_t>(table.constant.size() * 4);
+    return sharedBuffer(std::move(table));
+  }
+  // The attention op that reads `v` (nullptr when none or several ops do).
+  const ir::Op *attentionReading(ir::ValueId v) const {
+    auto it = readers.find(v);
+    if (it == readers.end() || it->second.size() != 1 || it->second[0]->kind != ir::OpKind::Attention) return nullptr;
+    return it->second[0];
+  }
+  bool fromQkv(ir::ValueId v) const {
+    auto it = producer.find(v);
+    return it != producer.end() && it->second->kind == ir::OpKind::Qkv;
+  }
+  // A norm marked `fold = decode` is folded in decode when every reader is a matmul-family op reading it as
+  // its input and lowers to a gemv (which has the prologue); otherwise it gets its own launch.
+  bool foldable(const ir::Op &norm) const {
+    if (!decode || plan.options.maxBatch > kGemvMaxRows || !norm.attr("fold")) return false;
+    ir::ValueId y = norm.results[0];
+    if (y == m.outputs[0]) return false;
+    auto it = readers.find(y);
+    if (it == readers.end()) return false;
+    for (const ir::Op *r : it->second) {
+      bool matmul = r->kind == ir::OpKind::Matmul || r->kind == ir::OpKind::MatmulResidual ||
+                    r->kind == ir::OpKind::GatedMatmul || r->kind == ir::OpKind::Qkv;
+      if (!matmul || r->operands[0].id != y) return false;
+      for (size_t i = 1; i < r->operands.size(); ++i)
+        if (!r->operands[i].isWeight && r->operands[i].id == y) return false;
+    }
+    return !yielded.count(y);
+  }
   int input(const std::string &name) { return sharedBuffer(named(name, BufferKind::Input, 4)); }
   void emit(int k, std::vector<Arg> args, const ir::Op &op, bool perSequence = false) {
     PlannedLaunch l;
@@ -138,12 +203,12 @@ private:
     l.perSequence = perSequence;
     phase.launches.push_back(std::move(l));
   }
-  static Arg buf(int b, const char *what) { return Arg{Arg::Buffer, b, -1, 0, 0, what}; }
+  static Arg buf(int b, const char *what) { return Arg{Arg::Buffer, b, 0, 0, what, {}}; }
   // After the prefill's gather, the ops that follow the layers see only the gathered rows.
-  Arg rows() const { return gathered ? Arg{Arg::OutRows, -1, -1, 0, 0, "rows"} : Arg{Arg::Rows, -1, -1, 0, 0, "rows"}; }
-  static Arg integer(int64_t v, const char *what) { return Arg{Arg::Int, -1, -1, v, 0, what}; }
-  static Arg real(double v, const char *what) { return Arg{Arg::Float, -1, -1, 0, v, what}; }
-  static Arg null(const char *what) { return Arg{Arg::Buffer, -1, -1, 0, 0, what}; }
+  Arg rows() const { return gathered ? Arg{Arg::OutRows, -1, 0, 0, "rows", {}} : Arg{Arg::Rows, -1, 0, 0, "rows", {}}; }
+  static Arg integer(int64_t v, const char *what) { return Arg{Arg::Int, -1, v, 0, what, {}}; }
+  static Arg real(double v, const char *what) { return Arg{Arg::Float, -1, 0, v, what, {}}; }
+  static Arg null(const char *what) { return Arg{Arg::Buffer, -1, 0, 0, what, {}}; }
 
   int64_t cols(ir::ValueId v) const { return *m.value(v).type.lastDim(); }
   const ir::Value &operandValue(const ir::Op &op, size_t i) const { return m.value(op.operands[i].id); }
@@ -171,25 +236,94 @@ private:
   std::optional<std::string> specProblem; // the first spec that failed validation in the current op
   bool gathered = false; // prefill, after the layers: launches run over the gathered output rows
   llvm::DenseMap<const ir::Op *, int> kvSlotBase;
+  llvm::DenseMap<ir::ValueId, std::vector<const ir::Op *>> readers; // every op reading each value
+  llvm::DenseMap<ir::ValueId, const ir::Op *> producer;              // the op defining each value
+  std::set<ir::ValueId> yielded;                                     // yielded by a repeat or returned
+  llvm::DenseMap<ir::ValueId, const ir::Op *> folded; // decode: a folded norm's result -> the norm
 };
 
+// matmul, matmul_residual, gated_matmul and qkv: one gemm (prefill, large decode batches) or gemv launch
+// whose epilogue does the rest; in decode a folded norm of the input becomes the gemv's prologue.
 llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
-  int64_t n = m.weights[op.operands[1].id].type.shape[0].value;
-  int64_t k = m.weights[op.operands[1].id].type.shape[1].value;
-  bool bias = op.operands.size() > 2;
-  Epilogue epi = bias ? Epilogue::Bias : Epilogue::None;
+  using ir::OpKind;
+  size_t wi = op.kind == OpKind::Qkv ? 2 : 1;          // the weight operand
+  size_t bi = op.kind == OpKind::MatmulResidual ? 3 : op.kind == OpKind::Qkv ? 3 : 2; // the bias operand
+  int64_t n = m.weights[op.operands[wi].id].type.shape[0].value;
+  int64_t k = m.weights[op.operands[wi].id].type.shape[1].value;
+  bool bias = op.operands.size() > bi && op.kind != OpKind::GatedMatmul;
+  EpilogueArgs ea;
+  Epilogue epi;
+  PlanBuffer::Layout layout = PlanBuffer::Layout::AsIs;
+  if (op.kind == OpKind::GatedMatmul) {
+    auto act = parseActivation(op.enumAttr("act"));
+    if (!act) return act.takeError();
+    epi = Epilogue::gated(*act);
+    layout = PlanBuffer::Layout::GateUp;
+  } else if (op.kind == OpKind::Qkv) {
+    llvm::StringRef r = op.enumAttr("rope");
+    QkvRope rope = r == "half" ? QkvRope::Half : r == "interleaved" ? QkvRope::Interleaved : QkvRope::None;
+    epi = Epilogue::qkv(static_cast<int>(op.intAttr("heads")), static_cast<int>(op.intAttr("kv_heads")),
+                        static_cast<int>(op.intAttr("head_dim")), rope, bias);
+    if (rope == QkvRope::Half) layout = PlanBuffer::Layout::RopePairs;
+  } else {
+    Activation act = Activation::None;
+    if (op.attr("act")) {
+      auto a = parseActivation(op.enumAttr("act"));
+      if (!a) return a.takeError();
+      act = *a;
+    }
+    epi = Epilogue::pointwise(bias, act, op.kind == OpKind::MatmulResidual, op.attr("scale") != nullptr);
+    ea.scale = op.floatAttr("scale", 1.0);
+  }
+
+  // A folded norm of the input: its gamma (and beta) and eps go to the gemv's prologue, its input is A.
+  ir::ValueId xv = op.operands[0].id;
+  auto fold = folded.find(xv);
+  bool useGemv = decode && plan.options.maxBatch <= kGemvMaxRows;
+  Prologue pro;
+  int x;
+  if (fold != folded.end()) {
+    const ir::Op &norm = *fold->second;
+    pro.kind = norm.kind == OpKind::LayerNorm ? Prologue::Kind::Layer : Prologue::Kind::Rms;
+    pro.weights = m.weights[norm.operands[1].id].type.dtype;
+    x = use(norm.operands[0].id);
+    ea.gamma = weight(norm.operands[1]);
+    if (norm.kind == OpKind::LayerNorm) ea.beta = weight(norm.operands[2]);
+    ea.eps = norm.floatAttr("eps");
+  } else {
+    x = use(xv);
+  }
+
   std::shared_ptr<KernelSpec> spec;
   int64_t rowsHint = decode ? plan.options.maxBatch : plan.options.maxPrefillRows;
-  if (decode && plan.options.maxBatch <= kGemvMaxRows)
-    spec = std::make_shared<GemvSpec>(n, k, epi, defaultGemvTile(plan.target, rowsHint, n, k));
-  else
+  if (useGemv) {
+    GemvTile tile = defaultGemvTile(plan.target, rowsHint, n, k);
+    if (epi.pairs() && !tile.mma && tile.rowsPerWarp % 2) tile.rowsPerWarp = std::min(tile.rowsPerWarp * 2, 8);
+    spec = std::make_shared<GemvSpec>(n, k, epi, tile, pro);
+  } else {
     spec = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
-  int x = use(op.operands[0].id);
-  int w = matmulWeight(op.operands[1]);
-  int b = bias ? matmulWeight(op.operands[2]) : -1;
-  int y = define(op.results[0], n);
-  // gemm/gemv(C, A, W, M, EpiParams{bias, residual})
-  LaunchArg epiArg{LaunchArg::Epilogue, b, -1, 0, 0, "epi"};
+  }
+  int w = matmulWeight(op.operands[wi], layout, epi);
+  if (bias) ea.bias = matmulWeight(op.operands[bi], layout, epi);
+  if (op.kind == OpKind::MatmulResidual) ea.residual = use(op.operands[2].id);
+  int y;
+  if (op.kind == OpKind::Qkv) {
+    // q to an activation; k and v into the KV caches of the attention that reads them.
+    const ir::Op *attn = attentionReading(op.results[1]);
+    if (!attn || attentionReading(op.results[2]) != attn)
+      return m.error(op.loc, "qkv's k and v must feed one attention op (its kernel writes them into that op's KV cache)");
+    ea.kCache = kvCache(*attn, false);
+    ea.vCache = kvCache(*attn, true);
+    ea.positions = input("positions");
+    ea.seqOf = input("seq_of");
+    ea.maxSeq = plan.options.maxSeq;
+    if (epi.rope != QkvRope::None) ea.invFreq = ropeTable(op);
+    y = define(op.results[0], epi.outCols(n));
+  } else {
+    y = define(op.results[0], epi.outCols(n));
+  }
+  // gemm/gemv(C, A, W, M, EpiParams)
+  Arg epiArg{Arg::Epilogue, -1, 0, 0, "epi", ea};
   emit(kernel(spec), {buf(y, "C"), buf(x, "A"), buf(w, "W"), rows(), epiArg}, op);
   return llvm::Error::success();
 }
@@ -198,23 +332,16 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
   int heads = static_cast<int>(op.intAttr("heads")), kvHeads = static_cast<int>(op.intAttr("kv_heads"));
   int headDim = static_cast<int>(op.intAttr("head_dim"));
   double scale = op.floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(headDim)));
-  int slot = kvSlotBase.lookup(&op) + static_cast<int>(std::max<int64_t>(layer, 0));
-  auto cache = [&](bool isV) {
-    PlanBuffer b = named(std::string(isV ? "v_cache" : "k_cache") + "@" + std::to_string(slot), BufferKind::KvCache);
-    b.kvSlot = slot;
-    b.isValue = isV;
-    b.layer = layer;
-    b.fixedBytes = plan.options.maxBatch * plan.options.maxSeq * kvHeads * headDim * 2;
-    return sharedBuffer(std::move(b));
-  };
-  int kc = cache(false), vc = cache(true);
-  int k = use(op.operands[1].id), v = use(op.operands[2].id);
-  int seqOf = input("seq_of"), posOf = input("positions");
-  // kv_write(k, v, k_cache, v_cache, seq_of, pos_of, rows, max_seq)
-  emit(kernel(std::make_shared<KvWriteSpec>(kvHeads, headDim)),
-       {buf(k, "k"), buf(v, "v"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(seqOf, "seq_of"), buf(posOf, "pos_of"),
-        rows(), integer(plan.options.maxSeq, "max_seq")},
-       op);
+  int kc = kvCache(op, false), vc = kvCache(op, true);
+  if (!fromQkv(op.operands[1].id)) { // a qkv op wrote k and v into the caches already
+    int k = use(op.operands[1].id), v = use(op.operands[2].id);
+    int seqOf = input("seq_of"), posOf = input("positions");
+    // kv_write(k, v, k_cache, v_cache, seq_of, pos_of, rows, max_seq)
+    emit(kernel(std::make_shared<KvWriteSpec>(kvHeads, headDim)),
+         {buf(k, "k"), buf(v, "v"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(seqOf, "seq_of"), buf(posOf, "pos_of"),
+          rows(), integer(plan.options.maxSeq, "max_seq")},
+         op);
+  }
   int q = use(op.operands[0].id); // live up to the attention launch, which `out` must not overlap
   int out = define(op.results[0], int64_t(heads) * headDim);
   if (!decode) {
@@ -267,8 +394,30 @@ llvm::Error Lowering::lower(const ir::Op &op) {
          {buf(ids, "ids"), buf(t, "table"), buf(y, "out"), rows(), integer(table.type.shape[0].value, "table_rows")}, op);
     return llvm::Error::success();
   }
+  case OpKind::AddLayerNorm:
+  case OpKind::AddRmsNorm: {
+    // rms_norm_residual / layer_norm_residual(a, b, gamma, [beta,] sum, y, rows, eps)
+    bool layerNorm = op.kind == OpKind::AddLayerNorm;
+    int64_t dim = cols(op.operands[0].id);
+    auto spec = std::make_shared<NormSpec>(layerNorm ? NormKind::Layer : NormKind::Rms, dim,
+                                           m.weights[op.operands[2].id].type.dtype, NormFusion::ResidualAdd);
+    std::vector<Arg> args = {buf(use(op.operands[0].id), "a"), buf(use(op.operands[1].id), "b"),
+                             buf(weight(op.operands[2]), "gamma")};
+    if (layerNorm) args.push_back(buf(weight(op.operands[3]), "beta"));
+    args.push_back(buf(define(op.results[0], dim), "sum"));
+    args.push_back(buf(define(op.results[1], dim), "y"));
+    args.push_back(rows());
+    args.push_back(real(op.floatAttr("eps"), "eps"));
+    emit(kernel(spec), std::move(args), op);
+    return llvm::Error::success();
+  }
   case OpKind::LayerNorm:
   case OpKind::RmsNorm: {
+    if (foldable(op)) { // computed in the prologue of the gemv kernels that read it
+      folded[op.results[0]] = &op;
+      use(op.operands[0].id);
+      return llvm::Error::success();
+    }
     bool layerNorm = op.kind == OpKind::LayerNorm;
     int64_t dim = cols(op.operands[0].id);
     auto spec = std::make_shared<NormSpec>(layerNorm ? NormKind::Layer : NormKind::Rms, dim,
@@ -281,7 +430,10 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     emit(kernel(spec), std::move(args), op);
     return llvm::Error::success();
   }
-  case OpKind::Matmul: return lowerMatmul(op);
+  case OpKind::Matmul:
+  case OpKind::MatmulResidual:
+  case OpKind::GatedMatmul:
+  case OpKind::Qkv: return lowerMatmul(op);
   case OpKind::Attention: return lowerAttention(op);
   case OpKind::Split: {
     std::vector<int64_t> sizes = op.intsAttr("sizes");
@@ -294,11 +446,7 @@ llvm::Error Lowering::lower(const ir::Op &op) {
   }
   case OpKind::Rope: {
     int64_t heads = op.intAttr("heads"), headDim = op.intAttr("head_dim");
-    PlanBuffer table = named("inv_freq:%" + m.value(op.results[0]).name, BufferKind::Constant);
-    for (double f : ir::ropeInverseFrequencies(op)) table.constant.push_back(static_cast<float>(f));
-    table.fixedBytes = static_cast<int64_t>(table.constant.size() * 4);
-    // One table per rope op, shared by every layer (the frequencies do not depend on the layer).
-    int tb = sharedBuffer(std::move(table));
+    int tb = ropeTable(op);
     int x = use(op.operands[0].id);
     int y = define(op.results[0], heads * headDim);
     // rope(x, y, positions, inv_freq, rows)
@@ -338,8 +486,8 @@ void Lowering::gatherOutputRows(const ir::Repeat &r) {
     l.kernel = kernel(std::make_shared<EmbeddingSpec>(dim, ir::DType::BF16));
     l.role = LaunchRole::Gather;
     // embedding(ids = out_rows, table = x [rows, dim], out = y [out_rows, dim], rows = out rows, table_rows = rows)
-    l.args = {buf(outRows, "ids"), buf(x, "table"), buf(y, "out"), Arg{Arg::OutRows, -1, -1, 0, 0, "rows"},
-              Arg{Arg::Rows, -1, -1, 0, 0, "table_rows"}};
+    l.args = {buf(outRows, "ids"), buf(x, "table"), buf(y, "out"), Arg{Arg::OutRows, -1, 0, 0, "rows", {}},
+              Arg{Arg::Rows, -1, 0, 0, "table_rows", {}}};
     l.op = "gather %" + m.value(v).name + " rows that produce logits";
     phase.launches.push_back(std::move(l));
   }
@@ -385,7 +533,13 @@ llvm::Error Lowering::run() {
       kvSlotBase[&op] = slots;
       slots += static_cast<int>(count ? count : 1);
     }
+    for (const ir::Operand &o : op.operands)
+      if (!o.isWeight) readers[o.id].push_back(&op);
+    for (ir::ValueId r : op.results) producer[r] = &op;
   });
+  for (const ir::Item &item : m.items)
+    if (const ir::Repeat *r = std::get_if<ir::Repeat>(&item)) yielded.insert(r->yields.begin(), r->yields.end());
+  yielded.insert(m.outputs.begin(), m.outputs.end());
   for (const ir::Item &item : m.items) {
     if (const ir::Op *op = std::get_if<ir::Op>(&item)) {
       if (auto e = lowerChecked(*op)) return e;
@@ -434,8 +588,24 @@ llvm::json::Value argJSON(const Plan &plan, const LaunchArg &a) {
   case LaunchArg::Int: return llvm::json::Object{{a.what, a.i}};
   case LaunchArg::Float: return llvm::json::Object{{a.what, a.f}};
   case LaunchArg::Epilogue: {
-    auto name = [&](int b) { return b < 0 ? llvm::json::Value(nullptr) : llvm::json::Value(plan.buffers[b].name); };
-    return llvm::json::Object{{a.what, llvm::json::Object{{"bias", name(a.buffer)}, {"residual", name(a.buffer2)}}}};
+    const EpilogueArgs &e = a.epi;
+    llvm::json::Object o;
+    auto put = [&](const char *key, int b) {
+      if (b >= 0) o[key] = plan.buffers[b].name;
+    };
+    put("bias", e.bias);
+    put("residual", e.residual);
+    if (e.scale != 1) o["scale"] = e.scale;
+    put("positions", e.positions);
+    put("seq_of", e.seqOf);
+    put("inv_freq", e.invFreq);
+    put("k_cache", e.kCache);
+    put("v_cache", e.vCache);
+    if (e.kCache >= 0) o["max_seq"] = e.maxSeq;
+    put("norm_gamma", e.gamma);
+    put("norm_beta", e.beta);
+    if (e.gamma >= 0) o["norm_eps"] = e.eps;
+    return llvm::json::Object{{a.what, std::move(o)}};
   }
   }
   return nullptr;
@@ -483,6 +653,8 @@ llvm::json::Object Plan::toJSON() const {
       o["layer"] = b.layer;
       o["dtype"] = ir::dtypeName(b.dtype).str();
       if (b.transposed) o["transposed"] = true;
+      if (b.layout == PlanBuffer::Layout::RopePairs) o["layout"] = "rope_pairs";
+      if (b.layout == PlanBuffer::Layout::GateUp) o["layout"] = "gate_up";
     }
     if (b.kind == BufferKind::KvCache) {
       o["kv_slot"] = b.kvSlot;
@@ -496,6 +668,7 @@ llvm::json::Object Plan::toJSON() const {
     bufs.push_back(std::move(o));
   }
   return llvm::json::Object{{"target", target.name},
+                            {"fused", fused},
                             {"max_batch", options.maxBatch},
                             {"max_prefill_rows", options.maxPrefillRows},
                             {"max_seq", options.maxSeq},
@@ -530,6 +703,29 @@ llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
   return llvm::Error::success();
 }
 
+std::vector<int64_t> rowOrder(const PlanBuffer &b, int64_t rows) {
+  std::vector<int64_t> order;
+  if (b.layout == PlanBuffer::Layout::AsIs) return order;
+  order.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) order[r] = r;
+  if (b.layout == PlanBuffer::Layout::GateUp) {
+    // Row 2j is gate row j, row 2j + 1 is up row j (the up rows are the second half).
+    for (int64_t j = 0; j < rows / 2; ++j) {
+      order[2 * j] = j;
+      order[2 * j + 1] = rows / 2 + j;
+    }
+  } else {
+    // Within each head of the first layoutRows rows: row 2i is i, row 2i + 1 is i + head_dim / 2.
+    int64_t hd = b.layoutHeadDim;
+    for (int64_t h0 = 0; h0 + hd <= std::min(rows, b.layoutRows); h0 += hd)
+      for (int64_t i = 0; i < hd / 2; ++i) {
+        order[h0 + 2 * i] = h0 + i;
+        order[h0 + 2 * i + 1] = h0 + i + hd / 2;
+      }
+  }
+  return order;
+}
+
 llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const PlanOptions &opts) {
   Plan plan;
   plan.target = target;
@@ -545,14 +741,24 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
   if (plan.options.maxPrefillRows == 0)
     plan.options.maxPrefillRows = std::min<int64_t>(2048, plan.options.maxBatch * plan.options.maxSeq);
   // Matmul weights and biases are read as bf16 (converted at load when stored otherwise).
+  auto isMatmul = [](const ir::Op &op) {
+    return op.kind == ir::OpKind::Matmul || op.kind == ir::OpKind::MatmulResidual ||
+           op.kind == ir::OpKind::GatedMatmul || op.kind == ir::OpKind::Qkv;
+  };
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
-    if (op.kind != ir::OpKind::Matmul) return;
-    for (size_t i = 1; i < op.operands.size(); ++i) plan.matmulWeights.insert(op.operands[i].id);
+    if (op.kind > ir::OpKind::Attention || op.attr("act") || op.attr("scale") || op.attr("fold")) plan.fused = true;
   });
   ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {
-    if (op.kind != ir::OpKind::Matmul) return;
-    const ir::WeightDecl &w = m.weights[op.operands[1].id];
-    plan.decodeFlopsPerToken += 2.0 * w.type.shape[0].value * w.type.shape[1].value * std::max<int64_t>(count, 1);
+    if (!isMatmul(op)) return;
+    bool first = true;
+    for (const ir::Operand &o : op.operands) {
+      if (!o.isWeight) continue;
+      plan.matmulWeights.insert(o.id);
+      const ir::WeightDecl &w = m.weights[o.id];
+      if (first && w.type.rank() == 2) // the weight (the next one is a bias)
+        plan.decodeFlopsPerToken += 2.0 * w.type.shape[0].value * w.type.shape[1].value * std::max<int64_t>(count, 1);
+      first = false;
+    }
   });
   if (auto e = checkCapacity(m, plan.options)) return e;
   plan.prefill.name = "prefill";

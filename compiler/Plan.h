@@ -1,7 +1,8 @@
 // compiler/Plan.h — the ordered kernel launches of a prefill and of a decode step, with their buffers.
 //
-// buildPlan lowers a verified module op by op (no fusion yet: that is the fusion pass's job) into
-// launches of specialised kernels. Each launch names its kernel (an index into `kernels`, unique by
+// buildPlan lowers a verified module (fused by compiler/Fuse.cpp or not) op by op into launches of
+// specialised kernels; in decode a norm marked `fold = decode` becomes the prologue of the gemv kernels
+// that read it. Each launch names its kernel (an index into `kernels`, unique by
 // spec name), its arguments in the kernel's parameter order, and the layer it belongs to. Activation
 // buffers live in one arena per phase, placed by the memory planner; weights, constants (rope frequency
 // tables), the KV cache and workspaces are buffers of their own kinds. The runtime walks this to run a
@@ -47,18 +48,36 @@ struct PlanBuffer {
   int kvSlot = -1;         // KvCache: the attention slot (Module::numKvSlots)
   bool isValue = false;    // KvCache: V (else K)
   std::vector<float> constant; // Constant: the values (fp32)
+  // Weight: the order its rows are stored in for a fused epilogue (templates/epilogue.cuh): RopePairs puts
+  // each rotary pair (i, i + head_dim/2) of the first `layoutRows` rows next to each other (EpiQkv, half
+  // style); GateUp interleaves the two halves' rows (EpiGated). Applied at load (rowOrder).
+  enum class Layout { AsIs, RopePairs, GateUp } layout = Layout::AsIs;
+  int64_t layoutHeadDim = 0, layoutRows = 0; // RopePairs
+};
+
+// For a weight buffer of `rows` logical rows: the logical row stored at each row (empty when AsIs).
+std::vector<int64_t> rowOrder(const PlanBuffer &, int64_t rows);
+
+// The buffers and values of a matmul kernel's EpiParams (compiler/kernels/Epilogue.h); -1: none.
+struct EpilogueArgs {
+  int bias = -1, residual = -1;
+  double scale = 1;
+  int64_t maxSeq = 0;
+  int positions = -1, seqOf = -1, invFreq = -1, kCache = -1, vCache = -1; // the qkv epilogue
+  int gamma = -1, beta = -1;                                              // a folded norm (gemv prologue)
+  double eps = 0;
 };
 
 struct LaunchArg {
-  // Epilogue: the matmul kernels' EpiParams {bias, residual}, one struct of two pointers passed by value.
+  // Epilogue: the matmul kernels' EpiParams, one struct passed by value (`epi`).
   // Rows: the rows of this step; OutRows: the rows the step outputs (prefill: after the gather, the last
   // prompt token of each sequence, or every row when the caller keeps the prompt's logits).
   enum Kind { Buffer, Rows, OutRows, Int, Float, Epilogue } kind = Buffer;
-  int buffer = -1;   // Buffer; Epilogue: the bias (-1: none)
-  int buffer2 = -1;  // Epilogue: the residual (-1: none)
+  int buffer = -1;   // Buffer
   int64_t i = 0;     // Int
   double f = 0;      // Float
   std::string what;  // the kernel parameter it binds, for dumps
+  EpilogueArgs epi;  // Epilogue
 };
 
 // What a launch is for. The runtime treats all alike except: a Select launch (argmax) is swapped for the
@@ -110,6 +129,7 @@ struct Plan {
   int sampleKernel = -1;           // sample<vocab>: replaces the Select launch's argmax when sampling
   int64_t weightBytes = 0;         // every weight buffer as the kernels read it
   double decodeFlopsPerToken = 0;  // 2 * the matmul weights' elements (attention excluded: it grows with context)
+  bool fused = false;              // the module holds fused ops (compiler/Fuse.cpp ran on it)
 
   llvm::json::Object toJSON() const;
 };

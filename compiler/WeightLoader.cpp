@@ -1,6 +1,7 @@
 // compiler/WeightLoader.cpp — checks and reads the tensors behind a module's weights.
 #include "compiler/WeightLoader.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -110,38 +111,75 @@ void storeElement(uint8_t *p, ir::DType t, float v) {
 
 llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight, int64_t layer, ir::DType dtype,
                          size_t chunkBytes,
-                         llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink) {
+                         llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink,
+                         llvm::ArrayRef<int64_t> rowOrder) {
   const ir::WeightDecl &w = m.weights[weight];
-  auto ref = lookup(w, layer, ckpt);
-  if (!ref) return ref.takeError();
-  if (dtype == ir::DType::I32 || w.type.dtype == ir::DType::I32)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "weight @" + w.name + ": only bf16, f16 and f32 weights can be loaded");
-  llvm::ArrayRef<uint8_t> src = ref->file->bytes(*ref->info);
+  // The checkpoint tensors behind it: itself, or a packed weight's parts, stacked.
+  struct Part {
+    const ir::WeightDecl *decl;
+    llvm::ArrayRef<uint8_t> src;
+    int64_t firstRow, rows;
+  };
+  std::vector<Part> parts;
+  int64_t totalRows = 0;
+  for (int p : w.packed() ? w.parts : std::vector<int>{weight}) {
+    const ir::WeightDecl &d = m.weights[static_cast<size_t>(p)];
+    auto ref = lookup(d, layer, ckpt);
+    if (!ref) return ref.takeError();
+    if (dtype == ir::DType::I32 || d.type.dtype == ir::DType::I32)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "weight @" + d.name + ": only bf16, f16 and f32 weights can be loaded");
+    int64_t rows = d.type.shape[0].value;
+    parts.push_back(Part{&d, ref->file->bytes(*ref->info), totalRows, rows});
+    totalRows += rows;
+  }
   chunkBytes = std::max<size_t>(chunkBytes, 1);
-  if (dtype == w.type.dtype && !w.transposed) {
-    for (size_t off = 0; off < src.size(); off += chunkBytes)
-      if (auto e = sink(src.slice(off, std::min(chunkBytes, src.size() - off)), off)) return e;
+  bool asStored = rowOrder.empty() && llvm::all_of(parts, [&](const Part &p) {
+                    return p.decl->type.dtype == dtype && !p.decl->transposed;
+                  });
+  if (asStored) { // views of the mapped files, part after part
+    size_t base = 0;
+    for (const Part &p : parts) {
+      for (size_t off = 0; off < p.src.size(); off += chunkBytes)
+        if (auto e = sink(p.src.slice(off, std::min(chunkBytes, p.src.size() - off)), base + off)) return e;
+      base += p.src.size();
+    }
     return llvm::Error::success();
   }
-  // Logical [rows, cols] (a vector is one row); stored [cols, rows] when transposed.
-  int64_t rows = w.type.shape.size() == 2 ? w.type.shape[0].value : 1;
-  int64_t cols = w.type.shape.back().value;
-  size_t inSize = ir::dtypeSize(w.type.dtype), outSize = ir::dtypeSize(dtype);
+  // Row by row: logical [rows, cols] (a vector is rows of one element), each output row converted from its
+  // part's row (stored [cols, rows] when transposed), in the order rowOrder gives.
+  if (!rowOrder.empty() && static_cast<int64_t>(rowOrder.size()) != totalRows)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "weight @" + w.name + ": row order of " +
+                                       llvm::Twine(rowOrder.size()) + " rows for " + llvm::Twine(totalRows));
+  int64_t cols = w.type.rank() == 2 ? w.type.shape[1].value : 1;
+  size_t outSize = ir::dtypeSize(dtype);
   int64_t rowsPerChunk = std::max<int64_t>(1, static_cast<int64_t>(chunkBytes / (cols * outSize)));
-  std::vector<uint8_t> buf(static_cast<size_t>(std::min(rows, rowsPerChunk) * cols) * outSize);
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min(totalRows, rowsPerChunk) * cols) * outSize);
+  auto convertRow = [&](int64_t r, int64_t r0) {
+    int64_t logical = rowOrder.empty() ? r : rowOrder[static_cast<size_t>(r)];
+    const Part *p = &parts[0];
+    for (const Part &q : parts)
+      if (logical >= q.firstRow) p = &q;
+    int64_t src = logical - p->firstRow;
+    const ir::WeightDecl &d = *p->decl;
+    size_t inSize = ir::dtypeSize(d.type.dtype);
+    uint8_t *out = &buf[static_cast<size_t>((r - r0) * cols) * outSize];
+    if (d.type.dtype == dtype && !d.transposed) {
+      std::memcpy(out, &p->src[static_cast<size_t>(src * cols) * inSize], static_cast<size_t>(cols) * inSize);
+      return;
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t from = d.transposed ? c * p->rows + src : src * cols + c;
+      storeElement(out + static_cast<size_t>(c) * outSize, dtype, loadElement(&p->src[static_cast<size_t>(from) * inSize], d.type.dtype));
+    }
+  };
   // Conversion runs at ~200 M elements a second a core (Llama-2-7B's f16 matmul weights took 34 s on one),
   // so a chunk's rows are split over up to 16 threads.
   const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
-  for (int64_t r0 = 0; r0 < rows; r0 += rowsPerChunk) {
-    int64_t n = std::min(rowsPerChunk, rows - r0);
+  for (int64_t r0 = 0; r0 < totalRows; r0 += rowsPerChunk) {
+    int64_t n = std::min(rowsPerChunk, totalRows - r0);
     auto convertRows = [&](int64_t first, int64_t last) {
-      for (int64_t r = first; r < last; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          int64_t from = w.transposed ? c * rows + r : r * cols + c;
-          storeElement(&buf[static_cast<size_t>((r - r0) * cols + c) * outSize], dtype,
-                       loadElement(&src[static_cast<size_t>(from) * inSize], w.type.dtype));
-        }
+      for (int64_t r = first; r < last; ++r) convertRow(r, r0);
     };
     if (threads == 1 || n < 2 || n * cols < (int64_t(1) << 20)) {
       convertRows(r0, r0 + n);

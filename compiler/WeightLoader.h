@@ -24,8 +24,11 @@ llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &, const Checkpoin
 // The bytes go to `sink(bytes, offset)` in order, at most about `chunkBytes` at a time, so a caller streaming
 // them to the GPU never holds a whole tensor: a tensor stored as it is read is handed out as views of the
 // mapped file; a converted or transposed one through one chunk-sized buffer (whole output rows per chunk).
+// A packed weight streams its parts' rows stacked. `rowOrder`, when given, lists for each output row the
+// logical row stored there (a fused epilogue's layout, Plan.h rowOrder); rows of a vector are its elements.
 llvm::Error streamWeight(const ir::Module &, const Checkpoint &, int weight, int64_t layer, ir::DType dtype,
                          size_t chunkBytes,
-                         llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink);
+                         llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink,
+                         llvm::ArrayRef<int64_t> rowOrder = {});
 
 } // namespace minfer

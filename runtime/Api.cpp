@@ -20,6 +20,7 @@ Result<Engine> Engine::load(const std::string &model, const EngineOptions &optio
   o.plan.maxPrefillRows = options.maxPrefillTokens;
   o.jobs = options.compileJobs;
   o.cache = options.useCache;
+  o.fuse = options.fuse;
   auto e = rt::Engine::load(model, o);
   if (!e) return toStatus(e.takeError());
   return Engine(std::shared_ptr<rt::Engine>(std::move(*e)));

@@ -2,6 +2,7 @@
 #include "runtime/Engine.h"
 
 #include "compiler/Bundle.h"
+#include "compiler/Fuse.h"
 #include "compiler/HFImport.h"
 #include "compiler/KernelCache.h"
 #include "compiler/Safetensors.h"
@@ -69,7 +70,7 @@ struct EngineLoader {
       engine->mod = std::move(*m);
       engine->st.source = "checkpoint";
       if (weightsPath.empty()) weightsPath = model.str();
-      return llvm::Error::success();
+      return fuse();
     }
     if (weightsPath.empty())
       return fail("model '" + model + "' is " + (isBundleFile(model) ? "a bundle" : "an IR file") +
@@ -81,6 +82,7 @@ struct EngineLoader {
       if (!m) return m.takeError();
       engine->mod = std::move(*m);
       engine->st.source = "bundle";
+      engine->st.fused = b->plan.getBoolean("fused").getValueOr(true);
       bundle = std::move(*b);
       return llvm::Error::success();
     }
@@ -90,6 +92,15 @@ struct EngineLoader {
     if (!m) return m.takeError();
     engine->mod = std::move(*m);
     engine->st.source = "ir";
+    return fuse();
+  }
+
+  // The fusion pass (a bundle's IR is already what its plan was built from).
+  llvm::Error fuse() {
+    engine->st.fused = opts.fuse;
+    if (!opts.fuse) return llvm::Error::success();
+    auto stats = fuseModule(*engine->mod);
+    if (!stats) return stats.takeError();
     return llvm::Error::success();
   }
 
@@ -231,7 +242,8 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
       written += bytes.size();
       return weightMemory.upload(bytes.data(), bytes.size(), offsets[i] + offset);
     };
-    if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink)) return e;
+    std::vector<int64_t> order = rowOrder(b, mod->weights[b.weight].type.shape[0].value);
+    if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink, order)) return e;
     if (written != static_cast<size_t>(b.fixedBytes))
       return fail("weight " + b.name + ": " + std::to_string(written) + " bytes loaded, the plan expects " +
                   std::to_string(b.fixedBytes));

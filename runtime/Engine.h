@@ -38,12 +38,14 @@ struct EngineOptions {
   PlanOptions plan;       // sizes of the sessions (batch, max_seq, prefill rows); a bundle's own are fixed
   unsigned jobs = 0;      // compile workers (0: the cores)
   bool cache = true;      // false: compile without the disk cache (MINFER_NO_CACHE does the same)
+  bool fuse = true;       // run the fusion pass on an .ir file or a checkpoint (a bundle is planned as built)
   size_t uploadChunkBytes = 64u << 20; // host staging per weight-upload step
 };
 
 // What loading took, for `minferc run` and the benchmarks.
 struct LoadStats {
   std::string source;       // "ir", "bundle" or "checkpoint"
+  bool fused = true;        // the fusion pass ran
   double parseMs = 0;       // model parsed, verified, planned; weights checked
   double compileMs = 0;     // kernels compiled or read from the cache (0 for a bundle)
   CompileStats compile;     // hits, misses, workers

@@ -1,6 +1,8 @@
 // runtime/Session.cpp — a batch of sequences through prefill and decode.
 #include "runtime/Session.h"
 
+#include "compiler/kernels/Epilogue.h"
+
 #include "compiler/Safetensors.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -145,11 +147,11 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
   const Plan &plan = engine.plan();
   bool sample = sampling && l.role == LaunchRole::Select && sampling->temperature > 0.f;
   int kernel = sample ? plan.sampleKernel : l.kernel;
-  // Every argument in its own 16-byte slot (the largest is the epilogue's two pointers).
-  std::array<std::array<uint64_t, 2>, 16> store{};
+  // Every argument in its own slot, as large as the largest (the matmul kernels' EpiParams).
+  std::array<std::array<uint64_t, sizeof(EpiParamsHost) / 8>, 16> store{};
   std::array<void *, 16> params{};
   size_t n = 0;
-  auto slot = [&]() -> std::array<uint64_t, 2> & {
+  auto slot = [&]() -> std::array<uint64_t, sizeof(EpiParamsHost) / 8> & {
     params[n] = store[n].data();
     return store[n++];
   };
@@ -178,9 +180,21 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
     case LaunchArg::Int: putInt(seg && a.what == "start_pos" ? seg->start : a.i); break;
     case LaunchArg::Float: putFloat(a.f); break;
     case LaunchArg::Epilogue: {
-      auto &s = slot();
-      s[0] = address(ph, a.buffer);
-      s[1] = address(ph, a.buffer2);
+      const EpilogueArgs &e = a.epi;
+      EpiParamsHost p;
+      p.bias = address(ph, e.bias);
+      p.residual = address(ph, e.residual);
+      p.scale = static_cast<float>(e.scale);
+      p.maxSeq = static_cast<int32_t>(e.maxSeq);
+      p.positions = address(ph, e.positions);
+      p.seqOf = address(ph, e.seqOf);
+      p.invFreq = address(ph, e.invFreq);
+      p.kCache = address(ph, e.kCache);
+      p.vCache = address(ph, e.vCache);
+      p.gamma = address(ph, e.gamma);
+      p.beta = address(ph, e.beta);
+      p.eps = static_cast<float>(e.eps);
+      std::memcpy(slot().data(), &p, sizeof p);
       break;
     }
     }

@@ -1,32 +1,53 @@
-// templates/epilogue.cuh — epilogue policies: what a matmul kernel does to each fp32 accumulator before it
-// rounds it to bf16 and stores it (bias, activation, residual add).
+// templates/epilogue.cuh — what a matmul kernel fuses around its product: epilogue policies (what happens to
+// each fp32 accumulator before it is stored) and, for the decode kernels (gemv.cuh), prologue policies (a
+// norm applied to the activation rows as they are read).
 //
-// The fusion pass picks one policy per matmul (compiler/kernels/Epilogue.h maps its enum to these type
-// names); gemm.cuh and gemv.cuh take it as a template parameter, so one kernel serves every epilogue and
-// the policy's code is inlined into the store. A policy is composed of three steps in this order:
+// compiler/kernels/Epilogue.h names the policy of each kernel spec; gemm.cuh and gemv.cuh take it as a
+// template parameter, so its code is inlined into the store. The policies:
 //
-//   v = acc (+ bias[col]);  v = act(v);  v = v (+ residual[row, col])
+//   EpiPointwise<BIAS, Act, SCALE, RESIDUAL>   v = act(acc + bias[col]) * scale + residual[row, col] -> C[row, col]
+//   EpiGated<Act>                              W's rows interleave gate and up (packed so at load): the pair
+//                                              (col, col + 1) = (g, u) of output col / 2: C[row, col/2] = act(g) * u
+//   EpiQkv<HEADS, KV_HEADS, HEAD_DIM, ROPE, BIAS>
+//                                              W stacks q, k, v rows; q goes to C [M, HEADS*HEAD_DIM], k and v
+//                                              into the KV caches at (seq_of[row], positions[row]); q and k are
+//                                              rotated (ROPE 1: half style, 2: interleaved; 0: none) with W's
+//                                              rows for the half style permuted at load so that each rotary
+//                                              pair (i, i + HEAD_DIM/2) is a column pair (2i, 2i + 1)
 //
-// which covers `matmul + bias`, `gelu(matmul + bias)` (GPT-2 MLP up), `silu(matmul)` and
-// `x + matmul (+ bias)` (the residual stream after an output projection).
+// Interface, for a policy P and C [M, N] (N = W's rows):
+//   P::kPairs                                    true when P needs columns (col, col + 1) together
+//   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
+//   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
+// A pointwise C may alias p.residual (an in-place residual add): each residual element is read by the thread
+// that writes that element of C, just before the write, and never through the read-only (.nc) path.
 //
-// Interface, for a policy P and a kernel whose output C is [M, N] bf16 row-major:
-//   P::template apply<N>(acc, row, col, p)         one element (any N)
-//   P::template apply2<N>(acc2, row, col, p)       elements (row, col) and (row, col + 1); needs N and col
-//                                                  even, so bias and residual pairs are 4-byte aligned
-// The residual is [M, N] like C (row stride N). C may alias p.residual (an in-place residual add): each
-// residual element is read by the thread that writes that element of C, just before the write, and never
-// through the read-only (.nc) path.
+// Prologue policies (gemv.cuh only): ProNone, and ProNorm<LAYER, WeightT>, which normalises each activation row
+// as the norm kernel (norm.cuh) would — fp32 statistics, two-pass for LayerNorm, rsqrtf, the result rounded to
+// bf16 before it is multiplied — so folding a norm into the matmul changes no bit of what the matmul reads.
+//   P::kActive; P::template stats<K>(aRow, p) -> float2 {mean, inv}, called by all 32 lanes of a warp;
+//   P::template apply8(a[8], k0, stats, p): elements k0..k0+7 of a row, in place.
 #pragma once
 
 #include "common.cuh"
 
 namespace minfer {
 
-// Passed by value to every matmul kernel. Pointers a policy does not use may be null.
+// Passed by value to every matmul kernel; the fields a policy does not use may be null / zero. The host
+// mirror is compiler/kernels/Epilogue.h's EpiParamsHost (same layout, checked there).
 struct EpiParams {
-  const bf16 *bias;     // [N]
-  const bf16 *residual; // [M, N], row stride N
+  const bf16 *bias;      // [N]
+  const bf16 *residual;  // [M, N], row stride N
+  float scale;           // EpiPointwise with SCALE
+  int max_seq;           // EpiQkv: cache rows per sequence
+  const int *positions;  // EpiQkv: [M] rope angle and cache row
+  const int *seq_of;     // EpiQkv: [M] cache sequence (negative: skip the cache write)
+  const float *inv_freq; // EpiQkv: [HEAD_DIM / 2]
+  bf16 *k_cache;         // EpiQkv: [batch, max_seq, KV_HEADS * HEAD_DIM]
+  bf16 *v_cache;
+  const void *gamma;     // ProNorm: [K] of its WeightT
+  const void *beta;      // ProNorm<true>: [K]
+  float eps;             // ProNorm
 };
 
 // Activations: fp32 in, fp32 out, the same formulas as the interpreter (ir/Interpreter.cpp), with the
@@ -50,21 +71,26 @@ struct ActRelu {
   __device__ __forceinline__ static float f(float x) { return fmaxf(x, 0.f); }
 };
 
-template <bool BIAS, class Act, bool RESIDUAL> struct EpiPolicy {
-  static constexpr bool kUsesBias = BIAS;
-  static constexpr bool kUsesResidual = RESIDUAL;
+template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
+  static constexpr bool kPairs = false;
 
   template <int N> __device__ __forceinline__ static float apply(float acc, int row, int col, const EpiParams &p) {
     float v = acc;
     if constexpr (BIAS) v += toFloat(p.bias[col]);
     v = Act::f(v);
+    if constexpr (SCALE) v *= p.scale;
     if constexpr (RESIDUAL) v += toFloat(p.residual[static_cast<long long>(row) * N + col]);
     return v;
   }
 
   template <int N>
-  __device__ __forceinline__ static float2 apply2(float2 acc, int row, int col, const EpiParams &p) {
-    static_assert(N % 2 == 0, "apply2 reads bias and residual pairs as 4-byte words: N must be even");
+  __device__ __forceinline__ static void store1(bf16 *C, float acc, int row, int col, const EpiParams &p) {
+    C[static_cast<long long>(row) * N + col] = toBf16(apply<N>(acc, row, col, p));
+  }
+
+  template <int N>
+  __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p) {
+    static_assert(N % 2 == 0, "store2 reads bias and residual pairs as 4-byte words: N must be even");
     float2 v = acc;
     if constexpr (BIAS) {
       float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.bias + col));
@@ -73,29 +99,131 @@ template <bool BIAS, class Act, bool RESIDUAL> struct EpiPolicy {
     }
     v.x = Act::f(v.x);
     v.y = Act::f(v.y);
+    if constexpr (SCALE) {
+      v.x *= p.scale;
+      v.y *= p.scale;
+    }
+    const long long at = static_cast<long long>(row) * N + col;
     if constexpr (RESIDUAL) {
-      const bf16 *r = p.residual + static_cast<long long>(row) * N + col;
-      float2 res = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(r));
+      float2 res = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.residual + at));
       v.x += res.x;
       v.y += res.y;
     }
-    return v;
+    *reinterpret_cast<__nv_bfloat162 *>(C + at) = __floats2bfloat162_rn(v.x, v.y);
   }
 };
 
-// The policies the fusion pass can name (compiler/kernels/Epilogue.def lists the same set: a policy
-// added here must be added there, and GemmSpecTest compiles every one).
-struct EpiNone : EpiPolicy<false, ActNone, false> {};
-struct EpiBias : EpiPolicy<true, ActNone, false> {};
-struct EpiGeluTanh : EpiPolicy<false, ActGeluTanh, false> {};
-struct EpiGeluErf : EpiPolicy<false, ActGeluErf, false> {};
-struct EpiSilu : EpiPolicy<false, ActSilu, false> {};
-struct EpiRelu : EpiPolicy<false, ActRelu, false> {};
-struct EpiBiasGeluTanh : EpiPolicy<true, ActGeluTanh, false> {};
-struct EpiBiasGeluErf : EpiPolicy<true, ActGeluErf, false> {};
-struct EpiBiasSilu : EpiPolicy<true, ActSilu, false> {};
-struct EpiBiasRelu : EpiPolicy<true, ActRelu, false> {};
-struct EpiResidual : EpiPolicy<false, ActNone, true> {};
-struct EpiBiasResidual : EpiPolicy<true, ActNone, true> {};
+template <class Act> struct EpiGated {
+  static constexpr bool kPairs = true;
+
+  template <int N>
+  __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &) {
+    static_assert(N % 2 == 0, "EpiGated: W interleaves gate and up rows, so N must be even");
+    C[static_cast<long long>(row) * (N / 2) + col / 2] = toBf16(Act::f(acc.x) * acc.y);
+  }
+};
+
+template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct EpiQkv {
+  static constexpr bool kPairs = true;
+  static constexpr int QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM;
+
+  template <int N>
+  __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p) {
+    static_assert(N == QD + 2 * KVD, "EpiQkv: W must stack (HEADS + 2 KV_HEADS) * HEAD_DIM rows");
+    static_assert(HEAD_DIM % 2 == 0, "EpiQkv: HEAD_DIM must be even");
+    float a = acc.x, b = acc.y;
+    if constexpr (BIAS) {
+      a += toFloat(p.bias[col]);
+      b += toFloat(p.bias[col + 1]);
+    }
+    const int region = col < QD ? 0 : col < QD + KVD ? 1 : 2; // q, k, v
+    const int local = col - (region == 0 ? 0 : region == 1 ? QD : QD + KVD);
+    bf16 *dst;
+    if (region == 0) {
+      dst = C + static_cast<long long>(row) * QD;
+    } else {
+      const int seq = p.seq_of[row], pos = p.positions[row];
+      if (seq < 0 || pos < 0 || pos >= p.max_seq) return; // as kv_write (rope.cuh): never outside the cache
+      dst = (region == 1 ? p.k_cache : p.v_cache) + (static_cast<long long>(seq) * p.max_seq + pos) * KVD;
+    }
+    const int head = local / HEAD_DIM, i = (local % HEAD_DIM) / 2; // rotary pair i of the head
+    int ia = local, ib = local + 1;
+    if (ROPE != 0 && region < 2) {
+      // As rope.cuh: the angle (float)pos * inv_freq[i] in fp32, then sincosf.
+      float s, c;
+      sincosf(static_cast<float>(p.positions[row]) * p.inv_freq[i], &s, &c);
+      const float ra = a * c - b * s, rb = b * c + a * s;
+      a = ra;
+      b = rb;
+      if (ROPE == 1) { // half style: the pair is (i, i + HEAD_DIM / 2) of the head
+        ia = head * HEAD_DIM + i;
+        ib = ia + HEAD_DIM / 2;
+      }
+    }
+    if (ib == ia + 1) {
+      *reinterpret_cast<__nv_bfloat162 *>(dst + ia) = __floats2bfloat162_rn(a, b);
+    } else {
+      dst[ia] = toBf16(a);
+      dst[ib] = toBf16(b);
+    }
+  }
+};
+
+// ---- prologues -----------------------------------------------------------------------------------------
+
+struct ProNone {
+  static constexpr bool kActive = false;
+  template <int K> __device__ __forceinline__ static float2 stats(const bf16 *, const EpiParams &) {
+    return make_float2(0.f, 1.f);
+  }
+  __device__ __forceinline__ static void apply8(float (&)[8], int, float2, const EpiParams &) {}
+};
+
+template <bool LAYER, typename WeightT> struct ProNorm {
+  static constexpr bool kActive = true;
+
+  // {mean (0 for RMS), 1 / sqrt(var + eps)} of row aRow [K], by the 32 lanes of a warp together.
+  template <int K> __device__ __forceinline__ static float2 stats(const bf16 *aRow, const EpiParams &p) {
+    static_assert(K % 8 == 0, "ProNorm: K must be a multiple of 8");
+    const int lane = threadIdx.x % 32;
+    float acc = 0.f;
+    for (int k = lane * 8; k < K; k += 256) {
+      const uint4 raw = *reinterpret_cast<const uint4 *>(aRow + k);
+      const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 f = __bfloat1622float2(h[e]);
+        acc += LAYER ? f.x + f.y : f.x * f.x + f.y * f.y;
+      }
+    }
+    acc = warpSum(acc);
+    float mean = 0.f;
+    if constexpr (LAYER) {
+      mean = acc * (1.f / K);
+      float sq = 0.f;
+      for (int k = lane * 8; k < K; k += 256) {
+        const uint4 raw = *reinterpret_cast<const uint4 *>(aRow + k);
+        const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __bfloat1622float2(h[e]);
+          sq += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
+        }
+      }
+      acc = warpSum(sq);
+    }
+    return make_float2(mean, rsqrtf(acc * (1.f / K) + p.eps));
+  }
+
+  __device__ __forceinline__ static void apply8(float (&a)[8], int k0, float2 st, const EpiParams &p) {
+    const WeightT *g = static_cast<const WeightT *>(p.gamma) + k0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      float v = (a[e] - st.x) * st.y * toFloat(g[e]);
+      if constexpr (LAYER) v += toFloat(static_cast<const WeightT *>(p.beta)[k0 + e]);
+      a[e] = toFloat(toBf16(v)); // what the norm kernel would have stored
+    }
+  }
+};
 
 } // namespace minfer

@@ -257,16 +257,15 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
 
   // Epilogue: fragment (i, j) holds C[row][col], C[row][col + 1] in acc[0..1] and row + 8 in acc[2..3],
   // with row = lane / 4 and col = 2 (lane % 4) inside the 16x8 fragment.
+  static_assert(!Epi::kPairs || N % 2 == 0, "gemm: this epilogue needs column pairs, so N must be even");
   auto store = [&](int row, int col, float x, float y) {
     if (row >= M) return;
-    bf16 *out = C + static_cast<long long>(row) * N + col;
     if constexpr (N % 2 == 0) {
       if (N % BN != 0 && col >= N) return; // N even and col even: col < N means col + 1 < N too
-      float2 v = Epi::template apply2<N>(make_float2(x, y), row, col, epi);
-      *reinterpret_cast<__nv_bfloat162 *>(out) = __floats2bfloat162_rn(v.x, v.y);
+      Epi::template store2<N>(C, make_float2(x, y), row, col, epi);
     } else {
-      if (col < N) out[0] = toBf16(Epi::template apply<N>(x, row, col, epi));
-      if (col + 1 < N) out[1] = toBf16(Epi::template apply<N>(y, row, col + 1, epi));
+      if (col < N) Epi::template store1<N>(C, x, row, col, epi);
+      if (col + 1 < N) Epi::template store1<N>(C, y, row, col + 1, epi);
     }
   };
 #pragma unroll

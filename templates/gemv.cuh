@@ -91,7 +91,7 @@ __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
 } // namespace gemv_detail
 
-template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi>
+template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro = ProNone>
 __global__ void __launch_bounds__(WARPS * 32)
     gemv(bf16 *C, const bf16 *__restrict__ A, const bf16 *__restrict__ W, int M, EpiParams epi) {
   using namespace gemv_detail;
@@ -100,6 +100,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   static_assert(MAX_M >= 1 && MAX_M <= 16, "gemv: MAX_M must be 1..16 (larger M belongs to gemm)");
   static_assert(ROWS_PER_WARP >= 1 && ROWS_PER_WARP <= 8, "gemv: ROWS_PER_WARP must be 1..8");
   static_assert(WARPS >= 1 && WARPS <= 32, "gemv: WARPS must be 1..32");
+  static_assert(!Epi::kPairs || ROWS_PER_WARP % 2 == 0,
+                "gemv: this epilogue needs W rows in pairs, so ROWS_PER_WARP must be even");
 
   constexpr int R = ROWS_PER_WARP;
   constexpr int kChunks = K / 8;                     // 16-byte chunks per row
@@ -126,6 +128,11 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int m = 0; m < MAX_M; ++m)
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
+    // The prologue's statistics of each activation row (the warp computes them together).
+    float2 st[MAX_M];
+#pragma unroll
+    for (int m = 0; m < MAX_M; ++m)
+      if (Pro::kActive && m < rows) st[m] = Pro::template stats<K>(A + static_cast<long long>(m0 + m) * K, epi);
 
     // U consecutive steps starting at `step0`: all W loads first, then activations, then the FMAs.
     auto steps = [&](int step0, auto unroll) {
@@ -147,6 +154,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             const bool ok = kChunks % 32 == 0 || chunk + lane < kChunks;
             float a[8];
             unpack8(a, ok ? loadCached(aRows + static_cast<long long>(m) * K + chunk * 8) : make_uint4(0, 0, 0, 0));
+            if (Pro::kActive && ok) Pro::apply8(a, (chunk + lane) * 8, st[m], epi);
 #pragma unroll
             for (int r = 0; r < R; ++r) acc[m][r] = dot8(acc[m][r], a, w[u][r]);
           }
@@ -159,13 +167,18 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
     for (int m = 0; m < MAX_M; ++m) {
       if (m < rows) {
+        float sum[R];
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const float sum = warpSum(acc[m][r]);
+        for (int r = 0; r < R; ++r) sum[r] = warpSum(acc[m][r]); // every lane gets the sums
+#pragma unroll
+        for (int r = 0; r < R; r += Epi::kPairs ? 2 : 1) {
           const int n = row0 + r, row = m0 + m;
           // Lanes take turns storing, so the R * MAX_M results leave from different lanes.
-          if (lane == (m * R + r) % 32 && n < N)
-            C[static_cast<long long>(row) * N + n] = toBf16(Epi::template apply<N>(sum, row, n, epi));
+          if (lane != (m * R + r) % 32 || n >= N) continue;
+          if constexpr (Epi::kPairs) // n even (row0 and r are), so n + 1 < N too
+            Epi::template store2<N>(C, make_float2(sum[r], sum[r + 1]), row, n, epi);
+          else
+            Epi::template store1<N>(C, sum[r], row, n, epi);
         }
       }
     }
@@ -183,9 +196,25 @@ __device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// 8 bf16 of an activation row (elements k0..k0+7) through the prologue, repacked.
+template <class Pro>
+__device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, const EpiParams &epi) {
+  float a[8];
+  unpack8(a, raw);
+  Pro::apply8(a, k0, st, epi);
+  uint4 out;
+  unsigned *w = reinterpret_cast<unsigned *>(&out);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a[2 * e], a[2 * e + 1]);
+    w[e] = *reinterpret_cast<unsigned *>(&h);
+  }
+  return out;
+}
+
 } // namespace gemv_detail
 
-template <int N, int K, int MAX_M, int WARPS, class Epi>
+template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro = ProNone>
 __global__ void __launch_bounds__(WARPS * 32)
     gemvMma(bf16 *C, const bf16 *__restrict__ A, const bf16 *__restrict__ W, int M, EpiParams epi) {
   using namespace gemv_detail;
@@ -222,6 +251,17 @@ __global__ void __launch_bounds__(WARPS * 32)
       x[j] = A + static_cast<long long>(m0 + (hasRow[j] ? 8 * j + g : 0)) * K + t * 8;
     }
     float acc[NT][4] = {};
+    // The prologue's statistics of this lane's activation rows 8j + g (the warp computes each row's together).
+    float2 st[NT];
+    if constexpr (Pro::kActive) {
+#pragma unroll
+      for (int m = 0; m < MAX_M; ++m) {
+        if (m < rows) {
+          const float2 s = Pro::template stats<K>(A + static_cast<long long>(m0 + m) * K, epi);
+          if (m % 8 == g) st[m / 8] = s;
+        }
+      }
+    }
 
     // U chunks of this warp starting at its i0-th: all loads first, then the mmas.
     auto steps = [&](int i0, auto unroll) {
@@ -239,7 +279,10 @@ __global__ void __launch_bounds__(WARPS * 32)
         const int c = (i0 + u) * WARPS + warp;
         const bool ok = (kChunks % WARPS == 0 || c < kChunks) && (K % 32 == 0 || c * 32 + t * 8 < K);
 #pragma unroll
-        for (int j = 0; j < NT; ++j) xa[u][j] = ok && hasRow[j] ? loadCached(x[j] + c * 32) : make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < NT; ++j) {
+          xa[u][j] = ok && hasRow[j] ? loadCached(x[j] + c * 32) : make_uint4(0, 0, 0, 0);
+          if (Pro::kActive && ok && hasRow[j]) xa[u][j] = normalise<Pro>(xa[u][j], c * 32 + t * 8, st[j], epi);
+        }
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -272,9 +315,12 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int n = row0 + g + (e / 2) * 8, r = 8 * j + 2 * t + e % 2;
-          if (r < rows && n < N) {
-            const int row = m0 + r;
-            C[static_cast<long long>(row) * N + n] = toBf16(Epi::template apply<N>(acc[j][e], row, n, epi));
+          if constexpr (Epi::kPairs) {
+            // W rows n, n + 1 (g even) meet in the lane of row n: its partner is lane + 4.
+            const float next = __shfl_down_sync(0xffffffffu, acc[j][e], 4);
+            if (g % 2 == 0 && r < rows && n < N) Epi::template store2<N>(C, make_float2(acc[j][e], next), m0 + r, n, epi);
+          } else if (r < rows && n < N) {
+            Epi::template store1<N>(C, acc[j][e], m0 + r, n, epi);
           }
         }
       }

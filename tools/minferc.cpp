@@ -116,6 +116,8 @@ cl::opt<float> topP("top-p", cl::desc("Keep the smallest set of tokens with this
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the sampler (GPU)"), cl::init(0), cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> stopIds("stop-ids", cl::desc("Stop a sequence after one of these token ids, e.g. the EOS (GPU)"),
                              cl::value_desc("2,..."), cl::sub(runCmd), cl::cat(category));
+cl::opt<bool> runNoFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel per IR op (for comparison)"),
+                        cl::sub(runCmd), cl::cat(category));
 cl::opt<bool> noGraph("no-cuda-graph", cl::desc("Launch the decode kernels one by one instead of replaying a CUDA graph"),
                       cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> runTarget("target", cl::desc("Expected GPU architecture (default: the GPU's own)"),
@@ -362,6 +364,7 @@ int runGpu() {
   eo.target = runTarget;
   eo.plan.maxBatch = runBatch;
   eo.plan.maxSeq = runMaxSeq;
+  eo.fuse = !runNoFuse;
   auto engine = rt::Engine::load(runModel, eo);
   if (!engine) return fail(engine.takeError());
   auto t1 = Clock::now();
@@ -397,7 +400,7 @@ int runGpu() {
   double prefillTokS = gen->prefillMs > 0 ? gen->promptTokens / (gen->prefillMs / 1e3) : 0;
   double msPerToken = gen->decodeSteps ? gen->decodeMs / gen->decodeSteps : 0;
   llvm::errs() << llvm::formatv(
-      "minferc run: backend=gpu on {0} ({1}), model from {2}\n"
+      "minferc run: backend=gpu on {0} ({1}), model from {2}{21}\n"
       "  load {3:f0} ms: parse+plan+checks {4:f0} ms, kernels {5:f0} ms ({6} kernels: {7}), modules {8:f0} ms, "
       "weights {9:f0} ms ({10})\n"
       "  prefill {11} tokens in {12:f2} ms ({13:f0} tok/s, first token included); decode {14} steps x batch {15}: "
@@ -408,7 +411,9 @@ int runGpu() {
                             : llvm::formatv("{0} cached, {1} compiled", st.compile.hits, st.compile.misses).str(),
       st.modulesMs, st.weightsMs, humanBytes(double(st.weightBytes)), gen->promptTokens, gen->prefillMs, prefillTokS,
       gen->decodeSteps, runBatch.getValue(), msPerToken, msPerToken > 0 ? 1e3 * runBatch / msPerToken : 0.0,
-      go.graph ? ", CUDA graph" : "", humanBytes(double((*session)->memory().total())), ms(t2 - t0));
+      go.graph ? ", CUDA graph" : "", humanBytes(double((*session)->memory().total())), ms(t2 - t0),
+      llvm::formatv(", {0}, decode {1} launches a step", st.fused ? "fused" : "unfused",
+                    (*engine)->plan().decode.launches.size()).str());
   return 0;
 }
 

@@ -1,40 +1,139 @@
-// compiler/kernels/Epilogue.cpp — the epilogue table (Epilogue.def) as data.
+// compiler/kernels/Epilogue.cpp — names of the matmul epilogue and prologue policies.
 #include "compiler/kernels/Epilogue.h"
 
 #include "llvm/ADT/StringExtras.h"
-
-#include <string>
-#include <vector>
+#include "llvm/Support/FormatVariadic.h"
 
 namespace minfer {
+namespace {
 
-llvm::ArrayRef<EpilogueInfo> allEpilogues() {
-  static const EpilogueInfo table[] = {
-#define EPILOGUE(Id, suffix, policy, bias, activation, residual)                                             \
-  {Epilogue::Id, suffix, policy, bias, activation, residual},
-#include "compiler/kernels/Epilogue.def"
-  };
-  return table;
+const char *const kActNames[] = {"none", "gelu_tanh", "gelu_erf", "silu", "relu"};
+const char *const kActPolicies[] = {"minfer::ActNone", "minfer::ActGeluTanh", "minfer::ActGeluErf", "minfer::ActSilu",
+                                    "minfer::ActRelu"};
+const char *boolArg(bool b) { return b ? "true" : "false"; }
+llvm::Error failure(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
+
+} // namespace
+
+const Epilogue Epilogue::None = Epilogue::pointwise(false);
+const Epilogue Epilogue::Bias = Epilogue::pointwise(true);
+const Epilogue Epilogue::Residual = Epilogue::pointwise(false, Activation::None, true);
+const Epilogue Epilogue::BiasResidual = Epilogue::pointwise(true, Activation::None, true);
+const Epilogue Epilogue::GeluTanh = Epilogue::pointwise(false, Activation::GeluTanh);
+const Epilogue Epilogue::BiasGeluTanh = Epilogue::pointwise(true, Activation::GeluTanh);
+const Epilogue Epilogue::BiasGeluErf = Epilogue::pointwise(true, Activation::GeluErf);
+const Epilogue Epilogue::Silu = Epilogue::pointwise(false, Activation::Silu);
+
+llvm::StringRef activationName(Activation a) { return kActNames[static_cast<int>(a)]; }
+
+llvm::Expected<Activation> parseActivation(llvm::StringRef s) {
+  for (int i = 0; i < 5; ++i)
+    if (s == kActNames[i]) return static_cast<Activation>(i);
+  return failure("unknown activation '" + s + "'; expected one of none, gelu_tanh, gelu_erf, silu, relu");
 }
 
-const EpilogueInfo &epilogueInfo(Epilogue e) { return allEpilogues()[static_cast<size_t>(e)]; }
+Epilogue Epilogue::pointwise(bool bias, Activation act, bool residual, bool scale) {
+  Epilogue e;
+  e.bias = bias;
+  e.act = act;
+  e.residual = residual;
+  e.scale = scale;
+  return e;
+}
 
-llvm::Expected<Epilogue> parseEpilogue(llvm::StringRef suffix) {
-  std::vector<std::string> names;
-  for (const EpilogueInfo &info : allEpilogues()) {
-    if (info.suffix == suffix) return info.id;
-    names.push_back(info.suffix.str());
+Epilogue Epilogue::gated(Activation act) {
+  Epilogue e;
+  e.kind = Kind::Gated;
+  e.act = act;
+  return e;
+}
+
+Epilogue Epilogue::qkv(int heads, int kvHeads, int headDim, QkvRope rope, bool bias) {
+  Epilogue e;
+  e.kind = Kind::Qkv;
+  e.heads = heads;
+  e.kvHeads = kvHeads;
+  e.headDim = headDim;
+  e.rope = rope;
+  e.bias = bias;
+  return e;
+}
+
+std::string Epilogue::suffix() const {
+  switch (kind) {
+  case Kind::Pointwise: {
+    std::vector<std::string> parts;
+    if (bias) parts.push_back("bias");
+    if (act != Activation::None) parts.push_back(activationName(act).str());
+    if (scale) parts.push_back("scale");
+    if (residual) parts.push_back("residual");
+    return parts.empty() ? "none" : llvm::join(parts, "_");
   }
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), "unknown epilogue '%s'; expected one of %s",
-                                 suffix.str().c_str(), llvm::join(names, ", ").c_str());
+  case Kind::Gated: return "gated_" + activationName(act).str();
+  case Kind::Qkv: {
+    const char *ropes[] = {"norope", "half", "interleaved"};
+    return llvm::formatv("qkv_h{0}_kv{1}_d{2}_{3}{4}", heads, kvHeads, headDim, ropes[static_cast<int>(rope)],
+                         bias ? "_bias" : "")
+        .str();
+  }
+  }
+  return "?";
 }
 
-llvm::Expected<Epilogue> findEpilogue(bool bias, llvm::StringRef activation, bool residual) {
-  for (const EpilogueInfo &info : allEpilogues())
-    if (info.bias == bias && info.activation == activation && info.residual == residual) return info.id;
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "no matmul epilogue does bias=%s, activation=%s, residual=%s",
-                                 bias ? "yes" : "no", activation.str().c_str(), residual ? "yes" : "no");
+std::string Epilogue::policy() const {
+  const char *a = kActPolicies[static_cast<int>(act)];
+  switch (kind) {
+  case Kind::Pointwise:
+    return llvm::formatv("minfer::EpiPointwise<{0}, {1}, {2}, {3}>", boolArg(bias), a, boolArg(scale), boolArg(residual));
+  case Kind::Gated: return llvm::formatv("minfer::EpiGated<{0}>", a).str();
+  case Kind::Qkv:
+    return llvm::formatv("minfer::EpiQkv<{0}, {1}, {2}, {3}, {4}>", heads, kvHeads, headDim, static_cast<int>(rope),
+                         boolArg(bias))
+        .str();
+  }
+  return "?";
+}
+
+int64_t Epilogue::outCols(int64_t n) const {
+  switch (kind) {
+  case Kind::Pointwise: return n;
+  case Kind::Gated: return n / 2;
+  case Kind::Qkv: return int64_t(heads) * headDim;
+  }
+  return n;
+}
+
+llvm::Error Epilogue::validate(int64_t n) const {
+  if (pairs() && n % 2) return failure("the " + suffix() + " epilogue needs an even N (column pairs), got " + llvm::Twine(n));
+  if (kind == Kind::Qkv) {
+    if (heads <= 0 || kvHeads <= 0 || headDim <= 0 || headDim % 2)
+      return failure("the qkv epilogue needs positive heads and an even head_dim");
+    if (n != int64_t(heads + 2 * kvHeads) * headDim)
+      return failure("the qkv epilogue needs N = (heads + 2 kv_heads) * head_dim = " +
+                     llvm::Twine((heads + 2 * kvHeads) * headDim) + ", got " + llvm::Twine(n));
+  }
+  if (kind != Kind::Pointwise && (scale || residual))
+    return failure("scale and residual apply to pointwise epilogues only");
+  return llvm::Error::success();
+}
+
+std::vector<Epilogue> allPointwiseEpilogues() {
+  std::vector<Epilogue> out;
+  for (bool bias : {false, true})
+    for (int a = 0; a < 5; ++a)
+      for (bool residual : {false, true}) out.push_back(Epilogue::pointwise(bias, static_cast<Activation>(a), residual));
+  return out;
+}
+
+std::string Prologue::suffix() const {
+  if (kind == Kind::None) return "";
+  return std::string(kind == Kind::Rms ? "_pro_rms_" : "_pro_layer_") + ir::dtypeName(weights).str();
+}
+
+std::string Prologue::policy() const {
+  if (kind == Kind::None) return "minfer::ProNone";
+  const char *t = weights == ir::DType::F32 ? "float" : weights == ir::DType::F16 ? "__half" : "__nv_bfloat16";
+  return llvm::formatv("minfer::ProNorm<{0}, {1}>", boolArg(kind == Kind::Layer), t).str();
 }
 
 } // namespace minfer

@@ -1,34 +1,94 @@
-// compiler/kernels/Epilogue.h — which epilogue a matmul kernel applies to its accumulators, shared by the
-// gemm and gemv kernel families. The set is defined once, in Epilogue.def; templates/epilogue.cuh holds
-// the matching policy types.
+// compiler/kernels/Epilogue.h — what a matmul kernel fuses around its product, shared by the gemm and gemv
+// kernel families: the epilogue (bias, activation, scale, residual add; the gated MLP's act(g) * u; the
+// attention projections' rope and KV-cache write) and, for gemv, a prologue norm. templates/epilogue.cuh
+// holds the matching device policies; this names them and describes their arguments.
 #pragma once
 
-#include "llvm/ADT/ArrayRef.h"
+#include "ir/Types.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
 namespace minfer {
 
-enum class Epilogue {
-#define EPILOGUE(Id, suffix, policy, bias, activation, residual) Id,
-#include "compiler/kernels/Epilogue.def"
+enum class Activation { None, GeluTanh, GeluErf, Silu, Relu };
+// The IR mnemonic ("gelu_tanh", ...; "none").
+llvm::StringRef activationName(Activation);
+// The activation of an IR mnemonic or `act` attribute value; an error naming the valid ones otherwise.
+llvm::Expected<Activation> parseActivation(llvm::StringRef);
+
+// Rotation applied by a Qkv epilogue to q and k (templates/epilogue.cuh EpiQkv's ROPE).
+enum class QkvRope { None = 0, Half = 1, Interleaved = 2 };
+
+struct Epilogue {
+  enum class Kind {
+    Pointwise, // C[row, col] = act(acc + bias) * scale + residual
+    Gated,     // W rows interleave gate and up: C[row, col / 2] = act(acc[col]) * acc[col + 1]
+    Qkv,       // W stacks q, k, v: q to C, k and v into the KV caches, q and k rotated
+  };
+  Kind kind = Kind::Pointwise;
+  bool bias = false;
+  Activation act = Activation::None;
+  bool scale = false;    // Pointwise: multiplies by EpiParams::scale after the activation
+  bool residual = false; // Pointwise: adds EpiParams::residual [M, N] last
+  int heads = 0, kvHeads = 0, headDim = 0; // Qkv
+  QkvRope rope = QkvRope::None;            // Qkv
+
+  static Epilogue pointwise(bool bias, Activation act = Activation::None, bool residual = false, bool scale = false);
+  static Epilogue gated(Activation act);
+  static Epilogue qkv(int heads, int kvHeads, int headDim, QkvRope rope, bool bias);
+
+  // In spec names: "none", "bias_gelu_tanh", "bias_scale_residual", "gated_silu", "qkv_h32_kv4_d64_half".
+  std::string suffix() const;
+  // The template argument: minfer::EpiPointwise<true, minfer::ActGeluTanh, false, false>, ...
+  std::string policy() const;
+  // Columns of C for a W of n rows (Gated: n / 2; Qkv: the q columns).
+  int64_t outCols(int64_t n) const;
+  // Needs W rows (col, col + 1) together.
+  bool pairs() const { return kind != Kind::Pointwise; }
+  // Success when the policy instantiates for a W of n rows.
+  llvm::Error validate(int64_t n) const;
+
+  auto key() const { return std::tie(kind, bias, act, scale, residual, heads, kvHeads, headDim, rope); }
+  bool operator==(const Epilogue &o) const { return key() == o.key(); }
+  bool operator<(const Epilogue &o) const { return key() < o.key(); }
+
+  // The pointwise epilogues by name, for tests and benchmarks.
+  static const Epilogue None, Bias, Residual, BiasResidual, GeluTanh, BiasGeluTanh, BiasGeluErf, Silu;
 };
 
-struct EpilogueInfo {
-  Epilogue id;
-  llvm::StringRef suffix;     // in spec names: gemm_..._epi_bias_gelu_tanh
-  llvm::StringRef policy;     // the template argument: minfer::EpiBiasGeluTanh
-  bool bias;                  // reads EpiParams::bias [N]
-  llvm::StringRef activation; // "none" or the IR mnemonic of the pointwise op applied after the bias
-  bool residual;              // adds EpiParams::residual [M, N] last
+// Every pointwise epilogue without scale: bias or not, each activation, residual or not (20).
+std::vector<Epilogue> allPointwiseEpilogues();
+
+// The prologue of a gemv: a norm of the activation rows, folded from the IR (a norm marked `fold = decode`).
+struct Prologue {
+  enum class Kind { None, Rms, Layer };
+  Kind kind = Kind::None;
+  ir::DType weights = ir::DType::BF16; // gamma's (and beta's) element type
+
+  std::string suffix() const; // "" or "_pro_rms_bf16"
+  std::string policy() const; // minfer::ProNone, minfer::ProNorm<false, bf16>
+  auto key() const { return std::tie(kind, weights); }
+  bool operator==(const Prologue &o) const { return key() == o.key(); }
 };
 
-const EpilogueInfo &epilogueInfo(Epilogue e);
-llvm::ArrayRef<EpilogueInfo> allEpilogues();
-// The epilogue with this suffix ("bias_residual"); an error listing the valid ones otherwise.
-llvm::Expected<Epilogue> parseEpilogue(llvm::StringRef suffix);
-// The epilogue that adds a bias (or not), applies `activation` ("none", "gelu_tanh", ...) and adds a
-// residual (or not); an error when no policy does exactly that.
-llvm::Expected<Epilogue> findEpilogue(bool bias, llvm::StringRef activation, bool residual);
+// The host mirror of templates/epilogue.cuh's EpiParams, passed by value to every matmul kernel.
+struct EpiParamsHost {
+  uint64_t bias = 0, residual = 0;
+  float scale = 1.f;
+  int32_t maxSeq = 0;
+  uint64_t positions = 0, seqOf = 0, invFreq = 0, kCache = 0, vCache = 0;
+  uint64_t gamma = 0, beta = 0;
+  float eps = 0.f;
+  int32_t pad = 0;
+};
+static_assert(sizeof(EpiParamsHost) == 88 && offsetof(EpiParamsHost, positions) == 24 &&
+                  offsetof(EpiParamsHost, gamma) == 64 && offsetof(EpiParamsHost, eps) == 80,
+              "EpiParamsHost must match templates/epilogue.cuh's EpiParams");
 
 } // namespace minfer

@@ -68,13 +68,13 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
 
 std::string GemmSpec::name() const {
   return "gemm_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_" + tile.str() + "_epi_" +
-         epilogueInfo(epi).suffix.str();
+         epi.suffix();
 }
 
 std::string GemmSpec::entry() const {
   return "minfer::gemm<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bm) + ", " +
          std::to_string(tile.bn) + ", " + std::to_string(tile.bk) + ", " + std::to_string(tile.stages) + ", " +
-         std::to_string(tile.warpsM) + ", " + std::to_string(tile.warpsN) + ", " + epilogueInfo(epi).policy.str() +
+         std::to_string(tile.warpsM) + ", " + std::to_string(tile.warpsN) + ", " + epi.policy() +
          ">";
 }
 
@@ -92,7 +92,7 @@ llvm::json::Object GemmSpec::toJSON() const {
       {"family", "gemm"},
       {"n", n},
       {"k", k},
-      {"epilogue", epilogueInfo(epi).suffix},
+      {"epilogue", epi.suffix()},
       {"tile", llvm::json::Object{{"bm", tile.bm},
                                   {"bn", tile.bn},
                                   {"bk", tile.bk},
@@ -107,6 +107,7 @@ llvm::json::Object GemmSpec::toJSON() const {
 llvm::Error GemmSpec::validate(const Target &target) const {
   if (n < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm: N = %lld must be at least 1", (long long)n);
+  if (auto e = epi.validate(n)) return e;
   return checkGemmTile(tile, k, target);
 }
 

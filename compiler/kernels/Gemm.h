@@ -46,7 +46,7 @@ llvm::Error checkGemmTile(const GemmTile &tile, int64_t k, const Target &target)
 
 struct GemmSpec : KernelSpec {
   int64_t n = 0, k = 0; // W is [n, k]
-  Epilogue epi = Epilogue::None;
+  Epilogue epi;
   GemmTile tile;
 
   GemmSpec() = default;

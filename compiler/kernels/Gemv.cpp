@@ -44,11 +44,11 @@ llvm::Error checkGemvTile(const GemvTile &t, int64_t k) {
 
 std::string GemvSpec::name() const {
   return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_" + tile.str() + "_epi_" +
-         epilogueInfo(epi).suffix.str();
+         epi.suffix() + pro.suffix();
 }
 
 std::string GemvSpec::entry() const {
-  std::string policy = epilogueInfo(epi).policy.str();
+  std::string policy = epi.policy() + ", " + pro.policy();
   if (tile.mma)
     return "minfer::gemvMma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
            ", " + std::to_string(tile.warps) + ", " + policy + ">";
@@ -70,7 +70,8 @@ llvm::json::Object GemvSpec::toJSON() const {
       {"family", "gemv"},
       {"n", n},
       {"k", k},
-      {"epilogue", epilogueInfo(epi).suffix},
+      {"epilogue", epi.suffix()},
+      {"prologue", pro.kind == Prologue::Kind::None ? "none" : pro.suffix().substr(5)},
       {"tile", llvm::json::Object{{"max_m", tile.maxM},
                                   {"rows_per_warp", tile.rowsPerWarp},
                                   {"warps", tile.warps},
@@ -82,6 +83,11 @@ llvm::json::Object GemvSpec::toJSON() const {
 llvm::Error GemvSpec::validate() const {
   if (n < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: N = %lld must be at least 1", (long long)n);
+  if (auto e = epi.validate(n)) return e;
+  if (epi.pairs() && !tile.mma && tile.rowsPerWarp % 2)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "gemv: the %s epilogue needs an even rowsPerWarp (W rows in pairs), got %d",
+                                   epi.suffix().c_str(), tile.rowsPerWarp);
   return checkGemvTile(tile, k);
 }
 

@@ -1,6 +1,7 @@
-// compiler/kernels/Gemv.h — the decode matmul kernel family (templates/gemv.cuh): C[M, N] = epi(A[M, K] ·
-// W[N, K]^T) for M of 1 to 8 rows, bound by reading W once. Same kernel arguments as gemm (Gemm.h):
-//   bf16 *C [M, N], const bf16 *A [M, K], const bf16 *W [N, K], int M, EpiParams {bias [N], residual [M, N]}
+// compiler/kernels/Gemv.h — the decode matmul kernel family (templates/gemv.cuh): C[M, N] = epi(pro(A[M, K]) ·
+// W[N, K]^T) for M of 1 to 16 rows, bound by reading W once. Same kernel arguments as gemm (Gemm.h):
+//   bf16 *C [M, N], const bf16 *A [M, K], const bf16 *W [N, K], int M, EpiParams (Epilogue.h)
+// plus an optional prologue: a norm of A's rows (gamma, beta, eps in EpiParams), folded from the IR.
 #pragma once
 
 #include "compiler/Target.h"
@@ -45,11 +46,13 @@ llvm::Error checkGemvTile(const GemvTile &tile, int64_t k);
 
 struct GemvSpec : KernelSpec {
   int64_t n = 0, k = 0; // W is [n, k]
-  Epilogue epi = Epilogue::None;
+  Epilogue epi;
   GemvTile tile;
+  Prologue pro; // a norm of A's rows folded in (decode)
 
   GemvSpec() = default;
-  GemvSpec(int64_t n, int64_t k, Epilogue epi, GemvTile tile) : n(n), k(k), epi(epi), tile(tile) {}
+  GemvSpec(int64_t n, int64_t k, Epilogue epi, GemvTile tile, Prologue pro = {})
+      : n(n), k(k), epi(epi), tile(tile), pro(pro) {}
 
   // gemv_bf16_n2048_k2048_m4_r2_w4_epi_none, gemv_bf16_n2048_k2048_m8_mma_w8_epi_none
   std::string name() const override;

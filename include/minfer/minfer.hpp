@@ -87,6 +87,7 @@ struct EngineOptions {
   int64_t maxPrefillTokens = 0; // rows of one prefill step; 0: 2048 or what the caches hold
   unsigned compileJobs = 0;   // NVRTC worker processes; 0: one per core
   bool useCache = true;       // the disk cache of compiled kernels
+  bool fuse = true;           // the fusion pass; false launches one kernel per IR op (for comparison)
 };
 
 struct SessionOptions {

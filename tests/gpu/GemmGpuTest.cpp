@@ -90,10 +90,12 @@ TEST(GemmKernelEpilogues, EveryEpilogueMatchesInterpreter) {
     auto cDev = cuda::DeviceBuffer::alloc(static_cast<size_t>(m * s.n * 2));
     ASSERT_TRUE(aDev && resDev && cDev);
     std::vector<int64_t> rows = rowsToCheck(m, s.n, s.k);
-    for (const EpilogueInfo &e : allEpilogues()) {
-      auto ref = problem->reference(a, res, e.id);
+    std::vector<Epilogue> epilogues = allPointwiseEpilogues();
+    epilogues.push_back(Epilogue::pointwise(true, Activation::GeluTanh, true, true));
+    for (const Epilogue &e : epilogues) {
+      auto ref = problem->reference(a, res, e);
       ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
-      GemmSpec spec(s.n, s.k, e.id, GemmTile{64, 64, 64, 3, 2, 2});
+      GemmSpec spec(s.n, s.k, e, GemmTile{64, 64, 64, 3, 2, 2});
       runAndCompare(kernels, spec, *problem, m, *aDev, *cDev, resDev->ptr(), rows, *ref, spec.name() + " M=130");
     }
   }

@@ -65,7 +65,8 @@ TEST_P(GemvKernel, MatchesInterpreter) {
     run(GemvTile{dflt.maxM, 1, 2, true}, Epilogue::Bias);
     run(GemvTile{dflt.maxM, 1, 16, true}, Epilogue::Residual);
     if (m == 3)
-      for (const EpilogueInfo &e : allEpilogues()) run(dflt, e.id);
+      for (const Epilogue &e : allPointwiseEpilogues()) run(dflt, e);
+    run(dflt, Epilogue::pointwise(true, Activation::Silu, true, true));
 
     // In place: C is the residual buffer.
     GemvSpec spec(n, k, Epilogue::Residual, dflt);

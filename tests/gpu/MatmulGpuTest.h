@@ -4,7 +4,7 @@
 // which element went wrong.
 //
 // The reference of epilogue e on rows R of A is evalOp(matmul[, bias]) on those rows, then evalOp(act),
-// then evalOp(add residual): the interpreter's own ops, in the policy's order (Epilogue.def). For large
+// evalOp(scale), then evalOp(add residual): the interpreter's own ops, in the policy's order (epilogue.cuh). For large
 // problems only a sample of rows is checked against the reference (every tile boundary of the last rows
 // included), but every element of the output is checked to have been written.
 #pragma once
@@ -31,7 +31,10 @@ inline std::string shapeName(const testing::TestParamInfo<Shape> &info) {
   return "n" + std::to_string(info.param.n) + "_k" + std::to_string(info.param.k);
 }
 
-// The kernel arguments of gemm.cuh and gemv.cuh, in order (EpiParams is two pointers).
+// The factor a scaling epilogue multiplies by in these tests.
+constexpr float kEpilogueScale = 0.75f;
+
+// The kernel arguments of gemm.cuh and gemv.cuh, in order (EpiParams: Epilogue.h's EpiParamsHost).
 struct MatmulArgs {
   cuda::DevicePtr c = 0, a = 0, w = 0;
   int m = 0;
@@ -39,9 +42,10 @@ struct MatmulArgs {
 };
 
 inline llvm::Error launchMatmul(const GpuKernel &k, const LaunchDims &dims, MatmulArgs args) {
-  struct {
-    cuda::DevicePtr bias, residual;
-  } epi{args.bias, args.residual};
+  EpiParamsHost epi;
+  epi.bias = args.bias;
+  epi.residual = args.residual;
+  epi.scale = kEpilogueScale;
   void *params[] = {&args.c, &args.a, &args.w, &args.m, &epi};
   if (auto e = cuda::launch(k.fn, dims, params)) return e;
   return cuda::synchronize();
@@ -80,17 +84,21 @@ public:
   // The reference for rows `rows` of A (a [rows, k] tensor of those rows) and the matching rows of the
   // residual, for epilogue `e`.
   llvm::Expected<ir::Tensor> reference(const ir::Tensor &aRows, const ir::Tensor &resRows, Epilogue e) const {
-    const EpilogueInfo &info = epilogueInfo(e);
-    auto acc = info.bias ? ir::evalOp(*module, *matmulBias, {&aRows, &w, &bias})
-                         : ir::evalOp(*module, *matmul, {&aRows, &w});
+    auto acc = e.bias ? ir::evalOp(*module, *matmulBias, {&aRows, &w, &bias})
+                      : ir::evalOp(*module, *matmul, {&aRows, &w});
     if (!acc) return acc.takeError();
     ir::Tensor v = std::move((*acc)[0]);
-    if (info.activation != "none") {
-      auto act = ir::evalOp(*module, *pointwise.at(info.activation.str()), {&v});
+    if (e.act != Activation::None) {
+      auto act = ir::evalOp(*module, *pointwise.at(activationName(e.act).str()), {&v});
       if (!act) return act.takeError();
       v = std::move((*act)[0]);
     }
-    if (info.residual) {
+    if (e.scale) {
+      auto scaled = ir::evalOp(*module, *pointwise.at("scale"), {&v});
+      if (!scaled) return scaled.takeError();
+      v = std::move((*scaled)[0]);
+    }
+    if (e.residual) {
       auto sum = ir::evalOp(*module, *pointwise.at("add"), {&v, &resRows});
       if (!sum) return sum.takeError();
       v = std::move((*sum)[0]);
@@ -117,14 +125,15 @@ private:
       << "  %g2 = gelu_erf %g1 : bf16[T, n]\n"
       << "  %g3 = silu %g2 : bf16[T, n]\n"
       << "  %g4 = relu %g3 : bf16[T, n]\n"
-      << "  %out = add %g4, %yb : bf16[T, n]\n"
+      << "  %g5 = scale %g4 {factor = " << kEpilogueScale << "} : bf16[T, n]\n"
+      << "  %out = add %g5, %yb : bf16[T, n]\n"
       << "  return %out\n}\n";
     return s.str();
   }
 
   std::unique_ptr<ir::Module> module;
   const ir::Op *matmul = nullptr, *matmulBias = nullptr;
-  std::map<std::string, const ir::Op *> pointwise; // add, gelu_tanh, gelu_erf, silu, relu
+  std::map<std::string, const ir::Op *> pointwise; // add, scale, gelu_tanh, gelu_erf, silu, relu
   ir::Tensor w, bias;
   cuda::DeviceBuffer wDev, biasDev;
 };

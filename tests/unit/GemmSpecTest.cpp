@@ -45,42 +45,78 @@ const std::pair<int64_t, int64_t> kShapes[] = {
 
 // ---- epilogues ------------------------------------------------------------------------------------------
 
-TEST(Epilogue, TableRoundTripsThroughItsSuffix) {
+// Every epilogue the plan can name: the pointwise ones, a gated one per activation, qkv in each rope style.
+std::vector<Epilogue> everyEpilogue() {
+  std::vector<Epilogue> all = allPointwiseEpilogues();
+  all.push_back(Epilogue::pointwise(true, Activation::Silu, true, true));
+  for (Activation a : {Activation::GeluTanh, Activation::GeluErf, Activation::Silu, Activation::Relu})
+    all.push_back(Epilogue::gated(a));
+  for (QkvRope r : {QkvRope::None, QkvRope::Half, QkvRope::Interleaved})
+    for (bool bias : {false, true}) all.push_back(Epilogue::qkv(32, 4, 64, r, bias));
+  return all;
+}
+
+TEST(Epilogue, EveryEpilogueHasItsOwnSuffixAndPolicy) {
   std::set<std::string> suffixes, policies;
-  for (const EpilogueInfo &info : allEpilogues()) {
-    EXPECT_EQ(&epilogueInfo(info.id), &info);
-    auto parsed = parseEpilogue(info.suffix);
-    ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
-    EXPECT_EQ(*parsed, info.id);
-    auto found = findEpilogue(info.bias, info.activation, info.residual);
-    ASSERT_TRUE(bool(found)) << llvm::toString(found.takeError());
-    EXPECT_EQ(*found, info.id) << info.suffix.str() << " is not the only policy doing what it does";
-    EXPECT_TRUE(info.policy.startswith("minfer::Epi")) << info.policy.str();
-    suffixes.insert(info.suffix.str());
-    policies.insert(info.policy.str());
+  std::vector<Epilogue> all = everyEpilogue();
+  for (const Epilogue &e : all) {
+    EXPECT_TRUE(llvm::StringRef(e.policy()).startswith("minfer::Epi")) << e.policy();
+    suffixes.insert(e.suffix());
+    policies.insert(e.policy());
   }
-  EXPECT_EQ(suffixes.size(), allEpilogues().size());
-  EXPECT_EQ(policies.size(), allEpilogues().size());
+  EXPECT_EQ(allPointwiseEpilogues().size(), 20u);
+  EXPECT_EQ(suffixes.size(), all.size());
+  EXPECT_EQ(policies.size(), all.size());
 }
 
-TEST(Epilogue, CoversWhatTheFusionPassNeeds) {
-  EXPECT_EQ(epilogueInfo(Epilogue::None).policy, "minfer::EpiNone");
-  EXPECT_EQ(epilogueInfo(Epilogue::BiasGeluTanh).policy, "minfer::EpiBiasGeluTanh");
-  EXPECT_EQ(epilogueInfo(Epilogue::BiasResidual).suffix, "bias_residual");
-  auto gelu = findEpilogue(true, "gelu_erf", false);
-  ASSERT_TRUE(bool(gelu));
-  EXPECT_EQ(*gelu, Epilogue::BiasGeluErf);
-  auto silu = findEpilogue(false, "silu", false);
+TEST(Epilogue, NamesSpellWhatTheKernelDoes) {
+  EXPECT_EQ(Epilogue::None.policy(), "minfer::EpiPointwise<false, minfer::ActNone, false, false>");
+  EXPECT_EQ(Epilogue::None.suffix(), "none");
+  EXPECT_EQ(Epilogue::BiasGeluTanh.suffix(), "bias_gelu_tanh");
+  EXPECT_EQ(Epilogue::pointwise(true, Activation::Silu, true, true).suffix(), "bias_silu_scale_residual");
+  EXPECT_EQ(Epilogue::BiasResidual.policy(), "minfer::EpiPointwise<true, minfer::ActNone, false, true>");
+  Epilogue gated = Epilogue::gated(Activation::Silu);
+  EXPECT_EQ(gated.suffix(), "gated_silu");
+  EXPECT_EQ(gated.policy(), "minfer::EpiGated<minfer::ActSilu>");
+  EXPECT_EQ(gated.outCols(11264), 5632);
+  Epilogue qkv = Epilogue::qkv(32, 4, 64, QkvRope::Half, false);
+  EXPECT_EQ(qkv.suffix(), "qkv_h32_kv4_d64_half");
+  EXPECT_EQ(qkv.policy(), "minfer::EpiQkv<32, 4, 64, 1, false>");
+  EXPECT_EQ(qkv.outCols(2560), 2048);
+  EXPECT_EQ(Epilogue::qkv(12, 12, 64, QkvRope::None, true).suffix(), "qkv_h12_kv12_d64_norope_bias");
+}
+
+TEST(Epilogue, ShapesThePolicyCannotTakeAreErrors) {
+  EXPECT_EQ(errorOf(Epilogue::qkv(32, 4, 64, QkvRope::Half, false).validate(2560)), "(success)");
+  std::string msg = errorOf(Epilogue::qkv(32, 4, 64, QkvRope::Half, false).validate(2048));
+  EXPECT_NE(msg.find("N = (heads + 2 kv_heads) * head_dim = 2560, got 2048"), std::string::npos) << msg;
+  msg = errorOf(Epilogue::gated(Activation::Silu).validate(321));
+  EXPECT_NE(msg.find("needs an even N"), std::string::npos) << msg;
+  msg = errorOf(GemvSpec(320, 64, Epilogue::gated(Activation::Silu), GemvTile{1, 1, 4}).validate());
+  EXPECT_NE(msg.find("even rowsPerWarp"), std::string::npos) << msg;
+}
+
+TEST(Epilogue, UnknownActivationsAreErrorsListingTheValidOnes) {
+  std::string msg = errorOf(parseActivation("swiglu").takeError());
+  EXPECT_NE(msg.find("unknown activation 'swiglu'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("gelu_tanh"), std::string::npos) << msg;
+  auto silu = parseActivation("silu");
   ASSERT_TRUE(bool(silu));
-  EXPECT_EQ(*silu, Epilogue::Silu);
+  EXPECT_EQ(*silu, Activation::Silu);
 }
 
-TEST(Epilogue, UnknownNamesAreErrorsListingTheValidOnes) {
-  std::string msg = errorOf(parseEpilogue("swiglu").takeError());
-  EXPECT_NE(msg.find("unknown epilogue 'swiglu'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("bias_gelu_tanh"), std::string::npos) << msg;
-  msg = errorOf(findEpilogue(false, "gelu_tanh", true).takeError());
-  EXPECT_NE(msg.find("activation=gelu_tanh"), std::string::npos) << msg;
+TEST(Epilogue, PrologueNamesTheNormAndItsWeights) {
+  Prologue none;
+  EXPECT_EQ(none.suffix(), "");
+  EXPECT_EQ(none.policy(), "minfer::ProNone");
+  Prologue layer{Prologue::Kind::Layer, ir::DType::F32};
+  EXPECT_EQ(layer.suffix(), "_pro_layer_f32");
+  EXPECT_EQ(layer.policy(), "minfer::ProNorm<true, float>");
+  GemvSpec spec(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemvTile{1, 2, 4},
+                Prologue{Prologue::Kind::Rms, ir::DType::BF16});
+  EXPECT_EQ(spec.name(), "gemv_bf16_n2560_k2048_m1_r2_w4_epi_qkv_h32_kv4_d64_half_pro_rms_bf16");
+  EXPECT_EQ(spec.entry(), "minfer::gemv<2560, 2048, 1, 2, 4, minfer::EpiQkv<32, 4, 64, 1, false>, "
+                          "minfer::ProNorm<false, __nv_bfloat16>>");
 }
 
 // ---- gemm spec ------------------------------------------------------------------------------------------
@@ -88,12 +124,13 @@ TEST(Epilogue, UnknownNamesAreErrorsListingTheValidOnes) {
 TEST(GemmSpec, NameAndEntrySpellEveryConstant) {
   GemmSpec spec(5632, 2048, Epilogue::Bias, GemmTile{128, 128, 32, 4, 2, 4});
   EXPECT_EQ(spec.name(), "gemm_bf16_n5632_k2048_m128n128k32_s4_w2x4_epi_bias");
-  EXPECT_EQ(spec.entry(), "minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 4, minfer::EpiBias>");
+  EXPECT_EQ(spec.entry(), "minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 4, minfer::EpiPointwise<true, minfer::ActNone, false, false>>");
   EXPECT_EQ(spec.header(), "gemm.cuh");
   EXPECT_NE(spec.source().find("#include \"gemm.cuh\""), std::string::npos);
   GemmSpec odd(50257, 768, Epilogue::BiasGeluTanh, GemmTile{64, 64, 64, 3, 2, 2});
   EXPECT_EQ(odd.name(), "gemm_bf16_n50257_k768_m64n64k64_s3_w2x2_epi_bias_gelu_tanh");
-  EXPECT_EQ(odd.entry(), "minfer::gemm<50257, 768, 64, 64, 64, 3, 2, 2, minfer::EpiBiasGeluTanh>");
+  EXPECT_EQ(odd.entry(),
+            "minfer::gemm<50257, 768, 64, 64, 64, 3, 2, 2, minfer::EpiPointwise<true, minfer::ActGeluTanh, false, false>>");
 }
 
 TEST(GemmSpec, NamesAreUniquePerConfiguration) {
@@ -101,8 +138,8 @@ TEST(GemmSpec, NamesAreUniquePerConfiguration) {
   size_t count = 0;
   for (auto [n, k] : {std::pair<int64_t, int64_t>{2048, 2048}, {2048, 5632}, {321, 64}})
     for (const GemmTile &t : gemmTileCandidates(target("sm_90"), 4096, n, k))
-      for (const EpilogueInfo &e : allEpilogues()) {
-        GemmSpec spec(n, k, e.id, t);
+      for (const Epilogue &e : allPointwiseEpilogues()) {
+        GemmSpec spec(n, k, e, t);
         names.insert(spec.name());
         entries.insert(spec.entry());
         ++count;
@@ -219,16 +256,16 @@ TEST(GemmDefaultTile, FitsTheShapeAndTheTarget) {
 TEST(GemvSpec, NameAndEntrySpellEveryConstant) {
   GemvSpec spec(2048, 2048, Epilogue::None, GemvTile{4, 2, 4});
   EXPECT_EQ(spec.name(), "gemv_bf16_n2048_k2048_m4_r2_w4_epi_none");
-  EXPECT_EQ(spec.entry(), "minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>");
+  EXPECT_EQ(spec.entry(), "minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiPointwise<false, minfer::ActNone, false, false>, minfer::ProNone>");
   EXPECT_EQ(spec.header(), "gemv.cuh");
   GemvSpec mma(2048, 2048, Epilogue::BiasResidual, GemvTile{8, 1, 8, true});
   EXPECT_EQ(mma.name(), "gemv_bf16_n2048_k2048_m8_mma_w8_epi_bias_residual");
-  EXPECT_EQ(mma.entry(), "minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiBiasResidual>");
+  EXPECT_EQ(mma.entry(), "minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiPointwise<true, minfer::ActNone, false, true>, minfer::ProNone>");
   std::set<std::string> names;
   size_t count = 0;
   for (const GemvTile &t : gemvTileCandidates(target("sm_90"), 4, 321, 64))
-    for (const EpilogueInfo &e : allEpilogues()) {
-      names.insert(GemvSpec(321, 64, e.id, t).name());
+    for (const Epilogue &e : allPointwiseEpilogues()) {
+      names.insert(GemvSpec(321, 64, e, t).name());
       ++count;
     }
   EXPECT_EQ(names.size(), count);
@@ -276,14 +313,25 @@ TEST(GemvDefaultTile, PicksTheKernelByMAndSizesItForTheSMs) {
 
 // ---- NVRTC --------------------------------------------------------------------------------------------
 
-// Every epilogue policy named in Epilogue.def exists in epilogue.cuh and instantiates in both kernels (odd
-// N: gemm's scalar store path). The paired path (even N) is the same code for every policy; two cover it.
+// Every pointwise epilogue policy exists in epilogue.cuh and instantiates in both kernels (odd N: gemm's
+// scalar store path). The paired path (even N) is the same code for every policy; two cover it. The gated
+// and qkv policies (even N only) and the norm prologues compile in each kernel that can run them.
 TEST(MatmulNvrtc, EveryEpilogueCompilesInBothKernels) {
   const Target h100 = target("sm_90");
-  for (const EpilogueInfo &e : allEpilogues()) {
-    expectCompiles(GemmSpec(321, 64, e.id, GemmTile{64, 64, 32, 4, 2, 2}), h100);
-    expectCompiles(GemvSpec(321, 64, e.id, GemvTile{4, 2, 4}), h100);
-    expectCompiles(GemvSpec(321, 64, e.id, GemvTile{8, 1, 4, true}), h100);
+  for (const Epilogue &e : allPointwiseEpilogues()) {
+    expectCompiles(GemmSpec(321, 64, e, GemmTile{64, 64, 32, 4, 2, 2}), h100);
+    expectCompiles(GemvSpec(321, 64, e, GemvTile{4, 2, 4}), h100);
+    expectCompiles(GemvSpec(321, 64, e, GemvTile{8, 1, 4, true}), h100);
+  }
+  std::vector<Epilogue> paired = {Epilogue::gated(Activation::Silu), Epilogue::qkv(2, 1, 64, QkvRope::Half, true),
+                                  Epilogue::qkv(2, 1, 64, QkvRope::Interleaved, false),
+                                  Epilogue::qkv(2, 1, 64, QkvRope::None, false),
+                                  Epilogue::pointwise(true, Activation::GeluTanh, true, true)};
+  Prologue rms{Prologue::Kind::Rms, ir::DType::BF16}, layer{Prologue::Kind::Layer, ir::DType::F32};
+  for (const Epilogue &e : paired) {
+    expectCompiles(GemmSpec(256, 64, e, GemmTile{64, 64, 32, 4, 2, 2}), h100);
+    expectCompiles(GemvSpec(256, 64, e, GemvTile{2, 2, 4}, rms), h100);
+    expectCompiles(GemvSpec(256, 64, e, GemvTile{8, 1, 4, true}, layer), h100);
   }
   expectCompiles(GemmSpec(2048, 96, Epilogue::BiasResidual, GemmTile{64, 64, 64, 3, 2, 2}), h100);
   expectCompiles(GemmSpec(2048, 96, Epilogue::GeluTanh, GemmTile{64, 64, 64, 3, 2, 2}), h100);

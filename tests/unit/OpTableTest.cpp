@@ -18,8 +18,8 @@ namespace {
 const std::map<std::string, std::string> kSamples = {
     {"embedding", "%y = embedding %tokens, @w : f32[T, 8]"},
     {"layer_norm", "%y = layer_norm %x, @g, @b {eps = 1e-5} : f32[T, 8]"},
-    {"rms_norm", "%y = rms_norm %x, @g {eps = 1e-6} : f32[T, 8]"},
-    {"matmul", "%y = matmul %x, @w, @b : f32[T, 8]"},
+    {"rms_norm", "%y = rms_norm %x, @g {eps = 1e-6, fold = decode} : f32[T, 8]"},
+    {"matmul", "%y = matmul %x, @w, @b {act = relu, scale = 2.0} : f32[T, 8]"},
     {"add", "%y = add %x, %x : f32[T, 8]"},
     {"mul", "%y = mul %x, %x : f32[T, 8]"},
     {"scale", "%y = scale %x {factor = 0.125} : f32[T, 8]"},
@@ -31,7 +31,18 @@ const std::map<std::string, std::string> kSamples = {
              "llama3, factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_pos = 8192} : f32[T, 8]"},
     {"split", "%y, %z = split %x {sizes = [8, 0]} : f32[T, 8], f32[T, 0]"},
     {"attention", "%y = attention %x, %x, %x {heads = 4, kv_heads = 4, head_dim = 2, scale = 0.5} : f32[T, 8]"},
+    // The fused ops (compiler/Fuse.cpp writes them).
+    {"matmul_residual", "%y = matmul_residual %x, @w, %x, @b {act = gelu_tanh, scale = 0.5} : f32[T, 8]"},
+    {"gated_matmul", "%z = gated_matmul %x, @w {act = silu} : f32[T, 4]"},
+    {"add_rms_norm", "%s, %y = add_rms_norm %x, %x, @g {eps = 1e-6} : f32[T, 8], f32[T, 8]"},
+    {"add_layer_norm", "%s, %y = add_layer_norm %x, %x, @g, @b {eps = 1e-5} : f32[T, 8], f32[T, 8]"},
+    {"qkv", "%q, %k, %v = qkv %x, %positions, @w, @b {heads = 2, kv_heads = 1, head_dim = 2, rope = half, theta = "
+            "10000.0, schedule = default} : f32[T, 4], f32[T, 2], f32[T, 2]\n"
+            "  %z = attention %q, %k, %v {heads = 2, kv_heads = 1, head_dim = 2} : f32[T, 4]"},
 };
+
+// The samples that produce %z : f32[T, 4] rather than %y : f32[T, 8].
+bool returnsZ(const std::string &op) { return op == "gated_matmul" || op == "qkv"; }
 
 // Split's sample above is deliberately invalid (a zero size); this one is the valid form.
 const char *kSplitValid = "%s1, %y = split %x {sizes = [3, 5]} : f32[T, 3], f32[T, 5]\n  %z = add %y, %y : f32[T, 5]";
@@ -64,7 +75,9 @@ TEST(OpTable, EachOpRoundTripsAndRuns) {
   for (const ir::OpInfo &info : ir::allOps()) {
     std::string name = info.mnemonic.str();
     SCOPED_TRACE("op " + name);
-    std::string text = name == "split" ? moduleAround(kSplitValid, "5") : moduleAround(kSamples.at(name));
+    std::string text = name == "split"     ? moduleAround(kSplitValid, "5")
+                       : returnsZ(name) ? moduleAround(kSamples.at(name), "4")
+                                        : moduleAround(kSamples.at(name));
     auto m = test::parseVerified(text);
     ASSERT_TRUE(m);
     std::string printed = ir::printModule(*m);

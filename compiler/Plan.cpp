@@ -703,6 +703,18 @@ llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
   return llvm::Error::success();
 }
 
+std::vector<int> LaunchArg::buffers() const {
+  std::vector<int> out;
+  auto add = [&](int b) {
+    if (b >= 0) out.push_back(b);
+  };
+  if (kind == Buffer) add(buffer);
+  if (kind == Epilogue)
+    for (int b : {epi.bias, epi.residual, epi.positions, epi.seqOf, epi.invFreq, epi.kCache, epi.vCache, epi.gamma, epi.beta})
+      add(b);
+  return out;
+}
+
 std::vector<int64_t> rowOrder(const PlanBuffer &b, int64_t rows) {
   std::vector<int64_t> order;
   if (b.layout == PlanBuffer::Layout::AsIs) return order;

@@ -78,6 +78,9 @@ struct LaunchArg {
   double f = 0;      // Float
   std::string what;  // the kernel parameter it binds, for dumps
   EpilogueArgs epi;  // Epilogue
+
+  // Every buffer this argument refers to (a Buffer's one, an Epilogue's several).
+  std::vector<int> buffers() const;
 };
 
 // What a launch is for. The runtime treats all alike except: a Select launch (argmax) is swapped for the

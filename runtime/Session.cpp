@@ -81,16 +81,16 @@ llvm::Error Session::allocate() {
   for (PhaseState *ph : {prefillState.get(), decodeState.get()}) {
     mem.arenas += alignUp(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows));
     for (const PlannedLaunch &l : ph->phase->launches)
-      for (const LaunchArg &a : l.args) {
-        if (a.kind != LaunchArg::Buffer || a.buffer < 0) continue;
-        const PlanBuffer &b = plan.buffers[a.buffer];
-        if (b.kind != BufferKind::Input && b.kind != BufferKind::Output) continue;
-        bool logits = b.kind == BufferKind::Output && b.name != "next_tokens";
-        if (logits) ph->logits = a.buffer;
-        int64_t rows = logits && ph == prefillState.get() ? prefillLogitsRows : ph->rows;
-        size_t bytes = alignUp(static_cast<size_t>(b.bytesPerRow * rows));
-        if (ownBytes.emplace(std::make_pair(ph, a.buffer), bytes).second) mem.io += bytes;
-      }
+      for (const LaunchArg &a : l.args)
+        for (int id : a.buffers()) {
+          const PlanBuffer &b = plan.buffers[id];
+          if (b.kind != BufferKind::Input && b.kind != BufferKind::Output) continue;
+          bool logits = b.kind == BufferKind::Output && b.name != "next_tokens";
+          if (logits) ph->logits = id;
+          int64_t rows = logits && ph == prefillState.get() ? prefillLogitsRows : ph->rows;
+          size_t bytes = alignUp(static_cast<size_t>(b.bytesPerRow * rows));
+          if (ownBytes.emplace(std::make_pair(ph, id), bytes).second) mem.io += bytes;
+        }
   }
   if (prefillState->logits < 0 || decodeState->logits < 0) return fail("the plan has no logits output");
 

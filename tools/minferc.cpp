@@ -306,6 +306,15 @@ int compileMain() {
                                                                (*buf)->getBufferIdentifier()));
     if (m) {
       out += (out.empty() ? "" : "// -----\n") + ir::printModule(**m);
+      if (printAfter == PrintAfter::Fuse) { // each chunk through the pass, printed to stderr
+        llvm::Error e = noFuse ? llvm::Error::success() : fuseModule(**m).takeError();
+        if (e) {
+          llvm::errs() << ir::renderError(std::move(e));
+          anyFailed = true;
+        } else {
+          llvm::errs() << "// ----- IR after fuse\n" << ir::printModule(**m);
+        }
+      }
     } else {
       llvm::errs() << ir::renderError(m.takeError());
       anyFailed = true;

@@ -8,6 +8,7 @@
 #include "common/GoldenReference.h"
 #include "common/TestModels.h"
 
+#include "compiler/Fuse.h"
 #include "compiler/HFImport.h"
 #include "compiler/Safetensors.h"
 #include "compiler/WeightLoader.h"
@@ -26,12 +27,25 @@ namespace {
 
 constexpr double kTolerance = 1e-4; // DESIGN.md, Numerics: interpreter vs HF
 
-class Golden : public ::testing::TestWithParam<const char *> {};
+class Golden : public ::testing::TestWithParam<std::tuple<const char *, bool>> {};
 
+std::string goldenName(const testing::TestParamInfo<std::tuple<const char *, bool>> &info) {
+  return std::string(std::get<0>(info.param)) + (std::get<1>(info.param) ? "_fused" : "_unfused");
+}
+
+// Unfused, the module as imported; fused, after the fusion pass (compiler/Fuse.cpp), whose ops the
+// interpreter defines too: both must hold to HF.
 TEST_P(Golden, InterpreterMatchesTransformers) {
-  std::string dir = fixtureDir(GetParam());
+  auto [fixture, fuse] = GetParam();
+  std::string dir = fixtureDir(fixture);
   auto module = importHF(dir);
   ASSERT_TRUE(bool(module)) << llvm::toString(module.takeError());
+  if (fuse) {
+    auto stats = fuseModule(**module);
+    ASSERT_TRUE(bool(stats)) << llvm::toString(stats.takeError());
+    EXPECT_EQ(stats->fired["qkv"], 1) << "every fixture has one attention block to fuse";
+    EXPECT_GE(stats->fired["epilogue"], 2) << "the two residual adds at least";
+  }
   auto ckpt = Checkpoint::open(dir);
   ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
   auto weights = loadWeightsF32(**module, *ckpt);
@@ -66,11 +80,12 @@ TEST_P(Golden, InterpreterMatchesTransformers) {
   auto greedy = ir::generateGreedy(**fresh, {ref->promptIds}, static_cast<int64_t>(ref->greedyIds.size()));
   ASSERT_TRUE(bool(greedy)) << llvm::toString(greedy.takeError());
   EXPECT_EQ(greedy->tokens[0], ref->greedyIds);
-  std::cout << "[ golden ] " << GetParam() << ": prompt logits rel err " << err << ", greedy " << greedy->tokens[0].size()
+  std::cout << "[ golden ] " << fixture << (fuse ? " fused" : " unfused") << ": prompt logits rel err " << err << ", greedy " << greedy->tokens[0].size()
             << " tokens\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::ValuesIn(kFixtures));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, ::testing::Combine(::testing::ValuesIn(kFixtures), ::testing::Bool()),
+                         goldenName);
 
 TEST(GoldenFixtures, EveryCommittedFixtureIsTested) {
   std::error_code ec;

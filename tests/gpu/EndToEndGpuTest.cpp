@@ -45,23 +45,37 @@ void expectLogitsMatch(const std::vector<float> &got, const test::Reference &ref
 
 class EndToEnd : public ::testing::TestWithParam<const char *> {};
 
+// Fused (the default) and unfused (one kernel per IR op) each hold to HF; then they are compared with each
+// other on the same prompt: the fused kernels compute the same function in fewer launches.
 TEST_P(EndToEnd, CppApiGeneratesTransformersTokens) {
   MINFER_REQUIRE_GPU();
   std::string dir = test::fixtureDir(GetParam());
   GPU_TRY(ref, test::readReference(dir));
-  API_TRY(engine, Engine::load(dir));
-  SessionOptions so;
-  so.keepLogits = true;
-  API_TRY(session, engine->createSession(so));
-  GenerationOptions go;
-  go.maxNewTokens = static_cast<int64_t>(ref.greedyIds.size());
-  for (bool graph : {true, false}) {
-    SCOPED_TRACE(graph ? "CUDA graph" : "kernel by kernel");
-    go.cudaGraph = graph;
-    API_TRY(out, session->generate({ref.promptIds}, go));
-    EXPECT_EQ(out->tokens[0], ref.greedyIds);
-    expectLogitsMatch(out->logits[0], ref, engine->vocabSize());
+  std::vector<std::vector<float>> logits; // fused, unfused
+  for (bool fuse : {true, false}) {
+    SCOPED_TRACE(fuse ? "fused" : "unfused");
+    EngineOptions eo;
+    eo.fuse = fuse;
+    API_TRY(engine, Engine::load(dir, eo));
+    SessionOptions so;
+    so.keepLogits = true;
+    API_TRY(session, engine->createSession(so));
+    GenerationOptions go;
+    go.maxNewTokens = static_cast<int64_t>(ref.greedyIds.size());
+    for (bool graph : {true, false}) {
+      SCOPED_TRACE(graph ? "CUDA graph" : "kernel by kernel");
+      go.cudaGraph = graph;
+      API_TRY(out, session->generate({ref.promptIds}, go));
+      EXPECT_EQ(out->tokens[0], ref.greedyIds);
+      expectLogitsMatch(out->logits[0], ref, engine->vocabSize());
+      if (graph) logits.push_back(out->logits[0]);
+    }
   }
+  ASSERT_EQ(logits.size(), 2u);
+  double err = test::relError(logits[0], logits[1]);
+  std::cout << "[ e2e ] fused vs unfused logits rel err " << err << "\n";
+  EXPECT_LT(err, kLogitsTolerance) << "fused and unfused logits differ";
+  EXPECT_GT(err, 0.0) << "fused and unfused logits are bit-identical: did the fusion pass run?";
 }
 
 // `minferc run` (the default GPU backend): tokens on stdout, logits in the reference backend's .npy layout.

@@ -4,10 +4,11 @@
 #
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
-# STEPS is a comma-separated subset of tests,embed,e2e,kernels (default: all four). `e2e` runs, per model in
+# STEPS is a comma-separated subset of tests,embed,e2e,profile,kernels (default: all but profile). `e2e` runs, per model in
 # $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
-# model (time to first token), then minfer_e2e_bench on the same weights.
+# model (time to first token), then minfer_e2e_bench on the same weights, fused and (unless E2E_UNFUSED=0)
+# unfused.
 #
 # The build directory arrives prebuilt and is used as it is: nothing here builds. $OUT (set by the
 # environment) receives five files:
@@ -16,7 +17,8 @@
 #   kernel_bench.json    minfer_kernel_bench --out: one object per kernel result
 #   torch_baseline.json  torch_baseline.py --out: PyTorch on the same shapes, its copy and cuBLAS ceilings
 #   summary.txt          the table: kernel, GB/s, % of copy bandwidth, vs torch
-#   e2e_<model>.json, torch_e2e_<model>.json, minferc_run_<model>.log   the end-to-end results
+#   e2e_<model>.json, e2e_unfused_<model>.json, torch_e2e_<model>.json, minferc_run_<model>.log
+#                        the end-to-end results
 # The kernel cache lives under /tmp ($MINFER_CACHE_DIR, kept between runs on a warm machine): the first
 # step that compiles a kernel fills it and every later step reuses it, so kernels compile once a run.
 # Every step runs even when an earlier one failed; the exit code is 1 when any failed.
@@ -100,11 +102,34 @@ run_all() {
         done
         "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \
           --out "$OUT/e2e_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model")
+        if [[ "${E2E_UNFUSED:-1}" == 1 ]]; then
+          echo "-- the same, unfused (one kernel per IR op)"
+          "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --no-fuse \
+            --out "$OUT/e2e_unfused_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model unfused")
+        fi
       fi
       [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
     done
     step "end to end, side by side"
     "$python" "$here/summarize_e2e.py" "$OUT" | tee "$OUT/summary_e2e.txt" || failed+=("e2e summary")
+  fi
+
+  if wants profile; then
+    # Per-kernel GPU time of a few decode steps (ncu, kernel by kernel), to see where a step goes.
+    for model in ${E2E_MODELS//,/ }; do
+      step "profile: $model decode"
+      wdir="/dev/shm/minfer-e2e-$model"
+      [[ -s "$wdir/model.safetensors" ]] || "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" \
+        --out /dev/null --no-compile --decode-batches 1 --prefill-tokens 16 --decode-steps 2 >/dev/null \
+        || failed+=("weights $model")
+      for fuse in "" --no-fuse; do
+        ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv ${PROFILE_NCU_ARGS:-} \
+          "$build/tools/minferc" run "$here/../examples/$model.ir" --weights "$wdir/model.safetensors" \
+          --prompt-ids 1,2,3,4 --max-new-tokens 4 --no-cuda-graph $fuse > "$OUT/profile_${model}${fuse}.csv" 2>&1 \
+          || failed+=("profile $model $fuse")
+        "$python" "$here/summarize_profile.py" "$OUT/profile_${model}${fuse}.csv" | tee "$OUT/profile_${model}${fuse}.txt"
+      done
+    done
   fi
 
   if wants kernels; then

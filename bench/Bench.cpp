@@ -1,107 +1,15 @@
 // bench/Bench.cpp — the timing loop, the copy-bandwidth ceiling, the JSON a result becomes, and the suite
 // registry.
 //
-// Timing. A kernel of a few microseconds (decode GEMV, decode attention) is shorter than what the host
-// needs to enqueue it (~3-5 us per launch plus an event record), so timing launch by launch would measure
-// the host. timeMedian therefore enqueues every timed run behind a block of device-to-device copies that
-// keeps the GPU busy, checks afterwards that the GPU had not got through that block by the time the host
-// finished enqueueing (so no run waited on the host), and retries with a longer block if it had.
+// Timing (timeMedian and its busy block) lives in runtime/Timing.cpp, shared with the autotuner.
 #include "bench/Bench.h"
 
-#include <algorithm>
-#include <optional>
 
 namespace minfer::bench {
-namespace {
-
-llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
-
-// The busy block: copies between the halves of a 256 MiB scratch buffer. 128 MiB a copy is ~2.6x the
-// 50 MiB L2 of an H100/H200, so each copy streams DRAM for ~80-100 us there (longer on smaller GPUs).
-constexpr size_t kScratchBytes = size_t(256) << 20;
-// Copies in the first attempt (~0.4 ms on Hopper, ample to enqueue 50 runs); doubled on each retry, up to
-// kMaxBusyCopies (~3 ms), after which the last attempt's numbers are taken as they are.
-constexpr int kFirstBusyCopies = 4;
-constexpr int kMaxBusyCopies = 32;
-
-// Allocated on first use and kept: allocating 256 MiB per timed kernel would dominate a suite. Null when
-// the device could not spare it; timing then goes without the busy block.
-cuda::DeviceBuffer *scratch() {
-  static std::optional<cuda::DeviceBuffer> buf = []() -> std::optional<cuda::DeviceBuffer> {
-    auto b = cuda::DeviceBuffer::alloc(kScratchBytes);
-    if (!b) {
-      llvm::consumeError(b.takeError());
-      return std::nullopt;
-    }
-    return std::move(*b);
-  }();
-  return buf ? &*buf : nullptr;
-}
-
-llvm::Error enqueueBusyBlock(int copies) {
-  cuda::DeviceBuffer *s = scratch();
-  if (!s) return llvm::Error::success();
-  size_t half = s->size() / 2;
-  for (int c = 0; c < copies; ++c) {
-    cuda::DevicePtr from = s->ptr() + (c % 2 ? half : 0), to = s->ptr() + (c % 2 ? 0 : half);
-    if (llvm::Error e = cuda::copyDeviceToDevice(to, from, half)) return e;
-  }
-  return llvm::Error::success();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-} // namespace
 
 std::vector<Suite> &suites() {
   static std::vector<Suite> all; // function-local: safe from other files' static Registration objects
   return all;
-}
-
-llvm::Expected<double> timeMedian(const std::function<llvm::Error(int)> &launch, int warmup, int iters) {
-  if (iters < 1 || warmup < 0)
-    return fail("timeMedian: need iters >= 1 and warmup >= 0, got iters=" + llvm::Twine(iters) +
-                " warmup=" + llvm::Twine(warmup));
-  int run = 0; // the `i` given to launch: counts every run, warm-up and retries included
-  for (; run < warmup; ++run)
-    if (llvm::Error e = launch(run)) return e;
-
-  // marks[i] and marks[i + 1] bracket timed run i.
-  std::vector<cuda::Event> marks;
-  for (int i = 0; i <= iters; ++i) {
-    auto ev = cuda::Event::create();
-    if (!ev) return ev.takeError();
-    marks.push_back(std::move(*ev));
-  }
-  auto busyDone = cuda::Event::create();
-  if (!busyDone) return busyDone.takeError();
-
-  std::vector<double> ms(iters);
-  for (int copies = kFirstBusyCopies;; copies *= 2) {
-    if (llvm::Error e = enqueueBusyBlock(copies)) return e;
-    if (llvm::Error e = busyDone->record()) return e;
-    if (llvm::Error e = marks[0].record()) return e;
-    for (int i = 0; i < iters; ++i, ++run) {
-      if (llvm::Error e = launch(run)) return e;
-      if (llvm::Error e = marks[i + 1].record()) return e;
-    }
-    // Still busy when the host is done enqueueing: every run was queued before the GPU reached it.
-    auto done = busyDone->done();
-    if (!done) return done.takeError();
-    bool hostKeptAhead = !*done && scratch();
-    if (llvm::Error e = marks[iters].synchronize()) return e;
-    for (int i = 0; i < iters; ++i) {
-      auto t = cuda::Event::elapsedMs(marks[i], marks[i + 1]);
-      if (!t) return t.takeError();
-      ms[i] = *t;
-    }
-    if (hostKeptAhead || !scratch() || copies >= kMaxBusyCopies) break;
-  }
-  return median(std::move(ms));
 }
 
 llvm::Expected<Ceilings> measureCeilings() {
@@ -135,17 +43,6 @@ llvm::json::Object toJSON(const Result &r, const Ceilings &c) {
       {"copy_gbps", c.copyGBps},
       {"fraction_of_copy", c.copyGBps > 0 ? gbps / c.copyGBps : 0.0},
   };
-}
-
-int copiesFor(double bytes) {
-  return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0));
-}
-
-llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
-  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
-  if (!b) return b.takeError();
-  if (auto e = b->fill(0x3C)) return e;
-  return b;
 }
 
 } // namespace minfer::bench

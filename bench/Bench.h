@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/Driver.h"
+#include "runtime/Timing.h"
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
@@ -32,25 +33,16 @@ struct Result {
   std::string baseline = {};
 };
 
-// Median milliseconds of `launch(i)` over `iters` runs after `warmup` runs; `i` counts runs, so a caller
-// can rotate through copies of its inputs. Each run is bracketed by CUDA events on the default stream and
-// all runs are enqueued before the host waits; the GPU is kept busy while they are enqueued, so a kernel
-// shorter than the host's launch overhead is timed without the gaps between launches.
-llvm::Expected<double> timeMedian(const std::function<llvm::Error(int)> &launch, int warmup = 10, int iters = 50);
+// The timing loop and its helpers (runtime/Timing.h), shared with the autotuner.
+using timing::copiesFor;
+using timing::filled;
+using timing::timeMedian;
 
 // Device-to-device copy of a 1 GiB buffer: the bandwidth ceiling.
 llvm::Expected<Ceilings> measureCeilings();
 
 // One JSON object: the result, its GB/s and TFLOP/s, and the GB/s as a fraction of copy bandwidth.
 llvm::json::Object toJSON(const Result &r, const Ceilings &c);
-
-// How many copies of a kernel's inputs to rotate through so one run's data is not still in L2 from the
-// last: enough to cover 3x the 50 MB L2 of an H100/H200, at most 16 (bench/torch_baseline.py does the same).
-int copiesFor(double bytes);
-
-// A device buffer filled with the byte 0x3C: as bf16 0x3C3C is ~0.0115, finite, so accumulators stay finite
-// and the math costs what real data would.
-llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes);
 
 // A family of benchmarks (gemm, gemv, attention, ...): runs its shapes and returns the results.
 struct Suite {

@@ -39,6 +39,7 @@ cl::opt<int64_t> context("context", cl::desc("Prompt tokens before decoding"), c
 cl::opt<int64_t> decodeSteps("decode-steps", cl::desc("Decode steps timed"), cl::init(64));
 cl::opt<int> repeats("repeats", cl::desc("Timed repetitions (median)"), cl::init(3));
 cl::opt<bool> noFuse("no-fuse", cl::desc("Skip the fusion pass (the unfused baseline)"));
+cl::opt<bool> noTune("no-tune", cl::desc("Ignore the tuning database: heuristic default tiles"));
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -67,6 +68,7 @@ llvm::Expected<Loaded> load(const PlanOptions &po) {
   eo.weights = weights;
   eo.plan = po;
   eo.fuse = !noFuse;
+  eo.tuned = !noTune;
   auto e = rt::Engine::load(model, eo);
   if (!e) return e.takeError();
   auto s = rt::Session::create(**e);
@@ -198,6 +200,7 @@ int main(int argc, char **argv) {
                          {"device", info ? info->name : std::string("?")},
                          {"copy_gbps", ceilings->copyGBps},
                          {"fused", !noFuse},
+                         {"tuned", !noTune},
                          {"decode", std::move(decodeRows)},
                          {"prefill", std::move(prefillRows)}};
   std::error_code ec;

@@ -7,8 +7,9 @@
 # STEPS is a comma-separated subset of tests,embed,e2e,profile,kernels (default: all but profile). `e2e` runs, per model in
 # $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
-# model (time to first token), then minfer_e2e_bench on the same weights, fused and (unless E2E_UNFUSED=0)
-# unfused.
+# model (time to first token), `minferc autotune` of the model for the benchmark's buckets (unless
+# E2E_TUNE=0), then minfer_e2e_bench on the same weights: fused and tuned, and (unless E2E_UNFUSED=0) unfused
+# with the default tiles.
 #
 # The build directory arrives prebuilt and is used as it is: nothing here builds. $OUT (set by the
 # environment) receives five files:
@@ -100,11 +101,17 @@ run_all() {
             | tee -a "$OUT/minferc_run_$model.log"
           tail -4 "$OUT/minferc_run_$model.log"
         done
+        if [[ "${E2E_TUNE:-1}" == 1 ]]; then
+          echo "-- minferc autotune (the buckets the benchmark runs: decode B=1 and 16, prefill 512 and 2048)"
+          "$build/tools/minferc" autotune "$ir" --buckets decode:1,decode:9-64,prefill:1-512,prefill:513-2048 \
+            > "$OUT/autotune_$model.log" 2>&1 || failed+=("autotune $model")
+          tail -3 "$OUT/autotune_$model.log"
+        fi
         "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \
           --out "$OUT/e2e_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model")
         if [[ "${E2E_UNFUSED:-1}" == 1 ]]; then
-          echo "-- the same, unfused (one kernel per IR op)"
-          "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --no-fuse \
+          echo "-- the same, unfused (one kernel per IR op) with the default tiles"
+          "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --no-fuse --no-tune \
             --out "$OUT/e2e_unfused_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model unfused")
         fi
       fi
@@ -118,6 +125,7 @@ run_all() {
     # Per-kernel GPU time of a few decode steps (ncu, kernel by kernel), to see where a step goes.
     for model in ${E2E_MODELS//,/ }; do
       step "profile: $model decode"
+      if wants autotune-show; then "$build/tools/minferc" autotune --show | tail -30; fi
       wdir="/dev/shm/minfer-e2e-$model"
       [[ -s "$wdir/model.safetensors" ]] || "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" \
         --out /dev/null --no-compile --decode-batches 1 --prefill-tokens 16 --decode-steps 2 >/dev/null \

@@ -7,6 +7,7 @@
 #include "compiler/Plan.h"
 
 #include "compiler/MemoryPlanner.h"
+#include "compiler/Tuning.h"
 #include "compiler/kernels/Attention.h"
 #include "compiler/kernels/Epilogue.h"
 #include "compiler/kernels/Gemm.h"
@@ -126,6 +127,21 @@ private:
     for (const ir::Dim &d : w.type.shape) numel *= d.value;
     b.fixedBytes = numel * static_cast<int64_t>(ir::dtypeSize(dt));
     return sharedBuffer(std::move(b));
+  }
+  // `spec` with its tuned tile for this phase's rows when the tuning database has one, else as it is (the
+  // heuristic default); the plan records which.
+  std::shared_ptr<KernelSpec> tuned(std::shared_ptr<KernelSpec> spec, bool decodePhase, int64_t rows) {
+    std::string key = spec->tuningKey();
+    if (key.empty()) return spec;
+    if (plan.options.tuning)
+      if (const TuningEntry *e = plan.options.tuning->find(key, tuningBucket(decodePhase, rows)))
+        if (auto t = spec->withTile(e->tile, plan.target)) {
+          plan.tileSource[t->name()] = "tuned";
+          plan.tunedTiles[TuningDb::entryKey(key, tuningBucket(decodePhase, rows))] = e->tile;
+          return t;
+        }
+    plan.tileSource.emplace(spec->name(), "default");
+    return spec;
   }
   // A matmul weight (or bias) as bf16, its rows in the order the epilogue reads them.
   int matmulWeight(const ir::Operand &o, PlanBuffer::Layout layout = PlanBuffer::Layout::AsIs, const Epilogue &epi = {}) {
@@ -303,6 +319,7 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   } else {
     spec = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
   }
+  spec = tuned(std::move(spec), decode, rowsHint);
   int w = matmulWeight(op.operands[wi], layout, epi);
   if (bias) ea.bias = matmulWeight(op.operands[bi], layout, epi);
   if (op.kind == OpKind::MatmulResidual) ea.residual = use(op.operands[2].id);
@@ -640,6 +657,8 @@ llvm::json::Object Plan::toJSON() const {
   for (const auto &k : kernels) {
     llvm::json::Object o = k->toJSON();
     o["name"] = k->name();
+    auto src = tileSource.find(k->name());
+    if (src != tileSource.end()) o["tile_source"] = src->second;
     ks.push_back(std::move(o));
   }
   llvm::json::Array bufs;
@@ -676,6 +695,11 @@ llvm::json::Object Plan::toJSON() const {
                             {"decode", std::move(decodeJSON)},
                             {"kernels", std::move(ks)},
                             {"sample_kernel", sampleKernel >= 0 ? llvm::json::Value(kernels[sampleKernel]->name()) : nullptr},
+                            {"tuned_tiles", [&] {
+                               llvm::json::Object o;
+                               for (const auto &[k, v] : tunedTiles) o[k] = v;
+                               return o;
+                             }()},
                             {"buffers", std::move(bufs)}};
 }
 
@@ -702,6 +726,11 @@ llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
                 llvm::Twine(o.maxBatch) + " sequences of " + llvm::Twine(o.maxSeq) + " tokens)");
   return llvm::Error::success();
 }
+
+int Plan::tunedKernels() const {
+  return static_cast<int>(llvm::count_if(tileSource, [](const auto &kv) { return kv.second == "tuned"; }));
+}
+int Plan::defaultTileKernels() const { return static_cast<int>(tileSource.size()) - tunedKernels(); }
 
 std::vector<int> LaunchArg::buffers() const {
   std::vector<int> out;

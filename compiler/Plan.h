@@ -115,10 +115,13 @@ struct PhasePlan {
 // The largest decode batch: advance_tokens feeds every row's token back in one block (1024 threads).
 constexpr int64_t kMaxDecodeBatch = 1024;
 
+class TuningDb;
+
 struct PlanOptions {
   int64_t maxBatch = 1;       // decode rows
   int64_t maxPrefillRows = 0; // 0: 2048, or all the caches hold when that is less
   int64_t maxSeq = 0;         // 0: the module's `max_pos` dim (an error when it has none)
+  const TuningDb *tuning = nullptr; // tuned tiles (compiler/Tuning.h); without an entry, the heuristic default
 };
 
 struct Plan {
@@ -133,6 +136,13 @@ struct Plan {
   int64_t weightBytes = 0;         // every weight buffer as the kernels read it
   double decodeFlopsPerToken = 0;  // 2 * the matmul weights' elements (attention excluded: it grows with context)
   bool fused = false;              // the module holds fused ops (compiler/Fuse.cpp ran on it)
+  // Each tunable kernel's tile: "tuned" (from options.tuning) or "default" (the heuristic), by kernel name.
+  std::map<std::string, std::string> tileSource;
+  // The tuned tiles it used, as tuning database entries (TuningDb::entryKey -> tile): a bundle carries them
+  // so that its plan is rebuilt with the same kernels.
+  std::map<std::string, std::string> tunedTiles;
+  int tunedKernels() const;
+  int defaultTileKernels() const;
 
   llvm::json::Object toJSON() const;
 };

@@ -3,6 +3,8 @@
 
 #include "compiler/Bundle.h"
 #include "compiler/Fuse.h"
+#include "compiler/Tuning.h"
+#include "runtime/Autotune.h"
 #include "compiler/HFImport.h"
 #include "compiler/KernelCache.h"
 #include "compiler/Safetensors.h"
@@ -50,6 +52,15 @@ llvm::Expected<PlanOptions> bundlePlanOptions(const Bundle &b, llvm::StringRef p
   o.maxPrefillRows = *rows;
   o.maxSeq = *seq;
   return o;
+}
+
+// The tuned tiles a bundle's plan was built with, as a database the plan can read.
+TuningDb bundleTuning(const Bundle &b) {
+  TuningDb db;
+  if (const llvm::json::Object *tiles = b.plan.getObject("tuned_tiles"))
+    for (const auto &[key, v] : *tiles)
+      if (auto tile = v.getAsString()) db.entries[key.str()].tile = tile->str();
+  return db;
 }
 
 } // namespace
@@ -120,14 +131,31 @@ struct EngineLoader {
 
   llvm::Error plan(llvm::StringRef model, const Target &t) {
     PlanOptions po = opts.plan;
+    TuningDb tuning;
     if (bundle) {
       auto o = bundlePlanOptions(*bundle, model);
       if (!o) return o.takeError();
       po = *o;
+      tuning = bundleTuning(*bundle);
+      po.tuning = &tuning;
+      engine->st.tuningDb = "bundle";
+    } else if (opts.tuned && cuda::available()) {
+      // The device's database, when the driver can say which device this is.
+      if (auto fp = deviceFingerprint()) {
+        std::string path = TuningDb::pathFor(KernelCache::openDefault().dir(), *fp);
+        tuning = TuningDb::load(path, *fp, &engine->st.warning);
+        po.tuning = &tuning;
+        engine->st.tuningDb = path;
+      } else {
+        llvm::consumeError(fp.takeError());
+      }
     }
     auto p = buildPlan(*engine->mod, t, po);
     if (!p) return p.takeError();
     engine->pl = std::move(*p);
+    engine->pl.options.tuning = nullptr; // `tuning` ends here; the plan keeps its choices
+    engine->st.tunedKernels = engine->pl.tunedKernels();
+    engine->st.defaultTileKernels = engine->pl.defaultTileKernels();
     return llvm::Error::success();
   }
 

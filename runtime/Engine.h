@@ -39,6 +39,7 @@ struct EngineOptions {
   unsigned jobs = 0;      // compile workers (0: the cores)
   bool cache = true;      // false: compile without the disk cache (MINFER_NO_CACHE does the same)
   bool fuse = true;       // run the fusion pass on an .ir file or a checkpoint (a bundle is planned as built)
+  bool tuned = true;      // use the device's tuning database (runtime/Autotune.h) where it has an entry
   size_t uploadChunkBytes = 64u << 20; // host staging per weight-upload step
 };
 
@@ -52,6 +53,10 @@ struct LoadStats {
   double modulesMs = 0;     // cubins loaded into the driver
   double weightsMs = 0;     // weights streamed to the device
   size_t weightBytes = 0;   // device bytes of weights and constants
+  int tunedKernels = 0;     // tunable kernels with a tuned tile
+  int defaultTileKernels = 0; // tunable kernels on the heuristic default
+  std::string tuningDb;     // the database consulted ("" when none), or "bundle"
+  std::string warning;      // e.g. a tuning database ignored, and why
 };
 
 struct LoadedFunction {

@@ -24,9 +24,12 @@
 //
 // Prologue policies (gemv.cuh only): ProNone, and ProNorm<LAYER, WeightT>, which normalises each activation row
 // as the norm kernel (norm.cuh) would — fp32 statistics, two-pass for LayerNorm, rsqrtf, the result rounded to
-// bf16 before it is multiplied — so folding a norm into the matmul changes no bit of what the matmul reads.
-//   P::kActive; P::template stats<K>(aRow, p) -> float2 {mean, inv}, called by all 32 lanes of a warp;
-//   P::template apply8(a[8], k0, stats, p): elements k0..k0+7 of a row, in place.
+// bf16 before it is multiplied — so a folded norm gives the matmul what the norm kernel would have stored, up
+// to the order of the fp32 sums.
+//   P::kActive; P::template blockStats<K, WARPS, MAX_M>(A, rows, st, scratch, p): {mean, inv} of each row
+//   into shared st[m], by the whole block (it synchronises); P::apply8(a[8], k0, st[m], p): elements
+//   k0..k0+7 of a row, in place. The statistics are computed once per block: a warp each would read the
+//   activation rows once per 1-2 rows of W (twice the lm_head's time, measured).
 #pragma once
 
 #include "common.cuh"
@@ -173,46 +176,54 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
 
 struct ProNone {
   static constexpr bool kActive = false;
-  template <int K> __device__ __forceinline__ static float2 stats(const bf16 *, const EpiParams &) {
-    return make_float2(0.f, 1.f);
-  }
+  template <int K, int WARPS, int MAX_M>
+  __device__ __forceinline__ static void blockStats(const bf16 *, int, float2 *, float (*)[MAX_M], const EpiParams &) {}
   __device__ __forceinline__ static void apply8(float (&)[8], int, float2, const EpiParams &) {}
 };
 
 template <bool LAYER, typename WeightT> struct ProNorm {
   static constexpr bool kActive = true;
 
-  // {mean (0 for RMS), 1 / sqrt(var + eps)} of row aRow [K], by the 32 lanes of a warp together.
-  template <int K> __device__ __forceinline__ static float2 stats(const bf16 *aRow, const EpiParams &p) {
+  // {mean (0 for RMS), 1 / sqrt(var + eps)} of rows [0, rows) of A [.., K] into st[m], by the whole block of
+  // WARPS warps (each sums a slice of K; the slices meet in `scratch`). Every thread of the block must call
+  // it: it synchronises, and st is ready for all when it returns. rows <= MAX_M <= 32 * WARPS.
+  template <int K, int WARPS, int MAX_M>
+  __device__ __forceinline__ static void blockStats(const bf16 *A, int rows, float2 *st, float (*scratch)[MAX_M],
+                                                    const EpiParams &p) {
     static_assert(K % 8 == 0, "ProNorm: K must be a multiple of 8");
-    const int lane = threadIdx.x % 32;
-    float acc = 0.f;
-    for (int k = lane * 8; k < K; k += 256) {
-      const uint4 raw = *reinterpret_cast<const uint4 *>(aRow + k);
-      const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    // Pass 1: the sum (LayerNorm) or the sum of squares (RMSNorm); pass 2 (LayerNorm): the squared
+    // deviations from the mean, as norm.cuh does.
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 f = __bfloat1622float2(h[e]);
-        acc += LAYER ? f.x + f.y : f.x * f.x + f.y * f.y;
-      }
-    }
-    acc = warpSum(acc);
-    float mean = 0.f;
-    if constexpr (LAYER) {
-      mean = acc * (1.f / K);
-      float sq = 0.f;
-      for (int k = lane * 8; k < K; k += 256) {
-        const uint4 raw = *reinterpret_cast<const uint4 *>(aRow + k);
-        const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+    for (int pass = 0; pass < (LAYER ? 2 : 1); ++pass) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __bfloat1622float2(h[e]);
-          sq += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
+      for (int m = 0; m < MAX_M; ++m) {
+        if (m >= rows) break;
+        const float mean = pass == 1 ? st[m].x : 0.f;
+        float acc = 0.f;
+        for (int k = (warp * 32 + lane) * 8; k < K; k += WARPS * 256) {
+          const uint4 raw = *reinterpret_cast<const uint4 *>(A + static_cast<long long>(m) * K + k);
+          const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __bfloat1622float2(h[e]);
+            if (LAYER && pass == 0) acc += f.x + f.y;
+            else acc += (f.x - mean) * (f.x - mean) + (f.y - mean) * (f.y - mean);
+          }
         }
+        acc = warpSum(acc);
+        if (lane == 0) scratch[warp][m] = acc;
       }
-      acc = warpSum(sq);
+      __syncthreads();
+      if (static_cast<int>(threadIdx.x) < rows) {
+        float total = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) total += scratch[w][threadIdx.x];
+        if (LAYER && pass == 0) st[threadIdx.x].x = total * (1.f / K);
+        else st[threadIdx.x] = make_float2(LAYER ? st[threadIdx.x].x : 0.f, rsqrtf(total * (1.f / K) + p.eps));
+      }
+      __syncthreads();
     }
-    return make_float2(mean, rsqrtf(acc * (1.f / K) + p.eps));
   }
 
   __device__ __forceinline__ static void apply8(float (&a)[8], int k0, float2 st, const EpiParams &p) {

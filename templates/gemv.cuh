@@ -113,7 +113,11 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   const int lane = threadIdx.x % 32;
   const int row0 = (blockIdx.x * WARPS + threadIdx.x / 32) * R;
-  if (row0 >= N) return; // no block-level synchronisation below, so a spare warp can leave
+  // Without a prologue there is no block-level synchronisation below, so a spare warp can leave; with one,
+  // it stays for the statistics' barriers (its rows clamp to N - 1 and are never stored).
+  if (!Pro::kActive && row0 >= N) return;
+  __shared__ float2 proStats[Pro::kActive ? MAX_M : 1];
+  __shared__ float proScratch[Pro::kActive ? WARPS : 1][MAX_M];
 
   // Rows past N read row N - 1 (always valid) and are never stored.
   const bf16 *wRow[R];
@@ -128,11 +132,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int m = 0; m < MAX_M; ++m)
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
-    // The prologue's statistics of each activation row (the warp computes them together).
-    float2 st[MAX_M];
-#pragma unroll
-    for (int m = 0; m < MAX_M; ++m)
-      if (Pro::kActive && m < rows) st[m] = Pro::template stats<K>(A + static_cast<long long>(m0 + m) * K, epi);
+    // The prologue's statistics of each activation row (the block computes them together).
+    if constexpr (Pro::kActive)
+      Pro::template blockStats<K, WARPS, MAX_M>(A + static_cast<long long>(m0) * K, rows, proStats, proScratch, epi);
 
     // U consecutive steps starting at `step0`: all W loads first, then activations, then the FMAs.
     auto steps = [&](int step0, auto unroll) {
@@ -154,7 +156,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             const bool ok = kChunks % 32 == 0 || chunk + lane < kChunks;
             float a[8];
             unpack8(a, ok ? loadCached(aRows + static_cast<long long>(m) * K + chunk * 8) : make_uint4(0, 0, 0, 0));
-            if (Pro::kActive && ok) Pro::apply8(a, (chunk + lane) * 8, st[m], epi);
+            if (Pro::kActive && ok) Pro::apply8(a, (chunk + lane) * 8, proStats[m], epi);
 #pragma unroll
             for (int r = 0; r < R; ++r) acc[m][r] = dot8(acc[m][r], a, w[u][r]);
           }
@@ -230,6 +232,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   constexpr int kUnroll = kPerWarp < 4 ? kPerWarp : 4;
   constexpr int kGroups = kPerWarp / kUnroll, kRest = kPerWarp % kUnroll;
   __shared__ float partial[WARPS > 1 ? WARPS - 1 : 1][32][4]; // warps 1.. hand their sums to warp 0
+  __shared__ float2 proStats[Pro::kActive ? MAX_M : 1];
+  __shared__ float proScratch[Pro::kActive ? WARPS : 1][MAX_M];
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
@@ -251,17 +255,9 @@ __global__ void __launch_bounds__(WARPS * 32)
       x[j] = A + static_cast<long long>(m0 + (hasRow[j] ? 8 * j + g : 0)) * K + t * 8;
     }
     float acc[NT][4] = {};
-    // The prologue's statistics of this lane's activation rows 8j + g (the warp computes each row's together).
-    float2 st[NT];
-    if constexpr (Pro::kActive) {
-#pragma unroll
-      for (int m = 0; m < MAX_M; ++m) {
-        if (m < rows) {
-          const float2 s = Pro::template stats<K>(A + static_cast<long long>(m0 + m) * K, epi);
-          if (m % 8 == g) st[m / 8] = s;
-        }
-      }
-    }
+    // The prologue's statistics of each activation row (the block computes them together).
+    if constexpr (Pro::kActive)
+      Pro::template blockStats<K, WARPS, MAX_M>(A + static_cast<long long>(m0) * K, rows, proStats, proScratch, epi);
 
     // U chunks of this warp starting at its i0-th: all loads first, then the mmas.
     auto steps = [&](int i0, auto unroll) {
@@ -281,7 +277,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           xa[u][j] = ok && hasRow[j] ? loadCached(x[j] + c * 32) : make_uint4(0, 0, 0, 0);
-          if (Pro::kActive && ok && hasRow[j]) xa[u][j] = normalise<Pro>(xa[u][j], c * 32 + t * 8, st[j], epi);
+          if (Pro::kActive && ok && hasRow[j]) xa[u][j] = normalise<Pro>(xa[u][j], c * 32 + t * 8, proStats[8 * j + g], epi);
         }
       }
 #pragma unroll

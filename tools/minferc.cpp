@@ -17,12 +17,14 @@
 #include "compiler/ParallelCompile.h"
 #include "compiler/Plan.h"
 #include "compiler/Safetensors.h"
+#include "compiler/Tuning.h"
 #include "compiler/WeightLoader.h"
 #include "ir/Diagnostics.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
+#include "runtime/Autotune.h"
 #include "runtime/Engine.h"
 #include "runtime/Session.h"
 
@@ -48,6 +50,7 @@ cl::OptionCategory category("minferc options");
 
 cl::SubCommand importCmd("import-hf", "Write the IR of a Hugging Face checkpoint directory (config.json, *.safetensors)");
 cl::SubCommand runCmd("run", "Generate tokens from a model (an .ir file, a bundle or an HF checkpoint directory)");
+cl::SubCommand autotuneCmd("autotune", "Tune the tile sizes of a model's kernels on this GPU, into the device's tuning database");
 cl::SubCommand cacheCmd("cache", "List, verify or clear the kernel cache ($MINFER_CACHE_DIR, $XDG_CACHE_HOME/minfer or ~/.cache/minfer)");
 
 // ----- top level: minferc model.ir
@@ -83,6 +86,17 @@ cl::opt<int64_t> maxSeq("max-seq", cl::desc("Tokens a sequence may hold (default
 cl::opt<int64_t> maxPrefill("max-prefill-tokens",
                             cl::desc("Tokens of one prefill step (default: 2048, or what the caches hold)"), cl::init(0),
                             cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<std::string> tuneModel(cl::Positional, cl::desc("<model.ir | checkpoint dir>"), cl::sub(autotuneCmd), cl::cat(category));
+cl::list<std::string> tuneBuckets("buckets", cl::CommaSeparated,
+                                  cl::desc("Buckets of rows to tune for (default decode:1,prefill:513-2048); any of "
+                                           "decode:1, decode:2-8, decode:9-64, decode:65+, prefill:1-512, "
+                                           "prefill:513-2048, prefill:2049+"),
+                                  cl::sub(autotuneCmd), cl::cat(category));
+cl::opt<bool> tuneShow("show", cl::desc("List what is tuned, for which device, and exit"), cl::sub(autotuneCmd), cl::cat(category));
+cl::opt<bool> tuneRetune("retune", cl::desc("Time kernels the database has already"), cl::sub(autotuneCmd), cl::cat(category));
+cl::opt<bool> tuneNoFuse("no-fuse", cl::desc("Tune the unfused plan's kernels"), cl::sub(autotuneCmd), cl::cat(category));
+cl::opt<unsigned> tuneJobs("j", cl::desc("Kernels compiled in parallel (default: the cores)"), cl::init(0), cl::sub(autotuneCmd),
+                           cl::cat(category));
 cl::opt<std::string> cacheAction(cl::Positional, cl::desc("<ls|verify|clear>"), cl::sub(cacheCmd), cl::cat(category));
 cl::opt<bool> splitInput("split-input-file",
                          cl::desc("Treat each `// -----`-separated chunk of the input as its own module"),
@@ -171,6 +185,13 @@ llvm::Error writeDump(llvm::StringRef dir, llvm::StringRef file, llvm::StringRef
   return writeOutput(path, bytes);
 }
 
+// "3 tuned (from PATH), 12 default" for the run and build summaries.
+std::string tileSummary(const Plan &plan, llvm::StringRef from) {
+  std::string s = llvm::formatv("{0} tuned", plan.tunedKernels()).str();
+  if (!from.empty()) s += " (from " + from.str() + ")";
+  return s + llvm::formatv(", {0} default", plan.defaultTileKernels()).str();
+}
+
 // `minferc model.ir --target sm_XY`: plan, generate, compile (through the cache, in worker processes),
 // and write the plan, the sources or a bundle.
 int compileModule(const ir::Module &m) {
@@ -184,8 +205,21 @@ int compileModule(const ir::Module &m) {
   opts.maxBatch = maxBatch;
   opts.maxSeq = maxSeq;
   opts.maxPrefillRows = maxPrefill;
+  // Tuned tiles: the newest tuning database written for this target (by `minferc autotune` on such a GPU).
+  TuningDb tuning;
+  std::string tuningFrom;
+  if (auto path = TuningDb::newestFor(KernelCache::openDefault().dir(), target->name)) {
+    if (auto db = TuningDb::read(*path)) {
+      tuning = std::move(*db);
+      opts.tuning = &tuning;
+      tuningFrom = *path;
+    } else {
+      llvm::consumeError(db.takeError());
+    }
+  }
   auto plan = buildPlan(m, *target, opts);
   if (!plan) return fail(plan.takeError());
+  plan->options.tuning = nullptr;
   std::string planText;
   llvm::raw_string_ostream(planText) << llvm::formatv("{0:2}", llvm::json::Value(plan->toJSON())) << "\n";
 
@@ -235,10 +269,11 @@ int compileModule(const ir::Module &m) {
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   llvm::errs() << llvm::formatv(
       "minferc: {0} for {1}: {2} kernels ({3} from cache, {4} compiled), decode {5} launches per step "
-      "({6} per layer x {7} layers), prefill {8} launches; weights {9}, {10:f2} GFLOP per decode token; {11:f2} s\n",
+      "({6} per layer x {7} layers), prefill {8} launches; weights {9}, {10:f2} GFLOP per decode token; {11:f2} s; "
+      "tiles: {12}\n",
       outputPath, target->name, stats.kernels, stats.hits, stats.misses, plan->decode.launches.size(),
       plan->decode.launchesPerLayer, plan->decode.layers, plan->prefill.launches.size(), humanBytes(plan->weightBytes),
-      plan->decodeFlopsPerToken / 1e9, secs);
+      plan->decodeFlopsPerToken / 1e9, secs, tileSummary(*plan, tuningFrom));
   return 0;
 }
 
@@ -421,8 +456,9 @@ int runGpu() {
       st.modulesMs, st.weightsMs, humanBytes(double(st.weightBytes)), gen->promptTokens, gen->prefillMs, prefillTokS,
       gen->decodeSteps, runBatch.getValue(), msPerToken, msPerToken > 0 ? 1e3 * runBatch / msPerToken : 0.0,
       go.graph ? ", CUDA graph" : "", humanBytes(double((*session)->memory().total())), ms(t2 - t0),
-      llvm::formatv(", {0}, decode {1} launches a step", st.fused ? "fused" : "unfused",
-                    (*engine)->plan().decode.launches.size()).str());
+      llvm::formatv(", {0}, decode {1} launches a step; tiles: {2}", st.fused ? "fused" : "unfused",
+                    (*engine)->plan().decode.launches.size(), tileSummary((*engine)->plan(), st.tuningDb)).str());
+  if (!st.warning.empty()) llvm::errs() << "minferc run: warning: " << st.warning << "\n";
   return 0;
 }
 
@@ -490,6 +526,95 @@ int runMain() {
 
 } // namespace
 
+// `minferc autotune --show`: every database in the tuning directory, entry by entry.
+int autotuneShow() {
+  std::string dir = TuningDb::directory(KernelCache::openDefault().dir());
+  std::error_code ec;
+  int found = 0;
+  std::vector<std::string> paths;
+  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec))
+    if (llvm::StringRef(it->path()).endswith(".json")) paths.push_back(it->path());
+  std::sort(paths.begin(), paths.end());
+  for (const std::string &path : paths) {
+    auto db = TuningDb::read(path);
+    if (!db) {
+      llvm::outs() << path << ": unreadable (" << llvm::toString(db.takeError()) << ")\n";
+      continue;
+    }
+    ++found;
+    llvm::outs() << llvm::formatv("{0}: {1} ({2} SMs, {3}, driver {4}, NVRTC {5}), {6} entries\n", path, db->device.name,
+                                  db->device.smCount, db->device.target(), db->device.driverVersion,
+                                  db->device.nvrtcVersion, db->entries.size());
+    for (const auto &[key, e] : db->entries)
+      llvm::outs() << llvm::formatv("  {0,-90} {1,-22} {2,8:f2} us", key, e.tile, e.us)
+                   << (e.defaultUs > 0 ? llvm::formatv("  (default {0} {1:f2} us, {2:f2}x)", e.defaultTile, e.defaultUs,
+                                                       e.defaultUs / e.us).str()
+                                       : std::string())
+                   << "\n";
+  }
+  if (!found) llvm::outs() << "no tuning databases in " << dir << " (run `minferc autotune MODEL` on a GPU)\n";
+  return 0;
+}
+
+// `minferc autotune MODEL`: tune on this GPU, with a progress bar on a terminal and plain lines otherwise.
+int autotuneMain() {
+  if (tuneShow) return autotuneShow();
+  if (tuneModel.empty()) return fail(userError("minferc autotune: give a model (an .ir file or a checkpoint dir), or --show"));
+  std::unique_ptr<ir::Module> m;
+  if (llvm::sys::fs::is_directory(tuneModel)) {
+    auto imported = importHF(tuneModel);
+    if (!imported) return fail(imported.takeError());
+    m = std::move(*imported);
+  } else {
+    auto buf = llvm::MemoryBuffer::getFile(tuneModel, /*IsText=*/true);
+    if (!buf) return fail(userError("cannot read '" + tuneModel + "': " + buf.getError().message()));
+    auto parsed = loadVerified(std::move(*buf));
+    if (!parsed) return fail(parsed.takeError());
+    m = std::move(*parsed);
+  }
+  if (!tuneNoFuse)
+    if (auto stats = fuseModule(*m); !stats) return fail(stats.takeError());
+  rt::AutotuneOptions opts;
+  if (!tuneBuckets.empty()) {
+    opts.buckets.assign(tuneBuckets.begin(), tuneBuckets.end());
+    for (const std::string &b : opts.buckets)
+      if (!isTuningBucket(b))
+        return fail(userError("--buckets: unknown bucket '" + b + "'; expected any of " + llvm::join(allTuningBuckets(), ", ")));
+  }
+  opts.jobs = tuneJobs;
+  opts.retune = tuneRetune;
+  auto fp = rt::deviceFingerprint();
+  if (!fp) return fail(fp.takeError());
+  std::string path = TuningDb::pathFor(KernelCache::openDefault().dir(), *fp);
+  std::string warning;
+  TuningDb db = TuningDb::load(path, *fp, &warning);
+  if (!warning.empty()) llvm::errs() << "minferc autotune: warning: " << warning << "\n";
+  bool tty = llvm::errs().is_displayed();
+  opts.progress = [&](const rt::AutotuneProgress &p) {
+    std::string best = p.done ? llvm::formatv("best {0} {1:f2} us (default {2} {3:f2} us)", p.bestTile, p.bestUs,
+                                              p.defaultTile, p.defaultUs).str()
+                              : llvm::formatv("timing {0} tiles", p.candidates).str();
+    std::string left = p.index > 1 || p.done ? llvm::formatv(", ~{0:f0} s left", p.secondsLeft).str() : "";
+    if (tty) {
+      int width = 24, filled = static_cast<int>(width * (p.index - (p.done ? 0 : 1)) / std::max<size_t>(p.total, 1));
+      llvm::errs() << "\r\x1b[K[" << std::string(filled, '#') << std::string(width - filled, '.') << "] kernel "
+                   << p.index << "/" << p.total << " " << p.kernel.substr(0, 60) << ": " << best << left;
+      if (p.done && p.index == p.total) llvm::errs() << "\n";
+    } else if (p.done) {
+      llvm::errs() << "autotune: kernel " << p.index << "/" << p.total << " " << p.kernel << ": " << best << left << "\n";
+    }
+  };
+  llvm::errs() << "minferc autotune: " << fp->id() << ", buckets " << llvm::join(opts.buckets, ",") << "\n";
+  auto report = rt::autotune(*m, db, opts);
+  if (!report) return fail(report.takeError());
+  if (auto e = db.save(path)) return fail(std::move(e));
+  llvm::errs() << llvm::formatv("minferc autotune: {0} kernels ({1} tuned now, {2} already in the database), {3} "
+                                "candidates timed ({4} failed); compile {5:f1} s, timing {6:f1} s; wrote {7}\n",
+                                report->kernels, report->tuned, report->skipped, report->candidates, report->failed,
+                                report->compileSeconds, report->timeSeconds, path);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::SetVersionPrinter([](llvm::raw_ostream &os) { os << "minferc (minfer) 0.1.0\n"; });
@@ -498,6 +623,7 @@ int main(int argc, char **argv) {
                                    "  minferc model.ir [--emit=ir] [-o FILE]\n"
                                    "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
                                    "  minferc cache ls|verify|clear\n"
+                                   "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] | --show\n"
                                    "  minferc import-hf DIR -o model.ir\n"
                                    "  minferc run MODEL --prompt-ids 1,2,3 [--max-new-tokens N] [--batch B] [--temperature T]\n"
                                    "              [--top-k K] [--top-p P] [--seed S] [--logits-out F.npy] [--backend=gpu|reference]\n",
@@ -506,5 +632,6 @@ int main(int argc, char **argv) {
   if (importCmd) return importMain();
   if (runCmd) return runMain();
   if (cacheCmd) return cacheMain();
+  if (autotuneCmd) return autotuneMain();
   return compileMain();
 }

@@ -1,6 +1,8 @@
 // compiler/kernels/Gemm.cpp — naming, launch geometry, validity and tile choice for templates/gemm.cuh.
 #include "compiler/kernels/Gemm.h"
 
+#include <cstdio>
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -189,6 +191,40 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
     }
   }
   (void)n;
+  return out;
+}
+
+} // namespace minfer
+
+namespace minfer {
+
+std::optional<GemmTile> parseGemmTile(llvm::StringRef s) {
+  GemmTile t;
+  if (std::sscanf(s.str().c_str(), "m%dn%dk%d_s%d_w%dx%d", &t.bm, &t.bn, &t.bk, &t.stages, &t.warpsM, &t.warpsN) != 6 ||
+      t.str() != s)
+    return std::nullopt;
+  return t;
+}
+
+std::string GemmSpec::tuningKey() const {
+  return "gemm_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_epi_" + epi.suffix();
+}
+
+std::shared_ptr<KernelSpec> GemmSpec::withTile(llvm::StringRef s, const Target &target) const {
+  std::optional<GemmTile> t = parseGemmTile(s);
+  if (!t) return nullptr;
+  auto spec = std::make_shared<GemmSpec>(n, k, epi, *t);
+  if (llvm::Error e = spec->validate(target)) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
+  return spec;
+}
+
+std::vector<std::shared_ptr<KernelSpec>> GemmSpec::tuningCandidates(const Target &target, int64_t rows) const {
+  std::vector<std::shared_ptr<KernelSpec>> out;
+  for (const GemmTile &t : gemmTileCandidates(target, rows, n, k))
+    if (auto spec = withTile(t.str(), target)) out.push_back(std::move(spec));
   return out;
 }
 

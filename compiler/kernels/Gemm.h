@@ -14,6 +14,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ int nominalSmCount(const Target &target);
 // Success when gemm.cuh accepts `tile` for this K on `target`, else why not: the static_asserts of the
 // template, checked before NVRTC sees them, plus the target's shared-memory limit.
 llvm::Error checkGemmTile(const GemmTile &tile, int64_t k, const Target &target);
+// The tile written as str() writes it; nullopt for anything else.
+std::optional<GemmTile> parseGemmTile(llvm::StringRef);
 
 struct GemmSpec : KernelSpec {
   int64_t n = 0, k = 0; // W is [n, k]
@@ -61,6 +64,10 @@ struct GemmSpec : KernelSpec {
   // block 32 * warpsM * warpsN, shared tile.sharedBytes().
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
+  std::string tuningKey() const override; // gemm_bf16_n5632_k2048_epi_bias
+  std::string tileName() const override { return tile.str(); }
+  std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
+  std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
   // checkGemmTile for this spec, plus n >= 1: success when gemm.cuh instantiates it for `target`.
   llvm::Error validate(const Target &target) const override;
 };

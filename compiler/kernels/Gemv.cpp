@@ -1,6 +1,8 @@
 // compiler/kernels/Gemv.cpp — naming, launch geometry, validity and tile choice for templates/gemv.cuh.
 #include "compiler/kernels/Gemv.h"
 
+#include <cstdio>
+
 #include "compiler/kernels/Gemm.h"
 
 #include <algorithm>
@@ -136,6 +138,44 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   for (int r : {1, 2, 4, 8})
     for (int w : {2, 4, 8}) add(GemvTile{maxM, r, w, false});
   for (int w : {2, 4, 8, 16}) add(GemvTile{maxM, 1, w, true});
+  return out;
+}
+
+} // namespace minfer
+
+namespace minfer {
+
+std::optional<GemvTile> parseGemvTile(llvm::StringRef s) {
+  GemvTile t;
+  std::string str = s.str();
+  if (std::sscanf(str.c_str(), "m%d_mma_w%d", &t.maxM, &t.warps) == 2) {
+    t.mma = true;
+  } else if (std::sscanf(str.c_str(), "m%d_r%d_w%d", &t.maxM, &t.rowsPerWarp, &t.warps) != 3) {
+    return std::nullopt;
+  }
+  if (t.str() != s) return std::nullopt;
+  return t;
+}
+
+std::string GemvSpec::tuningKey() const {
+  return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_epi_" + epi.suffix() + pro.suffix();
+}
+
+std::shared_ptr<KernelSpec> GemvSpec::withTile(llvm::StringRef s, const Target &) const {
+  std::optional<GemvTile> t = parseGemvTile(s);
+  if (!t) return nullptr;
+  auto spec = std::make_shared<GemvSpec>(n, k, epi, *t, pro);
+  if (llvm::Error e = spec->validate()) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
+  return spec;
+}
+
+std::vector<std::shared_ptr<KernelSpec>> GemvSpec::tuningCandidates(const Target &target, int64_t rows) const {
+  std::vector<std::shared_ptr<KernelSpec>> out;
+  for (const GemvTile &t : gemvTileCandidates(target, rows, n, k))
+    if (auto spec = withTile(t.str(), target)) out.push_back(std::move(spec)); // drops tiles the epilogue cannot take
   return out;
 }
 

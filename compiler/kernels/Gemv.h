@@ -11,6 +11,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -43,6 +44,8 @@ struct GemvTile {
 
 // Success when gemv.cuh accepts `tile` for this K, else why not (the template's static_asserts).
 llvm::Error checkGemvTile(const GemvTile &tile, int64_t k);
+// The tile written as str() writes it; nullopt for anything else.
+std::optional<GemvTile> parseGemvTile(llvm::StringRef);
 
 struct GemvSpec : KernelSpec {
   int64_t n = 0, k = 0; // W is [n, k]
@@ -65,6 +68,10 @@ struct GemvSpec : KernelSpec {
   // checkGemvTile for this spec, plus n >= 1: success when gemv.cuh instantiates it.
   llvm::Error validate() const;
   llvm::Error validate(const Target &) const override { return validate(); }
+  std::string tuningKey() const override; // gemv_bf16_n2560_k2048_epi_qkv_h32_kv4_d64_half_pro_rms_bf16
+  std::string tileName() const override { return tile.str(); }
+  std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
+  std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
 };
 
 // The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16. M <= 2: the FMA kernel

@@ -14,7 +14,9 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace minfer {
 
@@ -47,6 +49,17 @@ public:
   // The generated source: a header comment naming the spec, the template include, and one use of the
   // entry that makes NVRTC instantiate it. Every constant is baked into the template arguments.
   std::string source() const;
+
+  // ---- autotuning (compiler/Tuning.h): a tunable family exposes its tile parameters ----
+  // What the tile does not change (family, shape, epilogue, prologue), e.g. "gemm_bf16_n2048_k2048_epi_none";
+  // empty for a spec with nothing to tune.
+  virtual std::string tuningKey() const { return ""; }
+  // The tile as it appears in the name ("m128n128k64_s3_w2x2"), and the same spec with another tile
+  // parsed from that form (nullptr when `tile` does not parse or breaks the family's rules).
+  virtual std::string tileName() const { return ""; }
+  virtual std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const { return nullptr; }
+  // Every tile the tuner should time for `rows` rows on `target` (the spec itself among them or not).
+  virtual std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const { return {}; }
 };
 
 } // namespace minfer

@@ -18,6 +18,10 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
+extern char **environ;
+
 using namespace minfer;
 
 namespace {
@@ -100,6 +104,59 @@ TEST_P(EndToEnd, MinfercRunGeneratesTransformersTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, EndToEnd, ::testing::ValuesIn(test::kFixtures));
+
+// `minferc autotune` writes the device's tuning database; a later `minferc run` plans with the tuned tiles,
+// says so, and still gives HF's tokens; `minferc autotune --show` lists the entries.
+TEST(Autotune, WarmsTheDatabaseAndALaterRunUsesIt) {
+  MINFER_REQUIRE_GPU();
+  std::string dir = test::fixtureDir("llama_gqa");
+  GPU_TRY(ref, test::readReference(dir));
+  test::TempDir tmp;
+  std::string cacheEnv = "MINFER_CACHE_DIR=" + tmp.file("cache");
+  std::vector<llvm::StringRef> env = {cacheEnv};
+  for (char **e = environ; *e; ++e)
+    if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
+  auto minferc = [&](std::vector<llvm::StringRef> args, const std::string &out, const std::string &err) {
+    args.insert(args.begin(), MINFERC_PATH);
+    llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
+    return llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
+  };
+  // Each command its own output files (a redirect does not truncate).
+  int step = 0;
+  std::string out, err;
+  auto files = [&]() {
+    ++step;
+    out = tmp.file("out" + std::to_string(step) + ".txt");
+    err = tmp.file("err" + std::to_string(step) + ".txt");
+  };
+  files();
+  ASSERT_EQ(minferc({"autotune", dir, "--buckets", "decode:1,prefill:1-512"}, out, err), 0) << test::readFile(err);
+  std::string log = test::readFile(err);
+  EXPECT_NE(log.find("tuned now"), std::string::npos) << log;
+  EXPECT_NE(log.find("wrote "), std::string::npos) << log;
+
+  files();
+  ASSERT_EQ(minferc({"autotune", "--show"}, out, err), 0) << test::readFile(err);
+  std::string shown = test::readFile(out);
+  EXPECT_NE(shown.find("@decode:1"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("@prefill:1-512"), std::string::npos) << shown;
+
+  // Tuning again finds everything in the database.
+  files();
+  ASSERT_EQ(minferc({"autotune", dir, "--buckets", "decode:1"}, out, err), 0) << test::readFile(err);
+  EXPECT_NE(test::readFile(err).find("(0 tuned now"), std::string::npos) << test::readFile(err);
+
+  std::string ids = llvm::join(llvm::map_range(ref.promptIds, [](int32_t t) { return std::to_string(t); }), ",");
+  std::string maxNew = std::to_string(ref.greedyIds.size());
+  files();
+  ASSERT_EQ(minferc({"run", dir, "--prompt-ids", ids, "--max-new-tokens", maxNew}, out, err), 0) << test::readFile(err);
+  std::string want = llvm::join(llvm::map_range(ref.greedyIds, [](int32_t t) { return std::to_string(t); }), ",");
+  EXPECT_EQ(test::readFile(out), want + "\n");
+  std::string runLog = test::readFile(err);
+  std::smatch tuned;
+  ASSERT_TRUE(std::regex_search(runLog, tuned, std::regex("tiles: ([0-9]+) tuned"))) << runLog;
+  EXPECT_GT(std::stoi(tuned[1]), 0) << runLog;
+}
 
 // Three sequences of different lengths together give each the tokens it gets alone (GEMV at M = 3 vs 1,
 // per-sequence attention and cache slots), and so does a prompt split over prefill chunks of 4 rows.

@@ -1,0 +1,229 @@
+// compiler/Tuning.cpp — buckets, fingerprints, the tuning database file and the search (Tuning.h).
+#include "compiler/Tuning.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace minfer {
+namespace {
+
+llvm::Error failure(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
+
+// The format of the file; a different one is read as foreign.
+constexpr int64_t kFormat = 1;
+
+} // namespace
+
+std::string tuningBucket(bool decode, int64_t rows) {
+  if (decode) {
+    if (rows <= 1) return "decode:1";
+    if (rows <= 8) return "decode:2-8";
+    if (rows <= 64) return "decode:9-64";
+    return "decode:65+";
+  }
+  if (rows <= 512) return "prefill:1-512";
+  if (rows <= 2048) return "prefill:513-2048";
+  return "prefill:2049+";
+}
+
+int64_t bucketRows(llvm::StringRef b) {
+  static const std::map<std::string, int64_t> rows = {
+      {"decode:1", 1},         {"decode:2-8", 8},          {"decode:9-64", 64},    {"decode:65+", 128},
+      {"prefill:1-512", 512}, {"prefill:513-2048", 2048}, {"prefill:2049+", 4096}};
+  auto it = rows.find(b.str());
+  return it == rows.end() ? 0 : it->second;
+}
+
+const std::vector<std::string> &allTuningBuckets() {
+  static const std::vector<std::string> all = {"decode:1",      "decode:2-8",       "decode:9-64",  "decode:65+",
+                                               "prefill:1-512", "prefill:513-2048", "prefill:2049+"};
+  return all;
+}
+
+bool isTuningBucket(llvm::StringRef name) { return bucketRows(name) > 0; }
+
+std::string DeviceFingerprint::target() const { return "sm_" + std::to_string(ccMajor * 10 + ccMinor); }
+
+std::string DeviceFingerprint::id() const {
+  std::string n;
+  for (char c : name) n += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : '-';
+  return llvm::formatv("{0}_sm{1}{2}_{3}sm_drv{4}_nvrtc{5}", n, ccMajor, ccMinor, smCount, driverVersion, nvrtcVersion)
+      .str();
+}
+
+llvm::json::Object DeviceFingerprint::toJSON() const {
+  return llvm::json::Object{{"name", name},
+                            {"sm_count", smCount},
+                            {"compute_capability", std::to_string(ccMajor) + "." + std::to_string(ccMinor)},
+                            {"driver_version", driverVersion},
+                            {"nvrtc_version", nvrtcVersion}};
+}
+
+std::optional<DeviceFingerprint> DeviceFingerprint::fromJSON(const llvm::json::Object &o) {
+  DeviceFingerprint d;
+  auto name = o.getString("name");
+  auto sms = o.getInteger("sm_count");
+  auto cc = o.getString("compute_capability");
+  auto drv = o.getInteger("driver_version");
+  auto nvrtc = o.getString("nvrtc_version");
+  if (!name || !sms || !cc || !drv || !nvrtc) return std::nullopt;
+  auto [major, minor] = cc->split('.');
+  if (major.getAsInteger(10, d.ccMajor) || minor.getAsInteger(10, d.ccMinor)) return std::nullopt;
+  d.name = name->str();
+  d.smCount = static_cast<int>(*sms);
+  d.driverVersion = static_cast<int>(*drv);
+  d.nvrtcVersion = nvrtc->str();
+  return d;
+}
+
+bool DeviceFingerprint::operator==(const DeviceFingerprint &o) const {
+  return name == o.name && smCount == o.smCount && ccMajor == o.ccMajor && ccMinor == o.ccMinor &&
+         driverVersion == o.driverVersion && nvrtcVersion == o.nvrtcVersion;
+}
+
+const TuningEntry *TuningDb::find(llvm::StringRef tuningKey, llvm::StringRef bucket) const {
+  auto it = entries.find(entryKey(tuningKey, bucket));
+  return it == entries.end() ? nullptr : &it->second;
+}
+
+std::string TuningDb::directory(llvm::StringRef cacheDir) {
+  llvm::SmallString<256> p(cacheDir);
+  llvm::sys::path::append(p, "tuning");
+  return std::string(p);
+}
+
+std::string TuningDb::pathFor(llvm::StringRef cacheDir, const DeviceFingerprint &d) {
+  llvm::SmallString<256> p(directory(cacheDir));
+  llvm::sys::path::append(p, d.id() + ".json");
+  return std::string(p);
+}
+
+llvm::json::Object TuningDb::toJSON() const {
+  llvm::json::Object es;
+  for (const auto &[key, e] : entries) {
+    llvm::json::Object o{{"tile", e.tile}, {"us", e.us}, {"candidates", e.candidates}, {"failed", e.failed}};
+    if (!e.defaultTile.empty()) {
+      o["default_tile"] = e.defaultTile;
+      o["default_us"] = e.defaultUs;
+    }
+    es[key] = std::move(o);
+  }
+  return llvm::json::Object{{"format", kFormat}, {"device", device.toJSON()}, {"entries", std::move(es)}};
+}
+
+llvm::Expected<TuningDb> TuningDb::read(llvm::StringRef path) {
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf) return failure(path + ": " + buf.getError().message());
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  if (!json) return failure(path + ": not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *o = json->getAsObject();
+  if (!o) return failure(path + ": expected a JSON object");
+  if (o->getInteger("format") != kFormat)
+    return failure(path + ": tuning database format " + llvm::Twine(o->getInteger("format").getValueOr(-1)) +
+                   ", expected " + llvm::Twine(kFormat));
+  const llvm::json::Object *dev = o->getObject("device");
+  std::optional<DeviceFingerprint> fp = dev ? DeviceFingerprint::fromJSON(*dev) : std::nullopt;
+  if (!fp) return failure(path + ": the device fingerprint is missing or incomplete");
+  const llvm::json::Object *es = o->getObject("entries");
+  if (!es) return failure(path + ": no \"entries\" object");
+  TuningDb db;
+  db.device = *fp;
+  for (const auto &[key, v] : *es) {
+    const llvm::json::Object *e = v.getAsObject();
+    auto tile = e ? e->getString("tile") : llvm::None;
+    auto us = e ? e->getNumber("us") : llvm::None;
+    if (!tile || !us || key.str().find('@') == std::string::npos)
+      return failure(path + ": entry '" + key.str() + "' needs a key `spec@bucket`, a \"tile\" and \"us\"");
+    TuningEntry t;
+    t.tile = tile->str();
+    t.us = *us;
+    t.candidates = static_cast<int>(e->getInteger("candidates").getValueOr(0));
+    t.failed = static_cast<int>(e->getInteger("failed").getValueOr(0));
+    t.defaultTile = e->getString("default_tile").getValueOr("").str();
+    t.defaultUs = e->getNumber("default_us").getValueOr(0);
+    db.entries[key.str()] = std::move(t);
+  }
+  return db;
+}
+
+TuningDb TuningDb::load(llvm::StringRef path, const DeviceFingerprint &device, std::string *warning) {
+  TuningDb empty;
+  empty.device = device;
+  if (!llvm::sys::fs::exists(path)) return empty;
+  auto db = read(path);
+  if (!db) {
+    if (warning) *warning = "ignoring the tuning database " + llvm::toString(db.takeError()) + "; using default tiles";
+    else llvm::consumeError(db.takeError());
+    return empty;
+  }
+  if (!(db->device == device)) {
+    if (warning)
+      *warning = "ignoring the tuning database " + path.str() + ": it was written for " + db->device.id() +
+                 ", this is " + device.id() + "; using default tiles";
+    return empty;
+  }
+  return std::move(*db);
+}
+
+std::optional<std::string> TuningDb::newestFor(llvm::StringRef cacheDir, llvm::StringRef target) {
+  std::optional<std::string> best;
+  llvm::sys::TimePoint<> bestTime;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(directory(cacheDir), ec), end; it != end && !ec; it.increment(ec)) {
+    if (!llvm::StringRef(it->path()).endswith(".json")) continue;
+    auto db = read(it->path());
+    if (!db) {
+      llvm::consumeError(db.takeError());
+      continue;
+    }
+    llvm::sys::fs::file_status st;
+    if (db->device.target() != target || llvm::sys::fs::status(it->path(), st)) continue;
+    if (!best || st.getLastModificationTime() > bestTime) best = it->path(), bestTime = st.getLastModificationTime();
+  }
+  return best;
+}
+
+llvm::Error TuningDb::save(llvm::StringRef path) const {
+  if (auto ec = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
+    return failure("cannot create " + llvm::sys::path::parent_path(path) + ": " + ec.message());
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", llvm::json::Value(toJSON())) << "\n";
+  if (auto e = llvm::writeFileAtomically(path.str() + ".tmp%%%%%%", path, text))
+    return failure("cannot write " + path + ": " + llvm::toString(std::move(e)));
+  return llvm::Error::success();
+}
+
+SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected<double>(size_t)> &time,
+                           double noise) {
+  SearchResult r;
+  r.us.assign(candidates, -1.0);
+  double fastest = 0;
+  for (size_t i = 0; i < candidates; ++i) {
+    auto t = time(i);
+    if (!t) {
+      r.failures.push_back(llvm::toString(t.takeError()));
+      continue;
+    }
+    if (!(*t > 0)) { // a zero or NaN time is a broken measurement, not a fast kernel
+      r.failures.push_back("candidate " + std::to_string(i) + ": non-positive time");
+      continue;
+    }
+    r.us[i] = *t;
+    if (r.best < 0 || *t < fastest) fastest = *t, r.best = static_cast<int>(i);
+  }
+  // Within noise of the fastest, the first listed wins.
+  for (size_t i = 0; i < candidates && r.best >= 0; ++i)
+    if (r.us[i] > 0 && r.us[i] <= fastest * (1 + noise)) {
+      r.best = static_cast<int>(i);
+      break;
+    }
+  return r;
+}
+
+} // namespace minfer

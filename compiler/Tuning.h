@@ -1,0 +1,98 @@
+// compiler/Tuning.h — the autotuner's data: token-count buckets, the device fingerprint, the per-device
+// tuning database (one JSON file next to the kernel cache), and the search that picks a tile from timings.
+//
+// The GPU side (compiling candidates, timing them) is runtime/Autotune.h; this room holds what needs no GPU,
+// so the plan can use tuned tiles (PlanOptions::tuning) and the search logic is testable on a fake timer.
+//
+// A database entry is keyed by the spec's tuningKey() (family, shape, epilogue: what the tile does not
+// change) and the bucket of rows the plan runs it at:
+//   decode:1  decode:2-8  decode:9-64  decode:65+        one token per sequence, batch = rows
+//   prefill:1-512  prefill:513-2048  prefill:2049+       rows = the prefill step's tokens
+// Each bucket is timed at its upper bound (65+ at 128, 2049+ at 4096) and a tuned tile serves every row
+// count in it. The file is keyed by the device fingerprint; one for another device, or one that does not
+// parse, is ignored with a warning (the heuristic tiles still work), never trusted.
+#pragma once
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+// The bucket of `rows` rows in a phase ("decode:2-8"), and the rows it is timed at.
+std::string tuningBucket(bool decode, int64_t rows);
+int64_t bucketRows(llvm::StringRef bucket);
+// Every bucket name, decode first; and whether `name` is one.
+const std::vector<std::string> &allTuningBuckets();
+bool isTuningBucket(llvm::StringRef name);
+
+// What makes timings comparable: the GPU, its SM count and compute capability, the driver and NVRTC.
+struct DeviceFingerprint {
+  std::string name;          // "NVIDIA H200"
+  int smCount = 0;
+  int ccMajor = 0, ccMinor = 0;
+  int driverVersion = 0;     // cuDriverGetVersion, e.g. 13000
+  std::string nvrtcVersion;  // "13.0"
+
+  std::string target() const; // "sm_90"
+  // A file-name-safe id: "nvidia-h200_sm90_132sm_drv13000_nvrtc13.0".
+  std::string id() const;
+  llvm::json::Object toJSON() const;
+  static std::optional<DeviceFingerprint> fromJSON(const llvm::json::Object &);
+  bool operator==(const DeviceFingerprint &o) const;
+};
+
+struct TuningEntry {
+  std::string tile;      // the winner, as the spec's tileName() spells it
+  double us = 0;         // its median time
+  double defaultUs = 0;  // the heuristic default's median time (0: the default was not among the candidates)
+  std::string defaultTile;
+  int candidates = 0;    // tiles timed (valid ones)
+  int failed = 0;        // candidates whose compile or launch failed
+};
+
+class TuningDb {
+public:
+  DeviceFingerprint device;
+  std::map<std::string, TuningEntry> entries; // entryKey(tuningKey, bucket) -> entry
+
+  static std::string entryKey(llvm::StringRef tuningKey, llvm::StringRef bucket) {
+    return tuningKey.str() + "@" + bucket.str();
+  }
+  const TuningEntry *find(llvm::StringRef tuningKey, llvm::StringRef bucket) const;
+
+  // The directory of the databases: `tuning/` beside the kernel cache's kernels (KernelCache::dir()).
+  static std::string directory(llvm::StringRef cacheDir);
+  static std::string pathFor(llvm::StringRef cacheDir, const DeviceFingerprint &);
+  // Reads the database of `device` from `path`. A missing file is an empty database; a file that does not
+  // parse, or was written for another device, is an empty database and a `warning` (set when given).
+  static TuningDb load(llvm::StringRef path, const DeviceFingerprint &device, std::string *warning);
+  // Reads whatever database `path` holds (for --show and bundle builds); an error when it does not parse.
+  static llvm::Expected<TuningDb> read(llvm::StringRef path);
+  // The most recently written readable database in `cacheDir`'s tuning directory for `target` ("sm_90"), for
+  // builds on a machine that is not the device (bundles); nullopt when there is none.
+  static std::optional<std::string> newestFor(llvm::StringRef cacheDir, llvm::StringRef target);
+  // Writes to a temporary file and renames it over `path`: a reader sees the old or the new file, whole.
+  llvm::Error save(llvm::StringRef path) const;
+  llvm::json::Object toJSON() const;
+};
+
+// The search: times each candidate (`time(i)` -> median microseconds, or an error for a candidate that
+// failed to build or launch, which is skipped) and picks the fastest. Deterministic within noise: among the
+// candidates within `noise` (relative) of the fastest, the one listed first wins, so two runs whose timings
+// differ by less than the noise pick the same tile.
+struct SearchResult {
+  int best = -1;               // index into the candidates; -1 when none ran
+  std::vector<double> us;      // per candidate; negative when it failed
+  std::vector<std::string> failures;
+};
+SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected<double>(size_t)> &time,
+                           double noise = 0.02);
+
+} // namespace minfer

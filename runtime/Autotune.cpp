@@ -1,0 +1,244 @@
+// runtime/Autotune.cpp — compile, time and pick tiles on the GPU (Autotune.h).
+#include "runtime/Autotune.h"
+
+#include "compiler/KernelCache.h"
+#include "compiler/Nvrtc.h"
+#include "compiler/ParallelCompile.h"
+#include "compiler/Plan.h"
+#include "compiler/kernels/Epilogue.h"
+#include "compiler/kernels/Gemm.h"
+#include "compiler/kernels/Gemv.h"
+#include "runtime/Driver.h"
+#include "runtime/Timing.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace minfer::rt {
+namespace {
+
+llvm::Error failure(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
+
+// One tunable kernel at one bucket: the plan's spec (the heuristic default tile) and the rows it is timed at.
+struct Work {
+  std::string key, bucket;
+  std::shared_ptr<KernelSpec> spec;
+  int64_t rows = 0;
+  std::vector<std::shared_ptr<KernelSpec>> candidates; // the default first
+};
+
+// The plan options that make a plan run its matmuls at `bucket`'s rows.
+PlanOptions optionsFor(const ir::Module &m, llvm::StringRef bucket) {
+  PlanOptions po;
+  int64_t rows = bucketRows(bucket);
+  const ir::DimDecl *maxPos = m.findDim("max_pos");
+  int64_t positions = maxPos ? maxPos->value : 4096;
+  if (bucket.startswith("decode")) {
+    po.maxBatch = rows;
+    po.maxSeq = std::min<int64_t>(positions, 256); // the matmuls do not depend on it; keeps the caches small
+  } else {
+    po.maxBatch = 1;
+    po.maxSeq = positions;
+    po.maxPrefillRows = std::min(rows, positions);
+  }
+  return po;
+}
+
+// The device buffers a matmul launch reads and writes, sized for `w`: the weights in several copies (rotated
+// so L2 does not hold them between runs), the activations, and everything an epilogue or prologue reads.
+struct MatmulBuffers {
+  std::vector<cuda::DeviceBuffer> weights;
+  cuda::DeviceBuffer a, c, residual, bias, ints, floats, norm, cache;
+};
+
+llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
+  MatmulBuffers b;
+  size_t wBytes = static_cast<size_t>(n * k * 2);
+  int copies = timing::copiesFor(double(wBytes));
+  for (int i = 0; i < copies; ++i) {
+    auto w = timing::filled(wBytes);
+    if (!w) return w.takeError();
+    b.weights.push_back(std::move(*w));
+  }
+  auto make = [](size_t bytes, cuda::DeviceBuffer &out) -> llvm::Error {
+    auto buf = timing::filled(bytes);
+    if (!buf) return buf.takeError();
+    out = std::move(*buf);
+    return llvm::Error::success();
+  };
+  if (auto e = make(static_cast<size_t>(rows * k * 2), b.a)) return e;
+  if (auto e = make(static_cast<size_t>(rows * n * 2), b.c)) return e;
+  if (auto e = make(static_cast<size_t>(rows * n * 2), b.residual)) return e;
+  if (auto e = make(static_cast<size_t>(n * 2), b.bias)) return e;
+  if (auto e = make(static_cast<size_t>(k * 4), b.norm)) return e;    // gamma / beta of any element type
+  if (auto e = make(static_cast<size_t>(4096 * 4), b.floats)) return e; // rope frequencies
+  if (auto e = make(static_cast<size_t>(n * 2), b.cache)) return e;  // one cache row: every row writes it
+  auto ints = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 4));
+  if (!ints) return ints.takeError();
+  if (auto e = ints->fill(0)) return e; // positions 0, sequence 0: the cache row written is row 0
+  b.ints = std::move(*ints);
+  return b;
+}
+
+// Median microseconds of `spec` at `rows` rows.
+llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &target, KernelCache &cache,
+                                     MatmulBuffers &b, int64_t rows, const AutotuneOptions &opts) {
+  KernelSource src{spec.name(), spec.source(), spec.entry()};
+  auto compiled = cache.getOrCompile(src, target, {});
+  if (!compiled) return compiled.takeError();
+  auto module = cuda::Module::load(compiled->cubin, spec.name());
+  if (!module) return module.takeError();
+  auto fn = module->function(compiled->loweredName);
+  if (!fn) return fn.takeError();
+  LaunchDims dims = spec.launch(rows);
+  if (dims.sharedBytes > 48 * 1024)
+    if (auto e = cuda::reserveDynamicShared(*fn, dims.sharedBytes)) return e;
+  EpiParamsHost epi;
+  epi.bias = b.bias.ptr();
+  epi.residual = b.residual.ptr();
+  epi.scale = 1.f;
+  epi.maxSeq = 1;
+  epi.positions = b.ints.ptr();
+  epi.seqOf = b.ints.ptr();
+  epi.invFreq = b.floats.ptr();
+  epi.kCache = b.cache.ptr();
+  epi.vCache = b.cache.ptr();
+  epi.gamma = b.norm.ptr();
+  epi.beta = b.norm.ptr();
+  epi.eps = 1e-5f;
+  cuda::DevicePtr c = b.c.ptr(), a = b.a.ptr();
+  int m = static_cast<int>(rows);
+  auto ms = timing::timeMedian(
+      [&](int i) {
+        cuda::DevicePtr w = b.weights[static_cast<size_t>(i) % b.weights.size()].ptr();
+        void *params[] = {&c, &a, &w, &m, &epi};
+        return cuda::launch(*fn, dims, params);
+      },
+      opts.warmup, opts.iters);
+  if (!ms) return ms.takeError();
+  if (auto e = cuda::synchronize()) return e; // a launch that faulted shows here, not in the next candidate
+  return *ms * 1e3;
+}
+
+// W's shape of a gemm or gemv spec.
+std::pair<int64_t, int64_t> weightShape(const KernelSpec &s) {
+  if (auto *g = dynamic_cast<const GemmSpec *>(&s)) return {g->n, g->k};
+  if (auto *g = dynamic_cast<const GemvSpec *>(&s)) return {g->n, g->k};
+  return {0, 0};
+}
+
+} // namespace
+
+llvm::Expected<DeviceFingerprint> deviceFingerprint() {
+  auto info = cuda::deviceInfo();
+  if (!info) return info.takeError();
+  DeviceFingerprint d;
+  d.name = info->name;
+  d.smCount = info->smCount;
+  d.ccMajor = info->major;
+  d.ccMinor = info->minor;
+  d.driverVersion = info->driverVersion;
+  d.nvrtcVersion = nvrtcVersion();
+  return d;
+}
+
+llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const AutotuneOptions &opts) {
+  using Clock = std::chrono::steady_clock;
+  auto fp = deviceFingerprint();
+  if (!fp) return fp.takeError();
+  if (!(db.device == *fp))
+    return failure("autotune: the tuning database is for " + db.device.id() + ", the device is " + fp->id());
+  auto target = parseTarget(fp->target());
+  if (!target) return target.takeError();
+  AutotuneReport report;
+
+  // Every tunable (kernel, bucket) of the plans, once.
+  std::vector<Work> work;
+  llvm::StringSet<> seen;
+  for (const std::string &bucket : opts.buckets) {
+    if (!isTuningBucket(bucket)) return failure("autotune: unknown bucket '" + bucket + "'");
+    auto plan = buildPlan(m, *target, optionsFor(m, bucket));
+    if (!plan) return plan.takeError();
+    bool decode = llvm::StringRef(bucket).startswith("decode");
+    const PhasePlan &phase = decode ? plan->decode : plan->prefill;
+    int64_t rows = decode ? plan->options.maxBatch : plan->options.maxPrefillRows;
+    for (const PlannedLaunch &l : phase.launches) {
+      const std::shared_ptr<KernelSpec> &spec = plan->kernels[l.kernel];
+      std::string key = spec->tuningKey();
+      if (key.empty() || !seen.insert(TuningDb::entryKey(key, bucket)).second) continue;
+      ++report.kernels;
+      if (!opts.retune && db.find(key, bucket)) {
+        ++report.skipped;
+        continue;
+      }
+      Work w{key, bucket, spec, rows, {spec}};
+      for (auto &c : spec->tuningCandidates(*target, rows))
+        if (c->name() != spec->name()) w.candidates.push_back(std::move(c));
+      work.push_back(std::move(w));
+    }
+  }
+
+  // Compile every candidate at once, in parallel, into the cache; a candidate that fails here fails again
+  // (and is counted) when it is timed.
+  auto t0 = Clock::now();
+  KernelCache cache = KernelCache::openDefault();
+  std::vector<KernelSource> sources;
+  llvm::StringSet<> names;
+  for (const Work &w : work)
+    for (const auto &c : w.candidates)
+      if (names.insert(c->name()).second) sources.push_back(KernelSource{c->name(), c->source(), c->entry()});
+  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  if (!sources.empty())
+    if (auto compiled = compileAll(sources, *target, {}, cache, jobs); !compiled)
+      llvm::consumeError(compiled.takeError()); // each candidate is compiled (or fails) again below, alone
+  report.compileSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  auto t1 = Clock::now();
+  for (size_t i = 0; i < work.size(); ++i) {
+    Work &w = work[i];
+    AutotuneProgress p;
+    p.index = i + 1;
+    p.total = work.size();
+    p.kernel = TuningDb::entryKey(w.key, w.bucket);
+    p.candidates = static_cast<int>(w.candidates.size());
+    p.defaultTile = w.spec->tileName();
+    double elapsed = std::chrono::duration<double>(Clock::now() - t1).count();
+    p.secondsLeft = i ? elapsed / double(i) * double(work.size() - i) : 0;
+    if (opts.progress) opts.progress(p);
+
+    auto [n, k] = weightShape(*w.spec);
+    auto bufs = buffersFor(n, k, w.rows);
+    if (!bufs) return bufs.takeError();
+    SearchResult r = searchFastest(w.candidates.size(), [&](size_t c) {
+      return timeCandidate(*w.candidates[c], *target, cache, *bufs, w.rows, opts);
+    });
+    report.candidates += static_cast<int>(w.candidates.size());
+    report.failed += static_cast<int>(r.failures.size());
+    if (r.best < 0)
+      return failure("autotune: no candidate of " + p.kernel + " ran; the first failure: " +
+                     (r.failures.empty() ? std::string("none") : r.failures[0]));
+    TuningEntry e;
+    e.tile = w.candidates[static_cast<size_t>(r.best)]->tileName();
+    e.us = r.us[static_cast<size_t>(r.best)];
+    e.defaultTile = p.defaultTile;
+    e.defaultUs = r.us[0];
+    e.candidates = static_cast<int>(w.candidates.size()) - static_cast<int>(r.failures.size());
+    e.failed = static_cast<int>(r.failures.size());
+    db.entries[TuningDb::entryKey(w.key, w.bucket)] = e;
+    ++report.tuned;
+    p.done = true;
+    p.bestTile = e.tile;
+    p.bestUs = e.us;
+    p.defaultUs = e.defaultUs;
+    elapsed = std::chrono::duration<double>(Clock::now() - t1).count();
+    p.secondsLeft = elapsed / double(i + 1) * double(work.size() - i - 1);
+    if (opts.progress) opts.progress(p);
+  }
+  report.timeSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return report;
+}
+
+} // namespace minfer::rt

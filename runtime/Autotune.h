@@ -1,0 +1,56 @@
+// runtime/Autotune.h — the autotuner's GPU side: for each tunable kernel a model's plans launch, compile
+// every valid tile (in parallel, through the disk cache), time each on the GPU, and keep the fastest in the
+// device's tuning database (compiler/Tuning.h).
+//
+// What is timed: the kernel alone, at its bucket's row count, with the launch arguments a plan gives it (the
+// epilogue's and prologue's buffers included), the weights rotated over enough copies that L2 does not
+// flatter, warm-up then the median of many runs (runtime/Timing.h). A candidate that fails to compile, load
+// or launch is counted and skipped. The heuristic default is always among the candidates, listed first, so
+// a tuned tile is never slower than the default beyond the noise the search allows for (Tuning.h).
+#pragma once
+
+#include "compiler/Tuning.h"
+#include "ir/Module.h"
+
+#include "llvm/Support/Error.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace minfer::rt {
+
+// The fingerprint of device 0 (needs the driver).
+llvm::Expected<DeviceFingerprint> deviceFingerprint();
+
+struct AutotuneProgress {
+  size_t index = 0, total = 0; // kernel `index` (1-based) of `total`
+  std::string kernel;          // tuning key @ bucket
+  int candidates = 0;
+  std::string bestTile, defaultTile;
+  double bestUs = 0, defaultUs = 0;
+  double secondsLeft = 0;      // estimated from the kernels done so far
+  bool done = false;           // false: about to time it; true: timed
+};
+
+struct AutotuneOptions {
+  std::vector<std::string> buckets = {"decode:1", "prefill:513-2048"};
+  unsigned jobs = 0;     // compile workers (0: the cores)
+  int warmup = 5, iters = 20;
+  bool retune = false;   // time kernels the database already has too
+  std::function<void(const AutotuneProgress &)> progress;
+};
+
+struct AutotuneReport {
+  int kernels = 0;       // (kernel, bucket) pairs considered
+  int tuned = 0;         // timed now
+  int skipped = 0;       // already in the database
+  int candidates = 0, failed = 0;
+  double compileSeconds = 0, timeSeconds = 0;
+};
+
+// Tunes every tunable kernel that the plans of `m` (as the runtime would plan it: fuse it first for the
+// fused kernels) launch in `opts.buckets`, on device 0, into `db` (whose device must be device 0's).
+llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const AutotuneOptions &opts);
+
+} // namespace minfer::rt

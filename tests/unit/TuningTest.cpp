@@ -1,0 +1,259 @@
+// tests/unit/TuningTest.cpp — the autotuner's CPU side (compiler/Tuning.h): buckets, the search on a fake
+// timer, the database file (round trip, corrupt and foreign files), tiles written and parsed back, and a plan
+// that takes its tiles from a database.
+#include "common/TestFiles.h"
+#include "common/TestModels.h"
+
+#include "compiler/Fuse.h"
+#include "compiler/Plan.h"
+#include "compiler/Tuning.h"
+#include "compiler/kernels/Gemm.h"
+#include "compiler/kernels/Gemv.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+using namespace minfer;
+
+namespace {
+
+DeviceFingerprint h200() {
+  DeviceFingerprint d;
+  d.name = "NVIDIA H200";
+  d.smCount = 132;
+  d.ccMajor = 9;
+  d.ccMinor = 0;
+  d.driverVersion = 13000;
+  d.nvrtcVersion = "13.0";
+  return d;
+}
+
+void writeText(const std::string &path, const std::string &text) { std::ofstream(path) << text; }
+
+TEST(TuningBuckets, RowsFallIntoTheirBucket) {
+  EXPECT_EQ(tuningBucket(true, 1), "decode:1");
+  EXPECT_EQ(tuningBucket(true, 2), "decode:2-8");
+  EXPECT_EQ(tuningBucket(true, 8), "decode:2-8");
+  EXPECT_EQ(tuningBucket(true, 9), "decode:9-64");
+  EXPECT_EQ(tuningBucket(true, 65), "decode:65+");
+  EXPECT_EQ(tuningBucket(false, 7), "prefill:1-512");
+  EXPECT_EQ(tuningBucket(false, 2048), "prefill:513-2048");
+  EXPECT_EQ(tuningBucket(false, 2049), "prefill:2049+");
+  for (const std::string &b : allTuningBuckets()) {
+    EXPECT_TRUE(isTuningBucket(b));
+    // The rows a bucket is timed at fall into it.
+    EXPECT_EQ(tuningBucket(llvm::StringRef(b).startswith("decode"), bucketRows(b)), b);
+  }
+  EXPECT_FALSE(isTuningBucket("decode:3"));
+}
+
+TEST(TuningSearch, PicksTheFastestAndSkipsFailures) {
+  std::vector<double> times = {12.0, 9.0, -1, 10.5, 9.5};
+  SearchResult r = searchFastest(times.size(), [&](size_t i) -> llvm::Expected<double> {
+    if (times[i] < 0) return llvm::createStringError(llvm::inconvertibleErrorCode(), "launch failed");
+    return times[i];
+  });
+  EXPECT_EQ(r.best, 1);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.failures[0], "launch failed");
+  EXPECT_LT(r.us[2], 0);
+  EXPECT_EQ(r.us[3], 10.5);
+}
+
+TEST(TuningSearch, WithinNoiseTheFirstListedWins) {
+  // 10.1 is within 2% of 10.0: the earlier candidate (the default comes first) is kept.
+  std::vector<double> times = {10.1, 10.0, 13.0};
+  SearchResult r = searchFastest(times.size(), [&](size_t i) -> llvm::Expected<double> { return times[i]; });
+  EXPECT_EQ(r.best, 0);
+  // Beyond the noise, the faster one wins.
+  times = {10.5, 10.0, 13.0};
+  r = searchFastest(times.size(), [&](size_t i) -> llvm::Expected<double> { return times[i]; });
+  EXPECT_EQ(r.best, 1);
+}
+
+TEST(TuningSearch, RepeatedRunsWithJitterPickTheSameTile) {
+  // Candidates 3 and 5 are within 1% of each other, everything else 10%+ slower; timing jitter of +-0.5%
+  // must not flip the choice between runs.
+  std::vector<double> base = {20, 18, 15, 10.0, 14, 10.08, 30};
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> jitter(-0.005, 0.005);
+  std::set<int> picks;
+  for (int run = 0; run < 50; ++run) {
+    SearchResult r = searchFastest(base.size(), [&](size_t i) -> llvm::Expected<double> {
+      return base[i] * (1 + jitter(rng));
+    });
+    picks.insert(r.best);
+  }
+  EXPECT_EQ(picks, (std::set<int>{3}));
+}
+
+TEST(TuningSearch, NothingRanAndBrokenTimesAreFailures) {
+  SearchResult r = searchFastest(3, [&](size_t) -> llvm::Expected<double> {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "no");
+  });
+  EXPECT_EQ(r.best, -1);
+  EXPECT_EQ(r.failures.size(), 3u);
+  r = searchFastest(2, [&](size_t i) -> llvm::Expected<double> { return i == 0 ? 0.0 : 4.0; });
+  EXPECT_EQ(r.best, 1) << "a zero time is a broken measurement, not the fastest kernel";
+  EXPECT_EQ(r.failures.size(), 1u);
+}
+
+TEST(TuningDb, RoundTripsThroughItsFile) {
+  test::TempDir tmp;
+  TuningDb db;
+  db.device = h200();
+  TuningEntry e;
+  e.tile = "m1_r2_w8";
+  e.us = 11.5;
+  e.defaultTile = "m1_r2_w4";
+  e.defaultUs = 12.25;
+  e.candidates = 15;
+  e.failed = 1;
+  db.entries[TuningDb::entryKey("gemv_bf16_n2560_k2048_epi_none", "decode:1")] = e;
+  std::string path = TuningDb::pathFor(tmp.path(), db.device);
+  EXPECT_NE(path.find("/tuning/nvidia-h200_sm90_132sm_drv13000_nvrtc13.0.json"), std::string::npos) << path;
+  ASSERT_FALSE(bool(db.save(path)));
+  std::string warning;
+  TuningDb back = TuningDb::load(path, h200(), &warning);
+  EXPECT_EQ(warning, "");
+  const TuningEntry *got = back.find("gemv_bf16_n2560_k2048_epi_none", "decode:1");
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->tile, "m1_r2_w8");
+  EXPECT_EQ(got->us, 11.5);
+  EXPECT_EQ(got->defaultTile, "m1_r2_w4");
+  EXPECT_EQ(got->defaultUs, 12.25);
+  EXPECT_EQ(got->candidates, 15);
+  EXPECT_EQ(got->failed, 1);
+  EXPECT_EQ(back.find("gemv_bf16_n2560_k2048_epi_none", "decode:2-8"), nullptr);
+  // Nothing but the file is left behind (the write went through a temporary and a rename).
+  std::error_code ec;
+  int files = 0;
+  for (llvm::sys::fs::directory_iterator it(TuningDb::directory(tmp.path()), ec), end; it != end && !ec; it.increment(ec))
+    ++files;
+  EXPECT_EQ(files, 1);
+}
+
+TEST(TuningDb, MissingCorruptAndForeignFilesAreIgnoredWithAWarning) {
+  test::TempDir tmp;
+  std::string path = tmp.path() + "/db.json", warning;
+  TuningDb db = TuningDb::load(path, h200(), &warning);
+  EXPECT_TRUE(db.entries.empty());
+  EXPECT_EQ(warning, "") << "a missing database is just empty";
+
+  for (const char *text : {"{ not json", "[1, 2]", "{\"format\": 1, \"entries\": {}}",
+                           "{\"format\": 99, \"device\": {}, \"entries\": {}}"}) {
+    writeText(path, text);
+    warning.clear();
+    db = TuningDb::load(path, h200(), &warning);
+    EXPECT_TRUE(db.entries.empty()) << text;
+    EXPECT_NE(warning.find("ignoring the tuning database"), std::string::npos) << text;
+    EXPECT_NE(warning.find(path), std::string::npos) << warning;
+  }
+
+  // Written for another device: its timings say nothing about this one.
+  TuningDb other;
+  other.device = h200();
+  other.device.name = "NVIDIA H100 80GB HBM3";
+  other.entries["gemv_x@decode:1"].tile = "m1_r1_w4";
+  ASSERT_FALSE(bool(other.save(path)));
+  warning.clear();
+  db = TuningDb::load(path, h200(), &warning);
+  EXPECT_TRUE(db.entries.empty());
+  EXPECT_NE(warning.find("written for nvidia-h100-80gb-hbm3"), std::string::npos) << warning;
+  // An entry without its tile is corrupt, not half-trusted.
+  writeText(path, "{\"format\": 1, \"device\": {\"name\": \"NVIDIA H200\", \"sm_count\": 132, \"compute_capability\": "
+                  "\"9.0\", \"driver_version\": 13000, \"nvrtc_version\": \"13.0\"}, \"entries\": {\"k@decode:1\": {\"us\": 3}}}");
+  warning.clear();
+  db = TuningDb::load(path, h200(), &warning);
+  EXPECT_TRUE(db.entries.empty());
+  EXPECT_NE(warning.find("needs a key `spec@bucket`, a \"tile\" and \"us\""), std::string::npos) << warning;
+}
+
+TEST(TuningTiles, EveryCandidateTileParsesBackToItself) {
+  Target h100 = *parseTarget("sm_90");
+  int gemm = 0, gemv = 0;
+  for (int64_t m : {1, 8, 64, 512, 2048})
+    for (const GemmTile &t : gemmTileCandidates(h100, m, 2560, 2048)) {
+      auto back = parseGemmTile(t.str());
+      ASSERT_TRUE(back.has_value()) << t.str();
+      EXPECT_EQ(*back, t);
+      ++gemm;
+    }
+  for (int64_t m : {1, 2, 8, 16})
+    for (const GemvTile &t : gemvTileCandidates(h100, m, 2560, 2048)) {
+      auto back = parseGemvTile(t.str());
+      ASSERT_TRUE(back.has_value()) << t.str();
+      EXPECT_EQ(*back, t);
+      ++gemv;
+    }
+  EXPECT_GT(gemm, 20);
+  EXPECT_GT(gemv, 20);
+  EXPECT_FALSE(parseGemmTile("m128n128k32_s4").has_value());
+  EXPECT_FALSE(parseGemvTile("m1_r2_w4x").has_value());
+}
+
+TEST(TuningTiles, CandidatesRespectTheEpilogue) {
+  // The gated epilogue needs W rows in pairs: no FMA tile with an odd rowsPerWarp is offered.
+  Target h100 = *parseTarget("sm_90");
+  GemvSpec gated(11264, 2048, Epilogue::gated(Activation::Silu), GemvTile{1, 2, 4});
+  auto candidates = gated.tuningCandidates(h100, 1);
+  ASSERT_FALSE(candidates.empty());
+  for (const auto &c : candidates) {
+    auto t = parseGemvTile(c->tileName());
+    ASSERT_TRUE(t.has_value());
+    EXPECT_TRUE(t->mma || t->rowsPerWarp % 2 == 0) << c->name();
+    EXPECT_EQ(c->tuningKey(), gated.tuningKey());
+  }
+  EXPECT_EQ(gated.withTile("m1_r1_w4", h100), nullptr);
+  EXPECT_NE(gated.withTile("m1_r4_w4", h100), nullptr);
+}
+
+TEST(TuningPlan, APlanTakesItsTilesFromTheDatabaseAndSaysWhich) {
+  auto m = test::parseVerified(test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/tinyllama-1.1b.ir"));
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(bool(fuseModule(*m)));
+  Target h100 = *parseTarget("sm_90");
+  auto plain = buildPlan(*m, h100);
+  ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
+  EXPECT_EQ(plain->tunedKernels(), 0);
+  EXPECT_GT(plain->defaultTileKernels(), 5);
+
+  // One decode gemv (the gated MLP's) tuned to another tile, one entry with a tile the epilogue cannot take.
+  const KernelSpec *gated = nullptr, *qkv = nullptr;
+  for (const auto &k : plain->kernels) {
+    if (k->name().find("gemv") == 0 && k->name().find("gated_silu") != std::string::npos) gated = k.get();
+    if (k->name().find("gemv") == 0 && k->name().find("_qkv_") != std::string::npos) qkv = k.get();
+  }
+  ASSERT_NE(gated, nullptr);
+  ASSERT_NE(qkv, nullptr);
+  TuningDb db;
+  db.device = h200();
+  std::string tile = gated->tileName() == "m1_r4_w8" ? "m1_r2_w8" : "m1_r4_w8";
+  db.entries[TuningDb::entryKey(gated->tuningKey(), "decode:1")].tile = tile;
+  db.entries[TuningDb::entryKey(qkv->tuningKey(), "decode:1")].tile = "m1_r3_w4"; // odd rows: refused
+  PlanOptions po;
+  po.tuning = &db;
+  auto tuned = buildPlan(*m, h100, po);
+  ASSERT_TRUE(bool(tuned)) << llvm::toString(tuned.takeError());
+  EXPECT_EQ(tuned->tunedKernels(), 1);
+  EXPECT_EQ(tuned->defaultTileKernels(), plain->defaultTileKernels() - 1);
+  std::string want = gated->tuningKey().substr(0, gated->tuningKey().find("_epi_")) + "_" + tile;
+  bool found = false;
+  for (const auto &k : tuned->kernels)
+    if (k->name().rfind(want, 0) == 0) {
+      found = true;
+      EXPECT_EQ(tuned->tileSource.at(k->name()), "tuned");
+    }
+  EXPECT_TRUE(found) << "no kernel named " << want << "...";
+  EXPECT_EQ(tuned->tunedTiles.size(), 1u);
+  EXPECT_EQ(tuned->tunedTiles.begin()->second, tile);
+  // The launch count does not change with tiles.
+  EXPECT_EQ(tuned->decode.launches.size(), plain->decode.launches.size());
+}
+
+} // namespace

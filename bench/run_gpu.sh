@@ -109,6 +109,11 @@ run_all() {
         fi
         "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \
           --out "$OUT/e2e_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model")
+        if [[ "${E2E_NOPDL:-0}" == 1 ]]; then
+          echo "-- the same, fused and tuned, without programmatic dependent launch (MINFER_NO_PDL=1)"
+          MINFER_NO_PDL=1 "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \
+            --out "$OUT/nopdl_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model no PDL")
+        fi
         if [[ "${E2E_UNFUSED:-1}" == 1 ]]; then
           echo "-- the same, unfused (one kernel per IR op) with the default tiles"
           "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --no-fuse --no-tune \

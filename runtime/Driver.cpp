@@ -59,6 +59,7 @@ constexpr const char *kDefaultLibrary = "libcuda.so.1";
   X(cuFuncGetAttribute, 2020)                                                                                \
   X(cuFuncSetAttribute, 9000)                                                                                \
   X(cuLaunchKernel, 4000)                                                                                    \
+  X(cuLaunchKernelEx, 11060)                                                                                 \
   X(cuEventCreate, 2000)                                                                                     \
   X(cuEventDestroy, 4000)                                                                                    \
   X(cuEventRecord, 2000)                                                                                     \
@@ -432,7 +433,7 @@ llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes) {
   return llvm::Error::success();
 }
 
-llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream) {
+llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream, bool dependent) {
   if (!fn.handle) return fail("launch of kernel '" + fn.name + "': no function (default-constructed Function)");
   auto d = driver();
   if (!d) return d.takeError();
@@ -448,6 +449,25 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
     return fail(where + ": asks for " + num(dims.sharedBytes) + " bytes of dynamic shared memory (+ " +
                 num(fn.staticSharedBytes) + " static) but the device allows " + num(allowed) + " bytes per block");
   if (llvm::Error e = reserveDynamicShared(fn, dims.sharedBytes)) return e;
+  if (dependent && state().info.major >= 9) {
+    // Programmatic dependent launch: the kernel may start while the previous one in the stream finishes;
+    // it waits for it in griddepcontrol.wait (templates/common.cuh gridDependencyWait).
+    CUlaunchAttribute attr{};
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg{};
+    cfg.gridDimX = dims.grid[0];
+    cfg.gridDimY = dims.grid[1];
+    cfg.gridDimZ = dims.grid[2];
+    cfg.blockDimX = dims.block[0];
+    cfg.blockDimY = dims.block[1];
+    cfg.blockDimZ = dims.block[2];
+    cfg.sharedMemBytes = dims.sharedBytes;
+    cfg.hStream = toStream(stream);
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return CU_IN(&api, where, cuLaunchKernelEx, &cfg, f, args, nullptr);
+  }
   return CU_IN(&api, where, cuLaunchKernel, f, dims.grid[0], dims.grid[1], dims.grid[2], dims.block[0],
                dims.block[1], dims.block[2], dims.sharedBytes, toStream(stream), args, nullptr);
 }

@@ -9,6 +9,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -213,8 +214,12 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
   int64_t launchRows = seg ? seg->count : rows;
   for (const LaunchArg &a : l.args)
     if (a.kind == LaunchArg::OutRows && a.what == "rows") launchRows = outRows;
+  // Decode kernels are launched as programmatic dependents (sm_90+): each may start while the one before it
+  // drains, prefetching its weights; MINFER_NO_PDL=1 turns it off (to measure what it brings).
+  static const bool pdl = !std::getenv("MINFER_NO_PDL");
+  bool dependent = pdl && &ph == decodeState.get();
   return cuda::launch(engine.function(kernel), plan.kernels[kernel]->launch(launchRows), params.data(),
-                      stream.handle());
+                      stream.handle(), dependent);
 }
 
 llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly) {

@@ -68,6 +68,7 @@ __global__ void __launch_bounds__(THREADS)
     attention_decode(const bf16 *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
                      float *__restrict__ partial_out, float *__restrict__ partial_lse,
                      const int *__restrict__ context_len, int max_seq, float scale) {
+  gridDependencyWait();
   static_assert(HEADS > 0 && KV_HEADS > 0 && HEADS % KV_HEADS == 0, "HEADS must be a multiple of KV_HEADS (GQA)");
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8, "HEAD_DIM must be a multiple of 8 (16-byte rows)");
   static_assert(HEAD_DIM <= 128, "HEAD_DIM above 128: the fp32 output tile (HEAD_DIM/2 registers a thread) would spill");
@@ -229,6 +230,7 @@ __global__ void __launch_bounds__(attn::kCombineThreads)
     attention_decode_combine(const float *__restrict__ partial_out, const float *__restrict__ partial_lse,
                              const int *__restrict__ context_len, bf16 *__restrict__ out, int num_splits,
                              int split_tokens) {
+  gridDependencyWait();
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8 && HEAD_DIM <= 128, "HEAD_DIM: a multiple of 8, at most 128");
   constexpr int THREADS = attn::kCombineThreads;
   constexpr int VECS = HEAD_DIM / 4;       // float4 column groups of one row

@@ -225,6 +225,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int W
 __global__ void __launch_bounds__(WARPS * kWarpSize)
     attention_prefill(const bf16 *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
                       bf16 *__restrict__ out, int rows, int start_pos, float scale) {
+  gridDependencyWait();
   static_assert(HEADS > 0 && KV_HEADS > 0 && HEADS % KV_HEADS == 0, "HEADS must be a multiple of KV_HEADS (GQA)");
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8, "HEAD_DIM must be a multiple of 8 (16-byte rows)");
   static_assert(HEAD_DIM <= 128, "HEAD_DIM above 128: the fp32 output tile (HEAD_DIM/2 registers a thread) would spill");

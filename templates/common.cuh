@@ -23,6 +23,17 @@ struct alignas(16) Vec8 {
   bf16 v[8];
 };
 
+// Programmatic dependent launch (sm_90+): the runtime launches the decode step's kernels so that each may
+// start while the one before it drains (runtime/Session.cpp). gridDependencyWait() returns once every
+// earlier kernel of the stream has finished and its writes are visible; every kernel calls it before it
+// reads anything an earlier kernel wrote (in practice first, or after prefetching constant weights).
+// Launched without the attribute, it returns at once.
+__device__ __forceinline__ void gridDependencyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
   for (int off = kWarpSize / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);

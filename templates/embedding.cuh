@@ -19,6 +19,7 @@ __global__ void embedding(const int *ids,        // [rows]
                           const WeightT *table,  // [table_rows, D]
                           bf16 *out,             // [rows, D]
                           int rows, int table_rows) {
+  gridDependencyWait();
   static_assert(D > 0, "embedding: D must be positive");
   constexpr int VEC = vecWidth<bf16, D>();
   constexpr int NV = D / VEC;

@@ -59,6 +59,9 @@ __device__ __forceinline__ uint4 loadStreaming(const bf16 *p) {
   return v;
 }
 
+// A hint to bring the 128-byte line holding p into L2 (no register, no wait).
+__device__ __forceinline__ void prefetchL2(const bf16 *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 // A: small and read by every warp of the SM, so let it live in L1.
 __device__ __forceinline__ uint4 loadCached(const bf16 *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
 
@@ -123,6 +126,14 @@ __global__ void __launch_bounds__(WARPS * 32)
   const bf16 *wRow[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) wRow[r] = W + static_cast<long long>(min(row0 + r, N - 1)) * K + lane * 8;
+  // W does not depend on the kernel before this one: start pulling this warp's first steps of it into L2
+  // while that kernel drains (programmatic dependent launch), then wait for its outputs.
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+    if (kChunks % 32 == 0 || u * 32 + lane < kChunks)
+#pragma unroll
+      for (int r = 0; r < R; ++r) prefetchL2(wRow[r] + u * 256);
+  gridDependencyWait();
 
   for (int m0 = 0; m0 < M; m0 += MAX_M) {
     const int rows = min(M - m0, MAX_M);
@@ -241,6 +252,16 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Rows past N read row N - 1 (always valid) and are never stored.
   const bf16 *w0 = W + static_cast<long long>(min(row0 + g, N - 1)) * K + t * 8;
   const bf16 *w1 = W + static_cast<long long>(min(row0 + g + 8, N - 1)) * K + t * 8;
+  // As gemv: this warp's first chunks of W into L2 before waiting for the kernel before this one.
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int c = u * WARPS + warp;
+    if ((kChunks % WARPS == 0 || c < kChunks) && (K % 32 == 0 || c * 32 + t * 8 < K)) {
+      prefetchL2(w0 + c * 32);
+      prefetchL2(w1 + c * 32);
+    }
+  }
+  gridDependencyWait();
 
   // NT n8 operands: rows 0-7 of A's group in the first, 8-15 in the second (MAX_M > 8); every W fragment
   // loaded feeds NT mmas.

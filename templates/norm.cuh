@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(THREADS) rms_norm(const bf16 *x,        // [ro
                                                     const WeightT *gamma, // [D]
                                                     bf16 *y,              // [rows, D]
                                                     int rows, float eps) {
+  gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;
   norm_detail::normRow<D, THREADS, WeightT, false, false>(x + r * D, nullptr, gamma, nullptr, nullptr, y + r * D,
@@ -114,6 +115,7 @@ __global__ void __launch_bounds__(THREADS) layer_norm(const bf16 *x,        // [
                                                       const WeightT *beta,  // [D]
                                                       bf16 *y,              // [rows, D]
                                                       int rows, float eps) {
+  gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;
   norm_detail::normRow<D, THREADS, WeightT, true, false>(x + r * D, nullptr, gamma, beta, nullptr, y + r * D, eps);
@@ -127,6 +129,7 @@ __global__ void __launch_bounds__(THREADS) rms_norm_residual(const bf16 *a,     
                                                              bf16 *sum,            // [rows, D], may alias a or b
                                                              bf16 *y,              // [rows, D]
                                                              int rows, float eps) {
+  gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;
   norm_detail::normRow<D, THREADS, WeightT, false, true>(a + r * D, b + r * D, gamma, nullptr, sum + r * D,
@@ -142,6 +145,7 @@ __global__ void __launch_bounds__(THREADS) layer_norm_residual(const bf16 *a,   
                                                                bf16 *sum,            // [rows, D], may alias a or b
                                                                bf16 *y,              // [rows, D]
                                                                int rows, float eps) {
+  gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;
   norm_detail::normRow<D, THREADS, WeightT, true, true>(a + r * D, b + r * D, gamma, beta, sum + r * D, y + r * D,

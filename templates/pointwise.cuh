@@ -94,6 +94,7 @@ template <typename Op, int COLS>
 __global__ void __launch_bounds__(kPointwiseThreads) unary(const bf16 *x, // [rows, COLS]
                                                            bf16 *y,       // [rows, COLS]
                                                            int rows, float arg) {
+  gridDependencyWait();
   static_assert(COLS > 0, "unary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
   // rows * COLS is a multiple of VEC, so the flat tensor is whole vectors.
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(kPointwiseThreads) binary(const bf16 *a, // [r
                                                             const bf16 *b, // [rows, COLS]
                                                             bf16 *y,       // [rows, COLS]
                                                             int rows) {
+  gridDependencyWait();
   static_assert(COLS > 0, "binary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
   const long long n = static_cast<long long>(rows) * (COLS / VEC);

@@ -111,6 +111,7 @@ __global__ void rope(const bf16 *x,          // [rows, HEADS * HEAD_DIM]
                      const int *positions,   // [rows]
                      const float *inv_freq,  // [HEAD_DIM / 2]
                      int rows) {
+  gridDependencyWait();
   __shared__ float cosT[HEAD_DIM / 2], sinT[HEAD_DIM / 2];
   const long long r = blockIdx.x;
   if (r >= rows) return;
@@ -126,6 +127,7 @@ __global__ void kv_write(const bf16 *k,       // [rows, KVD]
                          const int *seq_of,   // [rows]
                          const int *pos_of,   // [rows]
                          int rows, int max_seq) {
+  gridDependencyWait();
   constexpr int KVD = KV_HEADS * HEAD_DIM;
   static_assert(KV_HEADS > 0 && HEAD_DIM > 0, "kv_write: KV_HEADS and HEAD_DIM must be positive");
   const long long r = blockIdx.x;
@@ -146,6 +148,7 @@ __global__ void rope_kv_write(const bf16 *k,          // [rows, KVD], not yet ro
                               const int *pos_of,      // [rows]: cache slot and rope position
                               const float *inv_freq,  // [HEAD_DIM / 2]
                               int rows, int max_seq) {
+  gridDependencyWait();
   constexpr int KVD = KV_HEADS * HEAD_DIM;
   __shared__ float cosT[HEAD_DIM / 2], sinT[HEAD_DIM / 2];
   const long long r = blockIdx.x;

@@ -337,6 +337,7 @@ template <int V, int THREADS>
 __global__ void __launch_bounds__(THREADS) argmax(const bf16 *logits, // [rows, V]
                                                   int *out,           // [rows]
                                                   int rows) {
+  gridDependencyWait();
   static_assert(V > 0, "argmax: V must be positive");
   __shared__ float redF[kWarpSize];
   __shared__ int redI[kWarpSize];
@@ -352,6 +353,7 @@ __global__ void __launch_bounds__(THREADS) sample(const bf16 *logits, // [rows, 
                                                   int rows, float temperature, int top_k, float top_p,
                                                   unsigned long long seed, unsigned long long step,
                                                   const int *step_offset) { // nullable: added to `step`
+  gridDependencyWait();
   using namespace sampling;
   using S = RowShape<V, THREADS>;
   static_assert(V > 1 && V < (1 << 24), "sample: V must be in [2, 2^24) (indices and counts stay exact)");
@@ -580,6 +582,7 @@ __global__ void __launch_bounds__(THREADS) advance_tokens(const int *next, // [r
                                                           int *history,    // [history_steps, rows]
                                                           int *step,       // [1] steps recorded so far
                                                           int rows, int history_steps) {
+  gridDependencyWait();
   const int s = *step;
   const int b = threadIdx.x;
   if (b < rows) {

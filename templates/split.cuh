@@ -12,6 +12,7 @@ template <int COLS, int S0, int S1, int S2, int S3>
 __global__ void split(const bf16 *__restrict__ x, // [rows, COLS]
                       bf16 *__restrict__ y0, bf16 *__restrict__ y1, bf16 *__restrict__ y2, bf16 *__restrict__ y3,
                       int rows) {
+  gridDependencyWait();
   static_assert(S0 > 0 && S1 >= 0 && S2 >= 0 && S3 >= 0, "split needs a first part and non-negative sizes");
   static_assert(S0 + S1 + S2 + S3 == COLS, "split sizes must add up to the columns");
   // Vectorise by 8 only when every part boundary falls on a multiple of 8 columns.

@@ -103,7 +103,7 @@ run_all() {
         done
         if [[ "${E2E_TUNE:-1}" == 1 ]]; then
           echo "-- minferc autotune (the buckets the benchmark runs: decode B=1 and 16, prefill 512 and 2048)"
-          "$build/tools/minferc" autotune "$ir" --buckets decode:1,decode:9-64,prefill:1-512,prefill:513-2048 \
+          "$build/tools/minferc" autotune "$ir" --buckets decode:1,decode:9-16,prefill:1-512,prefill:513-2048 \
             > "$OUT/autotune_$model.log" 2>&1 || failed+=("autotune $model")
           tail -3 "$OUT/autotune_$model.log"
         fi

@@ -24,7 +24,8 @@ std::string tuningBucket(bool decode, int64_t rows) {
   if (decode) {
     if (rows <= 1) return "decode:1";
     if (rows <= 8) return "decode:2-8";
-    if (rows <= 64) return "decode:9-64";
+    if (rows <= 16) return "decode:9-16"; // the last gemv rows (Gemv.h kGemvMaxRows); gemm above
+    if (rows <= 64) return "decode:17-64";
     return "decode:65+";
   }
   if (rows <= 512) return "prefill:1-512";
@@ -34,15 +35,17 @@ std::string tuningBucket(bool decode, int64_t rows) {
 
 int64_t bucketRows(llvm::StringRef b) {
   static const std::map<std::string, int64_t> rows = {
-      {"decode:1", 1},         {"decode:2-8", 8},          {"decode:9-64", 64},    {"decode:65+", 128},
+      {"decode:1", 1},         {"decode:2-8", 8},          {"decode:9-16", 16},    {"decode:17-64", 64},
+      {"decode:65+", 128},
       {"prefill:1-512", 512}, {"prefill:513-2048", 2048}, {"prefill:2049+", 4096}};
   auto it = rows.find(b.str());
   return it == rows.end() ? 0 : it->second;
 }
 
 const std::vector<std::string> &allTuningBuckets() {
-  static const std::vector<std::string> all = {"decode:1",      "decode:2-8",       "decode:9-64",  "decode:65+",
-                                               "prefill:1-512", "prefill:513-2048", "prefill:2049+"};
+  static const std::vector<std::string> all = {"decode:1",      "decode:2-8",       "decode:9-16",  "decode:17-64",
+                                               "decode:65+",    "prefill:1-512",    "prefill:513-2048",
+                                               "prefill:2049+"};
   return all;
 }
 

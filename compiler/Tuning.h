@@ -6,7 +6,8 @@
 //
 // A database entry is keyed by the spec's tuningKey() (family, shape, epilogue: what the tile does not
 // change) and the bucket of rows the plan runs it at:
-//   decode:1  decode:2-8  decode:9-64  decode:65+        one token per sequence, batch = rows
+//   decode:1  decode:2-8  decode:9-16  decode:17-64  decode:65+   one token per sequence, batch = rows
+//                                    (9-16 and 17-64 split where the plan moves from gemv to gemm)
 //   prefill:1-512  prefill:513-2048  prefill:2049+       rows = the prefill step's tokens
 // Each bucket is timed at its upper bound (65+ at 128, 2049+ at 4096) and a tuned tile serves every row
 // count in it. The file is keyed by the device fingerprint; one for another device, or one that does not

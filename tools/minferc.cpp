@@ -89,7 +89,7 @@ cl::opt<int64_t> maxPrefill("max-prefill-tokens",
 cl::opt<std::string> tuneModel(cl::Positional, cl::desc("<model.ir | checkpoint dir>"), cl::sub(autotuneCmd), cl::cat(category));
 cl::list<std::string> tuneBuckets("buckets", cl::CommaSeparated,
                                   cl::desc("Buckets of rows to tune for (default decode:1,prefill:513-2048); any of "
-                                           "decode:1, decode:2-8, decode:9-64, decode:65+, prefill:1-512, "
+                                           "decode:1, decode:2-8, decode:9-16, decode:17-64, decode:65+, prefill:1-512, "
                                            "prefill:513-2048, prefill:2049+"),
                                   cl::sub(autotuneCmd), cl::cat(category));
 cl::opt<bool> tuneShow("show", cl::desc("List what is tuned, for which device, and exit"), cl::sub(autotuneCmd), cl::cat(category));

@@ -39,7 +39,9 @@ TEST(TuningBuckets, RowsFallIntoTheirBucket) {
   EXPECT_EQ(tuningBucket(true, 1), "decode:1");
   EXPECT_EQ(tuningBucket(true, 2), "decode:2-8");
   EXPECT_EQ(tuningBucket(true, 8), "decode:2-8");
-  EXPECT_EQ(tuningBucket(true, 9), "decode:9-64");
+  EXPECT_EQ(tuningBucket(true, 9), "decode:9-16");
+  EXPECT_EQ(tuningBucket(true, 16), "decode:9-16");
+  EXPECT_EQ(tuningBucket(true, 17), "decode:17-64");
   EXPECT_EQ(tuningBucket(true, 65), "decode:65+");
   EXPECT_EQ(tuningBucket(false, 7), "prefill:1-512");
   EXPECT_EQ(tuningBucket(false, 2048), "prefill:513-2048");

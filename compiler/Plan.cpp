@@ -1,9 +1,14 @@
 // compiler/Plan.cpp — lowering a verified module to the launches of a prefill and of a decode step.
 //
 // One op becomes one launch (attention: a KV write and the attention kernel, plus a combine in decode;
-// split: one copy writing every part) — the unfused baseline that the fusion pass will improve on.
-// Decode matmuls at a batch of up to kGemvMaxRows (8) use the GEMV template, everything else the tensor-core
-// GEMM. Matmul weights and biases are read as bf16, converted at load when the checkpoint stores another type.
+// split: one copy writing every part), fused ops included: matmul, matmul_residual, gated_matmul and qkv
+// are one gemm or gemv each with the matching epilogue (a qkv's k and v go straight into the KV cache of the
+// attention that reads them, which then skips its KV write). In decode at up to kFoldMaxRows rows, a norm
+// marked `fold = decode` gets no launch: the gemvs that read it normalise in their prologue. Decode matmuls
+// at a batch of up to kGemvMaxRows (16) use the GEMV template, everything else the tensor-core GEMM; a tile
+// comes from the tuning database when it has one (PlanOptions::tuning), else from the heuristic. Matmul
+// weights and biases are read as bf16, converted at load when the checkpoint stores another type, packed and
+// reordered as the epilogue reads them (rowOrder).
 #include "compiler/Plan.h"
 
 #include "compiler/MemoryPlanner.h"

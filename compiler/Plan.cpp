@@ -261,6 +261,7 @@ private:
   std::map<int, std::pair<int, int>> live; // activation buffer -> [first, last] launch
   SharedBuffers &shared;
   std::optional<std::string> specProblem; // the first spec that failed validation in the current op
+  bool argmaxFused = false; // decode: the lm_head's gemv folds the argmax (EpiArgmax)
   bool gathered = false; // prefill, after the layers: launches run over the gathered output rows
   llvm::DenseMap<const ir::Op *, int> kvSlotBase;
   llvm::DenseMap<ir::ValueId, std::vector<const ir::Op *>> readers; // every op reading each value
@@ -332,6 +333,22 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     spec = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
   }
   spec = tuned(std::move(spec), decode, rowsHint);
+  // Greedy decode: the logits' gemv also folds each row's argmax (the FMA kernel, a plain product), so the
+  // decode step needs no argmax launch. Only in a fused module (--no-fuse keeps one kernel per op).
+  if (decode && plan.fused && op.results[0] == m.outputs[0] && op.kind == OpKind::Matmul && epi == Epilogue::None)
+    if (auto *g = dynamic_cast<GemvSpec *>(spec.get()); g && !g->tile.mma) {
+      Epilogue withArgmax = epi;
+      withArgmax.argmax = true;
+      auto fusedSpec = std::make_shared<GemvSpec>(g->n, g->k, withArgmax, g->tile, g->pro);
+      auto source = plan.tileSource.find(spec->name());
+      if (source != plan.tileSource.end()) plan.tileSource[fusedSpec->name()] = source->second;
+      plan.tileSource.erase(spec->name());
+      spec = std::move(fusedSpec);
+      PlanBuffer keys = named("argmax_keys", BufferKind::Workspace);
+      keys.fixedBytes = plan.options.maxBatch * 8;
+      ea.argmax = sharedBuffer(std::move(keys));
+      argmaxFused = true;
+    }
   int w = matmulWeight(op.operands[wi], layout, epi);
   if (bias) ea.bias = matmulWeight(op.operands[bi], layout, epi);
   if (op.kind == OpKind::MatmulResidual) ea.residual = use(op.operands[2].id);
@@ -534,7 +551,9 @@ void Lowering::emitDecodeTail() {
   select.role = LaunchRole::Select;
   // argmax(logits, out, rows)
   select.args = {buf(logits, "logits"), buf(next, "out"), rows()};
-  select.op = "next tokens: argmax of the logits (sample when the session samples)";
+  select.op = argmaxFused ? "next tokens: sample when the session samples (greedy: the lm_head folded the argmax)"
+                          : "next tokens: argmax of the logits (sample when the session samples)";
+  select.skipWhenGreedy = argmaxFused;
   phase.launches.push_back(std::move(select));
   plan.sampleKernel = kernel(std::make_shared<SampleSpec>(vocab));
 
@@ -547,10 +566,11 @@ void Lowering::emitDecodeTail() {
   PlannedLaunch adv;
   adv.kernel = kernel(std::make_shared<AdvanceSpec>(AdvanceSpec::forBatch(plan.options.maxBatch)));
   adv.role = LaunchRole::Advance;
-  // advance_tokens(next, tokens, positions, context_len, history, step, rows, history_steps)
+  // advance_tokens(next, tokens, positions, context_len, history, step, rows, history_steps, keys)
+  int keys = argmaxFused ? shared.byName.at("argmax_keys") : -1;
   adv.args = {buf(next, "next"),          buf(input("tokens"), "tokens"), buf(input("positions"), "positions"),
               buf(input("context_len"), "context_len"), buf(h, "history"), buf(st, "step"), rows(),
-              integer(plan.options.maxSeq, "history_steps")};
+              integer(plan.options.maxSeq, "history_steps"), buf(keys, "keys")};
   adv.op = "feed the next tokens back";
   phase.launches.push_back(std::move(adv));
 }
@@ -634,6 +654,7 @@ llvm::json::Value argJSON(const Plan &plan, const LaunchArg &a) {
     put("norm_gamma", e.gamma);
     put("norm_beta", e.beta);
     if (e.gamma >= 0) o["norm_eps"] = e.eps;
+    put("argmax_keys", e.argmax);
     return llvm::json::Object{{a.what, std::move(o)}};
   }
   }
@@ -649,6 +670,7 @@ llvm::json::Object phaseJSON(const Plan &plan, const PhasePlan &p) {
     if (l.layer >= 0) s["layer"] = l.layer;
     if (l.perSequence) s["per_sequence"] = true;
     if (l.role != LaunchRole::Op) s["role"] = launchRoleName(l.role).str();
+    if (l.skipWhenGreedy) s["skip_when_greedy"] = true;
     steps.push_back(std::move(s));
   }
   return llvm::json::Object{{"launches", static_cast<int64_t>(p.launches.size())},
@@ -751,7 +773,8 @@ std::vector<int> LaunchArg::buffers() const {
   };
   if (kind == Buffer) add(buffer);
   if (kind == Epilogue)
-    for (int b : {epi.bias, epi.residual, epi.positions, epi.seqOf, epi.invFreq, epi.kCache, epi.vCache, epi.gamma, epi.beta})
+    for (int b : {epi.bias, epi.residual, epi.positions, epi.seqOf, epi.invFreq, epi.kCache, epi.vCache, epi.gamma,
+                  epi.beta, epi.argmax})
       add(b);
   return out;
 }

@@ -66,6 +66,7 @@ struct EpilogueArgs {
   int positions = -1, seqOf = -1, invFreq = -1, kCache = -1, vCache = -1; // the qkv epilogue
   int gamma = -1, beta = -1;                                              // a folded norm (gemv prologue)
   double eps = 0;
+  int argmax = -1; // the lm_head's argmax keys (greedy decode; the session passes null when it samples)
 };
 
 struct LaunchArg {
@@ -101,6 +102,9 @@ struct PlannedLaunch {
   int64_t layer = -1;     // -1 outside the decoder layers
   std::string op;         // the IR op this launch implements, e.g. "%q0 = matmul"
   bool perSequence = false; // launched once per sequence (prefill attention), pointers offset per sequence
+  // Select: the lm_head's gemv folds the argmax (EpiArgmax), so a greedy decode step skips this launch; the
+  // advance kernel reads the keys instead (its `keys` argument, null when the step samples).
+  bool skipWhenGreedy = false;
 };
 
 struct PhasePlan {

@@ -51,7 +51,7 @@ PlanOptions optionsFor(const ir::Module &m, llvm::StringRef bucket) {
 // so L2 does not hold them between runs), the activations, and everything an epilogue or prologue reads.
 struct MatmulBuffers {
   std::vector<cuda::DeviceBuffer> weights;
-  cuda::DeviceBuffer a, c, residual, bias, ints, floats, norm, cache;
+  cuda::DeviceBuffer a, c, residual, bias, ints, floats, norm, cache, keys;
 };
 
 llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
@@ -76,6 +76,10 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
   if (auto e = make(static_cast<size_t>(k * 4), b.norm)) return e;    // gamma / beta of any element type
   if (auto e = make(static_cast<size_t>(4096 * 4), b.floats)) return e; // rope frequencies
   if (auto e = make(static_cast<size_t>(n * 2), b.cache)) return e;  // one cache row: every row writes it
+  auto keys = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 8));
+  if (!keys) return keys.takeError();
+  if (auto e = keys->fill(0)) return e; // the lm_head's argmax keys (EpiArgmax)
+  b.keys = std::move(*keys);
   auto ints = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 4));
   if (!ints) return ints.takeError();
   if (auto e = ints->fill(0)) return e; // positions 0, sequence 0: the cache row written is row 0
@@ -109,6 +113,7 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
   epi.gamma = b.norm.ptr();
   epi.beta = b.norm.ptr();
   epi.eps = 1e-5f;
+  epi.argmax = b.keys.ptr();
   cuda::DevicePtr c = b.c.ptr(), a = b.a.ptr();
   int m = static_cast<int>(rows);
   auto ms = timing::timeMedian(

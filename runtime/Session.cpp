@@ -122,6 +122,12 @@ llvm::Error Session::allocate() {
   if (!st) return st.takeError();
   stream = std::move(*st);
   if (auto e = cuda::fillAsync(memory_.ptr(), 0xFF, memory_.size(), stream.handle())) return e;
+  // Except the lm_head's argmax keys, which the kernel maxes atomically: they start (and stay, between steps)
+  // at zero.
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].name == "argmax_keys")
+      if (auto e = cuda::fillAsync(shared[i], 0, static_cast<size_t>(plan.buffers[i].fixedBytes), stream.handle()))
+        return e;
   return stream.synchronize();
 }
 
@@ -144,7 +150,7 @@ cuda::DevicePtr Session::address(const PhaseState &ph, int buffer) const {
 }
 
 llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
-                                   const GenerateOptions *sampling, const Segment *seg) {
+                                   const GenerateOptions *sampling, const Segment *seg, bool greedyKeys) {
   const Plan &plan = engine.plan();
   bool sample = sampling && l.role == LaunchRole::Select && sampling->temperature > 0.f;
   int kernel = sample ? plan.sampleKernel : l.kernel;
@@ -167,7 +173,7 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
   for (const LaunchArg &a : l.args) {
     switch (a.kind) {
     case LaunchArg::Buffer: {
-      cuda::DevicePtr p = address(ph, a.buffer);
+      cuda::DevicePtr p = a.what == "keys" && !greedyKeys ? 0 : address(ph, a.buffer);
       if (seg && a.buffer >= 0) { // one sequence's rows and its slab of the caches
         const PlanBuffer &b = plan.buffers[a.buffer];
         if (b.kind == BufferKind::Activation) p += static_cast<cuda::DevicePtr>(seg->row * b.bytesPerRow);
@@ -195,6 +201,7 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
       p.gamma = address(ph, e.gamma);
       p.beta = address(ph, e.beta);
       p.eps = static_cast<float>(e.eps);
+      p.argmax = greedyKeys ? address(ph, e.argmax) : 0;
       std::memcpy(slot().data(), &p, sizeof p);
       break;
     }
@@ -223,9 +230,13 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
 }
 
 llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly) {
+  // A whole greedy step whose lm_head folds the argmax skips the select launch and hands the keys to the
+  // advance kernel; after a prefill (tailOnly) and when sampling, the select kernel picks from the logits.
+  bool greedyKeys = !tailOnly && !(opts.temperature > 0.f);
   for (const PlannedLaunch &l : decodeState->phase->launches) {
     if (tailOnly && l.role != LaunchRole::Select && l.role != LaunchRole::Advance) continue;
-    if (auto e = enqueueLaunch(l, *decodeState, rows, rows, &opts, nullptr)) return e;
+    if (greedyKeys && l.skipWhenGreedy) continue;
+    if (auto e = enqueueLaunch(l, *decodeState, rows, rows, &opts, nullptr, greedyKeys)) return e;
   }
   return llvm::Error::success();
 }

@@ -82,7 +82,7 @@ private:
   llvm::Error prefill(const std::vector<std::vector<int32_t>> &prompts, Generation &out);
   llvm::Error enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly);
   llvm::Error enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
-                            const GenerateOptions *sampling, const Segment *seg);
+                            const GenerateOptions *sampling, const Segment *seg, bool greedyKeys = false);
   cuda::DevicePtr address(const PhaseState &ph, int buffer) const;
 
   const Engine &engine;

@@ -17,6 +17,7 @@
 //
 // Interface, for a policy P and C [M, N] (N = W's rows):
 //   P::kPairs                                    true when P needs columns (col, col + 1) together
+//   P::kArgmax                                   EpiArgmax: the kernel also folds each row's argmax (gemv only)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 // A pointwise C may alias p.residual (an in-place residual add): each residual element is read by the thread
@@ -51,6 +52,7 @@ struct EpiParams {
   const void *gamma;     // ProNorm: [K] of its WeightT
   const void *beta;      // ProNorm<true>: [K]
   float eps;             // ProNorm
+  unsigned long long *argmax; // EpiArgmax: [M] keys (argmaxKey), zero before the kernel, atomically maxed
 };
 
 // Activations: fp32 in, fp32 out, the same formulas as the interpreter (ir/Interpreter.cpp), with the
@@ -76,6 +78,7 @@ struct ActRelu {
 
 template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   static constexpr bool kPairs = false;
+  static constexpr bool kArgmax = false;
 
   template <int N> __device__ __forceinline__ static float apply(float acc, int row, int col, const EpiParams &p) {
     float v = acc;
@@ -116,8 +119,24 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   }
 };
 
+// The lm_head's epilogue in greedy decode: the logits as EpiPointwise<false, ActNone, false, false> stores
+// them, and each row's argmax folded into p.argmax[row] (gemv.cuh reduces over its block, then one atomicMax
+// per block and row). The key orders by the stored bf16 logit, then by the lower index, as the argmax kernel
+// (sampling.cuh) picks: the lowest index of the largest logit, -0 equal to +0.
+__device__ __forceinline__ unsigned long long argmaxKey(float v, int col) {
+  if (v == 0.f) v = 0.f; // -0 -> +0
+  unsigned u = __float_as_uint(v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); // monotonic in v
+  return (static_cast<unsigned long long>(u) << 32) | (0xffffffffu - static_cast<unsigned>(col));
+}
+
+struct EpiArgmax : EpiPointwise<false, ActNone, false, false> {
+  static constexpr bool kArgmax = true;
+};
+
 template <class Act> struct EpiGated {
   static constexpr bool kPairs = true;
+  static constexpr bool kArgmax = false;
 
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &) {
@@ -128,6 +147,7 @@ template <class Act> struct EpiGated {
 
 template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct EpiQkv {
   static constexpr bool kPairs = true;
+  static constexpr bool kArgmax = false;
   static constexpr int QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM;
 
   template <int N>

@@ -259,6 +259,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
   // Epilogue: fragment (i, j) holds C[row][col], C[row][col + 1] in acc[0..1] and row + 8 in acc[2..3],
   // with row = lane / 4 and col = 2 (lane % 4) inside the 16x8 fragment.
   static_assert(!Epi::kPairs || N % 2 == 0, "gemm: this epilogue needs column pairs, so N must be even");
+  static_assert(!Epi::kArgmax, "gemm: the argmax epilogue runs in the FMA gemv only");
   auto store = [&](int row, int col, float x, float y) {
     if (row >= M) return;
     if constexpr (N % 2 == 0) {

@@ -118,9 +118,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int row0 = (blockIdx.x * WARPS + threadIdx.x / 32) * R;
   // Without a prologue there is no block-level synchronisation below, so a spare warp can leave; with one,
   // it stays for the statistics' barriers (its rows clamp to N - 1 and are never stored).
-  if (!Pro::kActive && row0 >= N) return;
+  if (!Pro::kActive && !Epi::kArgmax && row0 >= N) return;
   __shared__ float2 proStats[Pro::kActive ? MAX_M : 1];
   __shared__ float proScratch[Pro::kActive ? WARPS : 1][MAX_M];
+  __shared__ unsigned long long blockBest[Epi::kArgmax ? MAX_M : 1]; // EpiArgmax: the block's best key per row
 
   // Rows past N read row N - 1 (always valid) and are never stored.
   const bf16 *wRow[R];
@@ -177,12 +178,27 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int g = 0; g < kGroups; ++g) steps(g * kUnroll, IntConstant<kUnroll>{});
     if constexpr (kRest > 0) steps(kGroups * kUnroll, IntConstant<kRest>{});
 
+    if constexpr (Epi::kArgmax) {
+      if (threadIdx.x < MAX_M) blockBest[threadIdx.x] = 0;
+      __syncthreads();
+    }
 #pragma unroll
     for (int m = 0; m < MAX_M; ++m) {
       if (m < rows) {
         float sum[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) sum[r] = warpSum(acc[m][r]); // every lane gets the sums
+        if constexpr (Epi::kArgmax) {
+          // The warp's best of its rows of W (the value as stored, bf16), then the block's.
+          unsigned long long best = 0;
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            if (row0 + r < N) {
+              const unsigned long long key = argmaxKey(toFloat(toBf16(sum[r])), row0 + r);
+              best = key > best ? key : best;
+            }
+          if (lane == 0 && best) atomicMax(&blockBest[m], best);
+        }
 #pragma unroll
         for (int r = 0; r < R; r += Epi::kPairs ? 2 : 1) {
           const int n = row0 + r, row = m0 + m;
@@ -194,6 +210,12 @@ __global__ void __launch_bounds__(WARPS * 32)
             Epi::template store1<N>(C, sum[r], row, n, epi);
         }
       }
+    }
+    if constexpr (Epi::kArgmax) {
+      __syncthreads(); // every warp's best is in
+      // A null epi.argmax: the session samples this step and reads no key.
+      if (epi.argmax && threadIdx.x < rows) atomicMax(&epi.argmax[m0 + threadIdx.x], blockBest[threadIdx.x]);
+      __syncthreads(); // blockBest is reset for the next group of rows
     }
   }
 }
@@ -236,6 +258,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   static_assert(MAX_M >= 1 && MAX_M <= 16,
                 "gemvMma: MAX_M must be 1..16 (the rows of A are mma's n8 operand, one or two of them)");
   static_assert(WARPS >= 1 && WARPS <= 16, "gemvMma: WARPS must be 1..16");
+  static_assert(!Epi::kArgmax, "gemvMma: the argmax epilogue runs in the FMA gemv only");
 
   constexpr int kChunks = (K + 31) / 32;                  // 32-wide chunks of K (the last may be short)
   constexpr int kPerWarp = (kChunks + WARPS - 1) / WARPS; // chunks each warp walks

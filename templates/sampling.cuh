@@ -581,12 +581,21 @@ __global__ void __launch_bounds__(THREADS) advance_tokens(const int *next, // [r
                                                           int *positions, int *context_len, // [rows]
                                                           int *history,    // [history_steps, rows]
                                                           int *step,       // [1] steps recorded so far
-                                                          int rows, int history_steps) {
+                                                          int rows, int history_steps,
+                                                          unsigned long long *keys) { // nullable, see below
   gridDependencyWait();
   const int s = *step;
   const int b = threadIdx.x;
   if (b < rows) {
-    const int t = next[b];
+    // With `keys` (greedy decode whose lm_head folded the argmax, epilogue.cuh EpiArgmax), the token is in
+    // the low word of the row's key; the key goes back to zero for the next step's atomicMax.
+    int t;
+    if (keys) {
+      t = static_cast<int>(0xffffffffu - static_cast<unsigned>(keys[b] & 0xffffffffu));
+      keys[b] = 0;
+    } else {
+      t = next[b];
+    }
     tokens[b] = t;
     positions[b] += 1;
     context_len[b] += 1;

@@ -67,6 +67,7 @@ std::string Epilogue::suffix() const {
     if (act != Activation::None) parts.push_back(activationName(act).str());
     if (scale) parts.push_back("scale");
     if (residual) parts.push_back("residual");
+    if (argmax) parts.push_back(parts.empty() ? "none_argmax" : "argmax");
     return parts.empty() ? "none" : llvm::join(parts, "_");
   }
   case Kind::Gated: return "gated_" + activationName(act).str();
@@ -84,6 +85,7 @@ std::string Epilogue::policy() const {
   const char *a = kActPolicies[static_cast<int>(act)];
   switch (kind) {
   case Kind::Pointwise:
+    if (argmax) return "minfer::EpiArgmax";
     return llvm::formatv("minfer::EpiPointwise<{0}, {1}, {2}, {3}>", boolArg(bias), a, boolArg(scale), boolArg(residual));
   case Kind::Gated: return llvm::formatv("minfer::EpiGated<{0}>", a).str();
   case Kind::Qkv:
@@ -114,6 +116,8 @@ llvm::Error Epilogue::validate(int64_t n) const {
   }
   if (kind != Kind::Pointwise && (scale || residual))
     return failure("scale and residual apply to pointwise epilogues only");
+  if (argmax && (kind != Kind::Pointwise || bias || act != Activation::None || scale || residual))
+    return failure("the argmax epilogue stores the plain product (the lm_head's logits): nothing else may be fused");
   return llvm::Error::success();
 }
 

@@ -38,6 +38,7 @@ struct Epilogue {
   bool residual = false; // Pointwise: adds EpiParams::residual [M, N] last
   int heads = 0, kvHeads = 0, headDim = 0; // Qkv
   QkvRope rope = QkvRope::None;            // Qkv
+  bool argmax = false; // Pointwise without anything else: also fold each row's argmax (greedy lm_head; gemv)
 
   static Epilogue pointwise(bool bias, Activation act = Activation::None, bool residual = false, bool scale = false);
   static Epilogue gated(Activation act);
@@ -54,7 +55,7 @@ struct Epilogue {
   // Success when the policy instantiates for a W of n rows.
   llvm::Error validate(int64_t n) const;
 
-  auto key() const { return std::tie(kind, bias, act, scale, residual, heads, kvHeads, headDim, rope); }
+  auto key() const { return std::tie(kind, bias, act, scale, residual, heads, kvHeads, headDim, rope, argmax); }
   bool operator==(const Epilogue &o) const { return key() == o.key(); }
   bool operator<(const Epilogue &o) const { return key() < o.key(); }
 
@@ -86,9 +87,11 @@ struct EpiParamsHost {
   uint64_t gamma = 0, beta = 0;
   float eps = 0.f;
   int32_t pad = 0;
+  uint64_t argmax = 0;
 };
-static_assert(sizeof(EpiParamsHost) == 88 && offsetof(EpiParamsHost, positions) == 24 &&
-                  offsetof(EpiParamsHost, gamma) == 64 && offsetof(EpiParamsHost, eps) == 80,
+static_assert(sizeof(EpiParamsHost) == 96 && offsetof(EpiParamsHost, positions) == 24 &&
+                  offsetof(EpiParamsHost, gamma) == 64 && offsetof(EpiParamsHost, eps) == 80 &&
+                  offsetof(EpiParamsHost, argmax) == 88,
               "EpiParamsHost must match templates/epilogue.cuh's EpiParams");
 
 } // namespace minfer

@@ -110,6 +110,8 @@ llvm::Error GemmSpec::validate(const Target &target) const {
   if (n < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm: N = %lld must be at least 1", (long long)n);
   if (auto e = epi.validate(n)) return e;
+  if (epi.argmax)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm: the argmax epilogue runs in gemv only");
   return checkGemmTile(tile, k, target);
 }
 

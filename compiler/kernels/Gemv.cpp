@@ -86,6 +86,9 @@ llvm::Error GemvSpec::validate() const {
   if (n < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: N = %lld must be at least 1", (long long)n);
   if (auto e = epi.validate(n)) return e;
+  if (epi.argmax && tile.mma)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "gemv: the argmax epilogue runs in the FMA kernel only, not %s", tile.str().c_str());
   if (epi.pairs() && !tile.mma && tile.rowsPerWarp % 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the %s epilogue needs an even rowsPerWarp (W rows in pairs), got %d",
@@ -158,7 +161,9 @@ std::optional<GemvTile> parseGemvTile(llvm::StringRef s) {
 }
 
 std::string GemvSpec::tuningKey() const {
-  return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_epi_" + epi.suffix() + pro.suffix();
+  Epilogue e = epi;
+  e.argmax = false; // the argmax reduction costs little next to the stores: the plain product's tiles serve
+  return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_epi_" + e.suffix() + pro.suffix();
 }
 
 std::shared_ptr<KernelSpec> GemvSpec::withTile(llvm::StringRef s, const Target &) const {

@@ -16,7 +16,8 @@
 //   KvWriteSpec    k, v, k_cache, v_cache, seq_of, pos_of, [inv_freq,] rows, max_seq
 //   ArgmaxSpec     logits [rows, vocab], out (i32 [rows]), rows
 //   SampleSpec     logits, out, rows, temperature, top_k, top_p, seed (u64), step (u64), step_offset (i32*, nullable)
-//   AdvanceSpec    next, tokens, positions, context_len, history, step (i32 each), rows, history_steps
+//   AdvanceSpec    next, tokens, positions, context_len, history, step (i32 each), rows, history_steps,
+//                  keys (u64 [rows], nullable: EpiArgmax keys read instead of next, then zeroed)
 #pragma once
 
 #include "compiler/kernels/KernelSpec.h"

@@ -96,6 +96,26 @@ TEST(Epilogue, ShapesThePolicyCannotTakeAreErrors) {
   EXPECT_NE(msg.find("even rowsPerWarp"), std::string::npos) << msg;
 }
 
+TEST(Epilogue, TheArgmaxEpilogueIsThePlainProductInTheFmaGemv) {
+  Epilogue argmax = Epilogue::None;
+  argmax.argmax = true;
+  EXPECT_EQ(argmax.suffix(), "none_argmax");
+  EXPECT_EQ(argmax.policy(), "minfer::EpiArgmax");
+  EXPECT_EQ(errorOf(argmax.validate(32000)), "(success)");
+  Epilogue withBias = Epilogue::Bias;
+  withBias.argmax = true;
+  EXPECT_NE(errorOf(withBias.validate(32000)).find("nothing else may be fused"), std::string::npos);
+  Target h100 = target("sm_90");
+  GemvSpec fma(32000, 2048, argmax, GemvTile{1, 8, 2});
+  EXPECT_EQ(errorOf(fma.validate()), "(success)");
+  // Tuned like the plain product: the same tuning key.
+  EXPECT_EQ(fma.tuningKey(), GemvSpec(32000, 2048, Epilogue::None, GemvTile{1, 8, 2}).tuningKey());
+  EXPECT_NE(errorOf(GemvSpec(32000, 2048, argmax, GemvTile{1, 1, 4, true}).validate()).find("FMA kernel only"),
+            std::string::npos);
+  EXPECT_NE(errorOf(GemmSpec(32000, 2048, argmax, GemmTile{}).validate(h100)).find("gemv only"), std::string::npos);
+  for (const auto &c : fma.tuningCandidates(h100, 1)) EXPECT_EQ(c->name().find("_mma_"), std::string::npos) << c->name();
+}
+
 TEST(Epilogue, UnknownActivationsAreErrorsListingTheValidOnes) {
   std::string msg = errorOf(parseActivation("swiglu").takeError());
   EXPECT_NE(msg.find("unknown activation 'swiglu'"), std::string::npos) << msg;
@@ -328,6 +348,11 @@ TEST(MatmulNvrtc, EveryEpilogueCompilesInBothKernels) {
                                   Epilogue::qkv(2, 1, 64, QkvRope::None, false),
                                   Epilogue::pointwise(true, Activation::GeluTanh, true, true)};
   Prologue rms{Prologue::Kind::Rms, ir::DType::BF16}, layer{Prologue::Kind::Layer, ir::DType::F32};
+  // The lm_head's argmax epilogue: FMA gemv only, odd N (GPT-2's vocab) and a folded norm included.
+  Epilogue argmax = Epilogue::None;
+  argmax.argmax = true;
+  expectCompiles(GemvSpec(321, 64, argmax, GemvTile{1, 4, 2}, rms), h100);
+  expectCompiles(GemvSpec(322, 64, argmax, GemvTile{2, 1, 4}), h100);
   for (const Epilogue &e : paired) {
     expectCompiles(GemmSpec(256, 64, e, GemmTile{64, 64, 32, 4, 2, 2}), h100);
     expectCompiles(GemvSpec(256, 64, e, GemvTile{2, 2, 4}, rms), h100);

@@ -393,7 +393,8 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
   if (!decode) {
     // attention_prefill(q, k_cache, v_cache, out, rows, start_pos, scale), once per sequence: the runtime
     // offsets the caches to the sequence and sets rows and start_pos (its tokens already in the cache).
-    auto spec = std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim);
+    std::shared_ptr<KernelSpec> spec =
+        tuned(std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim), false, plan.options.maxPrefillRows);
     emit(kernel(spec),
          {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(out, "out"), rows(), integer(0, "start_pos"),
           real(scale, "scale")},

@@ -5,6 +5,7 @@
 #include "compiler/Nvrtc.h"
 #include "compiler/ParallelCompile.h"
 #include "compiler/Plan.h"
+#include "compiler/kernels/Attention.h"
 #include "compiler/kernels/Epilogue.h"
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
@@ -15,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 namespace minfer::rt {
@@ -128,6 +130,36 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
   return *ms * 1e3;
 }
 
+// Median microseconds of a prefill attention tile over one sequence of `rows` tokens (its whole cache).
+llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, const Target &target, KernelCache &cache,
+                                            int64_t rows, const AutotuneOptions &opts) {
+  KernelSource src{spec.name(), spec.source(), spec.entry()};
+  auto compiled = cache.getOrCompile(src, target, {});
+  if (!compiled) return compiled.takeError();
+  auto module = cuda::Module::load(compiled->cubin, spec.name());
+  if (!module) return module.takeError();
+  auto fn = module->function(compiled->loweredName);
+  if (!fn) return fn.takeError();
+  size_t qBytes = static_cast<size_t>(rows * spec.heads * spec.headDim * 2);
+  size_t kvBytes = static_cast<size_t>(rows * spec.kvHeads * spec.headDim * 2);
+  auto q = timing::filled(qBytes), k = timing::filled(kvBytes), v = timing::filled(kvBytes), o = timing::filled(qBytes);
+  for (auto *b : {&q, &k, &v, &o})
+    if (!*b) return b->takeError();
+  cuda::DevicePtr qp = q->ptr(), kp = k->ptr(), vp = v->ptr(), op = o->ptr();
+  int r = static_cast<int>(rows), start = 0;
+  float scale = 1.f / std::sqrt(float(spec.headDim));
+  LaunchDims dims = spec.launch(rows);
+  auto ms = timing::timeMedian(
+      [&](int) {
+        void *params[] = {&qp, &kp, &vp, &op, &r, &start, &scale};
+        return cuda::launch(*fn, dims, params);
+      },
+      opts.warmup, opts.iters);
+  if (!ms) return ms.takeError();
+  if (auto e = cuda::synchronize()) return e;
+  return *ms * 1e3;
+}
+
 // W's shape of a gemm or gemv spec.
 std::pair<int64_t, int64_t> weightShape(const KernelSpec &s) {
   if (auto *g = dynamic_cast<const GemmSpec *>(&s)) return {g->n, g->k};
@@ -214,12 +246,20 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     p.secondsLeft = i ? elapsed / double(i) * double(work.size() - i) : 0;
     if (opts.progress) opts.progress(p);
 
-    auto [n, k] = weightShape(*w.spec);
-    auto bufs = buffersFor(n, k, w.rows);
-    if (!bufs) return bufs.takeError();
-    SearchResult r = searchFastest(w.candidates.size(), [&](size_t c) {
-      return timeCandidate(*w.candidates[c], *target, cache, *bufs, w.rows, opts);
-    });
+    SearchResult r;
+    if (dynamic_cast<const AttentionPrefillSpec *>(w.spec.get())) {
+      r = searchFastest(w.candidates.size(), [&](size_t c) {
+        return timeAttentionPrefill(static_cast<const AttentionPrefillSpec &>(*w.candidates[c]), *target, cache,
+                                    w.rows, opts);
+      });
+    } else {
+      auto [n, k] = weightShape(*w.spec);
+      auto bufs = buffersFor(n, k, w.rows);
+      if (!bufs) return bufs.takeError();
+      r = searchFastest(w.candidates.size(), [&](size_t c) {
+        return timeCandidate(*w.candidates[c], *target, cache, *bufs, w.rows, opts);
+      });
+    }
     report.candidates += static_cast<int>(w.candidates.size());
     report.failed += static_cast<int>(r.failures.size());
     if (r.best < 0)

@@ -1,9 +1,10 @@
-// runtime/Autotune.h — the autotuner's GPU side: for each tunable kernel a model's plans launch, compile
-// every valid tile (in parallel, through the disk cache), time each on the GPU, and keep the fastest in the
-// device's tuning database (compiler/Tuning.h).
+// runtime/Autotune.h — the autotuner's GPU side: for each tunable kernel a model's plans launch (gemm, gemv,
+// prefill attention), compile every valid tile (in parallel, through the disk cache), time each on the GPU,
+// and keep the fastest in the device's tuning database (compiler/Tuning.h). Decode attention's split size is
+// chosen per session from its cache length (AttentionDecodeSpec::chooseSplitTokens), not tuned.
 //
-// What is timed: the kernel alone, at its bucket's row count, with the launch arguments a plan gives it (the
-// epilogue's and prologue's buffers included), the weights rotated over enough copies that L2 does not
+// What is timed: the kernel alone, at its bucket's row count (prefill attention: one sequence of that many
+// tokens), with the launch arguments a plan gives it (the epilogue's and prologue's buffers included), the weights rotated over enough copies that L2 does not
 // flatter, warm-up then the median of many runs (runtime/Timing.h). A candidate that fails to compile, load
 // or launch is counted and skipped. The heuristic default is always among the candidates, listed first, so
 // a tuned tile is never slower than the default beyond the noise the search allows for (Tuning.h).

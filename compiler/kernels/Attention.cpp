@@ -3,6 +3,8 @@
 // templates (AttentionSpecTest has NVRTC check that both sides agree); the kernels trap when given less.
 #include "compiler/kernels/Attention.h"
 
+#include <cstdio>
+
 #include "llvm/ADT/Twine.h"
 
 #include <algorithm>
@@ -67,6 +69,34 @@ std::string AttentionPrefillSpec::entry() const {
   return "minfer::attention_prefill<" + std::to_string(heads) + ", " + std::to_string(kvHeads) + ", " +
          std::to_string(headDim) + ", " + std::to_string(blockM) + ", " + std::to_string(blockN) + ", " +
          std::to_string(warps) + ">";
+}
+
+std::string AttentionPrefillSpec::tuningKey() const {
+  return "attention_prefill_bf16_h" + std::to_string(heads) + "_kv" + std::to_string(kvHeads) + "_d" +
+         std::to_string(headDim);
+}
+
+std::string AttentionPrefillSpec::tileName() const {
+  return "m" + std::to_string(blockM) + "n" + std::to_string(blockN) + "_w" + std::to_string(warps);
+}
+
+std::shared_ptr<KernelSpec> AttentionPrefillSpec::withTile(llvm::StringRef tile, const Target &) const {
+  int m = 0, n = 0, w = 0;
+  if (std::sscanf(tile.str().c_str(), "m%dn%d_w%d", &m, &n, &w) != 3) return nullptr;
+  auto spec = std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim, m, n, w);
+  if (spec->tileName() != tile) return nullptr;
+  if (llvm::Error e = spec->validate()) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
+  return spec;
+}
+
+std::vector<std::shared_ptr<KernelSpec>> AttentionPrefillSpec::tuningCandidates(const Target &, int64_t) const {
+  std::vector<std::shared_ptr<KernelSpec>> out;
+  for (const AttentionPrefillSpec &c : candidates(heads, kvHeads, headDim))
+    out.push_back(std::make_shared<AttentionPrefillSpec>(c));
+  return out;
 }
 
 LaunchDims AttentionPrefillSpec::launch(int64_t rows) const {

@@ -49,6 +49,11 @@ struct AttentionPrefillSpec : KernelSpec {
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: query rows of the sequence
   llvm::json::Object toJSON() const override;
+  // Tunable: the tile (blockM x blockN keys, warps), among candidates().
+  std::string tuningKey() const override; // attention_prefill_bf16_h32_kv4_d64
+  std::string tileName() const override;  // m64n64_w4
+  std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
+  std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
 };
 
 // Split-K decode: grid (numSplits(), kvHeads, batch); every block serves one kv head's query-head group over

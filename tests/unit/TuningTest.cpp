@@ -7,6 +7,7 @@
 #include "compiler/Fuse.h"
 #include "compiler/Plan.h"
 #include "compiler/Tuning.h"
+#include "compiler/kernels/Attention.h"
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
 
@@ -195,6 +196,18 @@ TEST(TuningTiles, EveryCandidateTileParsesBackToItself) {
     }
   EXPECT_GT(gemm, 20);
   EXPECT_GT(gemv, 20);
+  // Prefill attention: its tiles too, the default first.
+  AttentionPrefillSpec attn(32, 4, 64);
+  auto tiles = attn.tuningCandidates(h100, 2048);
+  ASSERT_GE(tiles.size(), 3u);
+  EXPECT_EQ(tiles[0]->name(), attn.name());
+  for (const auto &t : tiles) {
+    auto back = attn.withTile(t->tileName(), h100);
+    ASSERT_NE(back, nullptr) << t->tileName();
+    EXPECT_EQ(back->name(), t->name());
+    EXPECT_EQ(t->tuningKey(), "attention_prefill_bf16_h32_kv4_d64");
+  }
+  EXPECT_EQ(attn.withTile("m64n64_w2", h100), nullptr) << "block_m must be 16 x warps";
   EXPECT_FALSE(parseGemmTile("m128n128k32_s4").has_value());
   EXPECT_FALSE(parseGemvTile("m1_r2_w4x").has_value());
 }

@@ -130,7 +130,6 @@ run_all() {
     # Per-kernel GPU time of a few decode steps (ncu, kernel by kernel), to see where a step goes.
     for model in ${E2E_MODELS//,/ }; do
       step "profile: $model decode"
-      if wants autotune-show; then "$build/tools/minferc" autotune --show | tail -30; fi
       wdir="/dev/shm/minfer-e2e-$model"
       [[ -s "$wdir/model.safetensors" ]] || "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" \
         --out /dev/null --no-compile --decode-batches 1 --prefill-tokens 16 --decode-steps 2 >/dev/null \

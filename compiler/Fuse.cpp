@@ -24,20 +24,6 @@ bool isActivation(OpKind k) {
   return k == OpKind::GeluTanh || k == OpKind::GeluErf || k == OpKind::Silu || k == OpKind::Relu;
 }
 bool isNorm(OpKind k) { return k == OpKind::RmsNorm || k == OpKind::LayerNorm; }
-bool readsInputAsMatmul(const Op &op, ValueId v) {
-  switch (op.kind) {
-  case OpKind::Matmul:
-  case OpKind::MatmulResidual:
-  case OpKind::GatedMatmul:
-  case OpKind::Qkv:
-    // Only as the matmul's input x (operand 0): a residual operand is not normalised in a prologue.
-    for (size_t i = 1; i < op.operands.size(); ++i)
-      if (!op.operands[i].isWeight && op.operands[i].id == v) return false;
-    return !op.operands[0].isWeight && op.operands[0].id == v;
-  default: return false;
-  }
-}
-
 ir::AttrValue enumValue(std::string choice) {
   ir::AttrValue a;
   a.kind = ir::AttrKind::Enum;
@@ -70,7 +56,7 @@ class Fuser {
 public:
   explicit Fuser(ir::Module &m) : m(m) {}
 
-  llvm::Error run() {
+  void run() {
     // The blocks: the top level as runs of ops between repeats, and every repeat body, moved out of the
     // module while the rules work on them.
     for (ir::Item &item : m.items) {
@@ -97,7 +83,6 @@ public:
       items.emplace_back(std::move(*seg.repeat));
     }
     m.items = std::move(items);
-    return llvm::Error::success();
   }
 
   FuseStats stats;
@@ -163,10 +148,11 @@ private:
       bool changed = true;
       while (changed) {
         changed = false;
+        // A rule changes nothing until it fires, and a sweep ends when one fires: the counts stay true.
         dead.assign(ops.size(), false);
         indexBlock();
+        countUses();
         for (size_t i = 0; i < ops.size() && !changed; ++i) {
-          countUses();
           if ((this->*rule.apply)(i)) {
             ++stats.fired[rule.name];
             changed = true;
@@ -372,7 +358,7 @@ private:
     auto it = readers.find(y);
     if (it == readers.end() || static_cast<int>(it->second.size()) != usesOf(y)) return false; // a yield or output
     for (const Op *r : it->second)
-      if (!readsInputAsMatmul(*r, y)) return false;
+      if (!ir::readsAsMatmulInput(*r, y)) return false;
     setAttr(norm, "fold", enumValue("decode"));
     return true;
   }
@@ -399,7 +385,7 @@ private:
 
 llvm::Expected<FuseStats> fuseModule(ir::Module &m) {
   Fuser f(m);
-  if (auto e = f.run()) return e;
+  f.run();
   if (auto e = ir::verifyModule(m))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "the fusion pass produced an invalid module (a bug): " + llvm::toString(std::move(e)));

@@ -122,14 +122,24 @@ private:
     return shared.byName[name] = buffer(std::move(b));
   }
   // Weight `o` of the current layer as the kernel reads it: `dtype` (matmul weights and biases are bf16,
-  // converted at load when the checkpoint has another type; a second name keeps both when both are read).
-  int weight(const ir::Operand &o, std::optional<ir::DType> dtype = std::nullopt) {
+  // converted at load when the checkpoint has another type; a second name keeps both when both are read),
+  // its rows in `layout`'s order (a fused epilogue's; `epi` gives the rope pairs' geometry).
+  int weight(const ir::Operand &o, std::optional<ir::DType> dtype = std::nullopt,
+             PlanBuffer::Layout layout = PlanBuffer::Layout::AsIs, const Epilogue &epi = {}) {
     const ir::WeightDecl &w = m.weights[o.id];
     ir::DType dt = dtype.value_or(w.type.dtype);
     int64_t l = w.perLayer() ? layer : 0;
     std::string n = "@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : "") +
-                    (dt != w.type.dtype ? ":" + ir::dtypeName(dt).str() : "");
+                    (dt != w.type.dtype ? ":" + ir::dtypeName(dt).str() : "") +
+                    (layout == PlanBuffer::Layout::RopePairs ? ":rope_pairs"
+                     : layout == PlanBuffer::Layout::GateUp  ? ":gate_up"
+                                                             : "");
     PlanBuffer b = named(n, BufferKind::Weight);
+    b.layout = layout;
+    if (layout == PlanBuffer::Layout::RopePairs) {
+      b.layoutHeadDim = epi.headDim;
+      b.layoutRows = int64_t(epi.heads + epi.kvHeads) * epi.headDim; // q and k rows; v stays as it is
+    }
     b.weight = o.id;
     b.layer = l;
     b.dtype = dt;
@@ -156,24 +166,7 @@ private:
   }
   // A matmul weight (or bias) as bf16, its rows in the order the epilogue reads them.
   int matmulWeight(const ir::Operand &o, PlanBuffer::Layout layout = PlanBuffer::Layout::AsIs, const Epilogue &epi = {}) {
-    if (layout == PlanBuffer::Layout::AsIs) return weight(o, ir::DType::BF16);
-    const ir::WeightDecl &w = m.weights[o.id];
-    int64_t l = w.perLayer() ? layer : 0;
-    const char *tag = layout == PlanBuffer::Layout::RopePairs ? ":rope_pairs" : ":gate_up";
-    PlanBuffer b = named("@" + w.name + (w.perLayer() ? "@" + std::to_string(l) : "") + ":bf16" + tag, BufferKind::Weight);
-    b.weight = o.id;
-    b.layer = l;
-    b.dtype = ir::DType::BF16;
-    b.transposed = w.transposed;
-    b.layout = layout;
-    if (layout == PlanBuffer::Layout::RopePairs) {
-      b.layoutHeadDim = epi.headDim;
-      b.layoutRows = int64_t(epi.heads + epi.kvHeads) * epi.headDim; // q and k rows; v stays as it is
-    }
-    int64_t numel = 1;
-    for (const ir::Dim &d : w.type.shape) numel *= d.value;
-    b.fixedBytes = numel * 2;
-    return sharedBuffer(std::move(b));
+    return weight(o, ir::DType::BF16, layout, epi);
   }
   // The K or V cache of attention op `attn` in the current layer.
   int kvCache(const ir::Op &attn, bool isV) {
@@ -208,17 +201,9 @@ private:
   bool foldable(const ir::Op &norm) const {
     if (!decode || plan.options.maxBatch > kFoldMaxRows || !norm.attr("fold")) return false;
     ir::ValueId y = norm.results[0];
-    if (y == m.outputs[0]) return false;
     auto it = readers.find(y);
-    if (it == readers.end()) return false;
-    for (const ir::Op *r : it->second) {
-      bool matmul = r->kind == ir::OpKind::Matmul || r->kind == ir::OpKind::MatmulResidual ||
-                    r->kind == ir::OpKind::GatedMatmul || r->kind == ir::OpKind::Qkv;
-      if (!matmul || r->operands[0].id != y) return false;
-      for (size_t i = 1; i < r->operands.size(); ++i)
-        if (!r->operands[i].isWeight && r->operands[i].id == y) return false;
-    }
-    return !yielded.count(y);
+    if (it == readers.end() || yielded.count(y)) return false;
+    return llvm::all_of(it->second, [&](const ir::Op *r) { return ir::readsAsMatmulInput(*r, y); });
   }
   int input(const std::string &name) { return sharedBuffer(named(name, BufferKind::Input, 4)); }
   void emit(int k, std::vector<Arg> args, const ir::Op &op, bool perSequence = false) {
@@ -328,31 +313,25 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   if (useGemv) {
     GemvTile tile = defaultGemvTile(plan.target, rowsHint, n, k);
     if (epi.pairs() && !tile.mma && tile.rowsPerWarp % 2) tile.rowsPerWarp = std::min(tile.rowsPerWarp * 2, 8);
+    // Greedy decode: the logits' gemv also folds each row's argmax, so the step needs no argmax launch. The
+    // FMA kernel does it, on the plain product, in a fused module (--no-fuse keeps one kernel per op); a tuned
+    // tile it cannot take (the tensor-core kernel) is refused by the spec, leaving this default.
+    if (plan.fused && op.results[0] == m.outputs[0] && op.kind == OpKind::Matmul && epi == Epilogue::None && !tile.mma) {
+      epi.argmax = true;
+      PlanBuffer keys = named("argmax_keys", BufferKind::Workspace);
+      keys.fixedBytes = plan.options.maxBatch * 8;
+      keys.zeroed = true;
+      ea.argmax = sharedBuffer(std::move(keys));
+      argmaxFused = true;
+    }
     spec = std::make_shared<GemvSpec>(n, k, epi, tile, pro);
   } else {
     spec = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
   }
   spec = tuned(std::move(spec), decode, rowsHint);
-  // Greedy decode: the logits' gemv also folds each row's argmax (the FMA kernel, a plain product), so the
-  // decode step needs no argmax launch. Only in a fused module (--no-fuse keeps one kernel per op).
-  if (decode && plan.fused && op.results[0] == m.outputs[0] && op.kind == OpKind::Matmul && epi == Epilogue::None)
-    if (auto *g = dynamic_cast<GemvSpec *>(spec.get()); g && !g->tile.mma) {
-      Epilogue withArgmax = epi;
-      withArgmax.argmax = true;
-      auto fusedSpec = std::make_shared<GemvSpec>(g->n, g->k, withArgmax, g->tile, g->pro);
-      auto source = plan.tileSource.find(spec->name());
-      if (source != plan.tileSource.end()) plan.tileSource[fusedSpec->name()] = source->second;
-      plan.tileSource.erase(spec->name());
-      spec = std::move(fusedSpec);
-      PlanBuffer keys = named("argmax_keys", BufferKind::Workspace);
-      keys.fixedBytes = plan.options.maxBatch * 8;
-      ea.argmax = sharedBuffer(std::move(keys));
-      argmaxFused = true;
-    }
   int w = matmulWeight(op.operands[wi], layout, epi);
   if (bias) ea.bias = matmulWeight(op.operands[bi], layout, epi);
   if (op.kind == OpKind::MatmulResidual) ea.residual = use(op.operands[2].id);
-  int y;
   if (op.kind == OpKind::Qkv) {
     // q to an activation; k and v into the KV caches of the attention that reads them.
     const ir::Op *attn = attentionReading(op.results[1]);
@@ -364,10 +343,8 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     ea.seqOf = input("seq_of");
     ea.maxSeq = plan.options.maxSeq;
     if (epi.rope != QkvRope::None) ea.invFreq = ropeTable(op);
-    y = define(op.results[0], epi.outCols(n));
-  } else {
-    y = define(op.results[0], epi.outCols(n));
   }
+  int y = define(op.results[0], epi.outCols(n));
   // gemm/gemv(C, A, W, M, EpiParams)
   Arg epiArg{Arg::Epilogue, -1, 0, 0, "epi", ea};
   emit(kernel(spec), {buf(y, "C"), buf(x, "A"), buf(w, "W"), rows(), epiArg}, op);
@@ -442,22 +419,7 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     return llvm::Error::success();
   }
   case OpKind::AddLayerNorm:
-  case OpKind::AddRmsNorm: {
-    // rms_norm_residual / layer_norm_residual(a, b, gamma, [beta,] sum, y, rows, eps)
-    bool layerNorm = op.kind == OpKind::AddLayerNorm;
-    int64_t dim = cols(op.operands[0].id);
-    auto spec = std::make_shared<NormSpec>(layerNorm ? NormKind::Layer : NormKind::Rms, dim,
-                                           m.weights[op.operands[2].id].type.dtype, NormFusion::ResidualAdd);
-    std::vector<Arg> args = {buf(use(op.operands[0].id), "a"), buf(use(op.operands[1].id), "b"),
-                             buf(weight(op.operands[2]), "gamma")};
-    if (layerNorm) args.push_back(buf(weight(op.operands[3]), "beta"));
-    args.push_back(buf(define(op.results[0], dim), "sum"));
-    args.push_back(buf(define(op.results[1], dim), "y"));
-    args.push_back(rows());
-    args.push_back(real(op.floatAttr("eps"), "eps"));
-    emit(kernel(spec), std::move(args), op);
-    return llvm::Error::success();
-  }
+  case OpKind::AddRmsNorm:
   case OpKind::LayerNorm:
   case OpKind::RmsNorm: {
     if (foldable(op)) { // computed in the prologue of the gemv kernels that read it
@@ -465,13 +427,21 @@ llvm::Error Lowering::lower(const ir::Op &op) {
       use(op.operands[0].id);
       return llvm::Error::success();
     }
-    bool layerNorm = op.kind == OpKind::LayerNorm;
+    // norm(x, gamma, [beta,] y, rows, eps), or with the residual add before it
+    // norm_residual(a, b, gamma, [beta,] sum, y, rows, eps)
+    bool layerNorm = op.kind == OpKind::LayerNorm || op.kind == OpKind::AddLayerNorm;
+    bool residual = op.kind == OpKind::AddLayerNorm || op.kind == OpKind::AddRmsNorm;
+    size_t g = residual ? 2 : 1; // gamma's operand
     int64_t dim = cols(op.operands[0].id);
     auto spec = std::make_shared<NormSpec>(layerNorm ? NormKind::Layer : NormKind::Rms, dim,
-                                           m.weights[op.operands[1].id].type.dtype);
-    std::vector<Arg> args = {buf(use(op.operands[0].id), "x"), buf(weight(op.operands[1]), "gamma")};
-    if (layerNorm) args.push_back(buf(weight(op.operands[2]), "beta"));
-    args.push_back(buf(define(op.results[0], dim), "y"));
+                                           m.weights[op.operands[g].id].type.dtype,
+                                           residual ? NormFusion::ResidualAdd : NormFusion::None);
+    std::vector<Arg> args = {buf(use(op.operands[0].id), residual ? "a" : "x")};
+    if (residual) args.push_back(buf(use(op.operands[1].id), "b"));
+    args.push_back(buf(weight(op.operands[g]), "gamma"));
+    if (layerNorm) args.push_back(buf(weight(op.operands[g + 1]), "beta"));
+    if (residual) args.push_back(buf(define(op.results[0], dim), "sum"));
+    args.push_back(buf(define(op.results.back(), dim), "y"));
     args.push_back(rows());
     args.push_back(real(op.floatAttr("eps"), "eps"));
     emit(kernel(spec), std::move(args), op);
@@ -568,10 +538,11 @@ void Lowering::emitDecodeTail() {
   adv.kernel = kernel(std::make_shared<AdvanceSpec>(AdvanceSpec::forBatch(plan.options.maxBatch)));
   adv.role = LaunchRole::Advance;
   // advance_tokens(next, tokens, positions, context_len, history, step, rows, history_steps, keys)
-  int keys = argmaxFused ? shared.byName.at("argmax_keys") : -1;
+  Arg keys = buf(argmaxFused ? shared.byName.at("argmax_keys") : -1, "keys");
+  keys.greedyOnly = true;
   adv.args = {buf(next, "next"),          buf(input("tokens"), "tokens"), buf(input("positions"), "positions"),
               buf(input("context_len"), "context_len"), buf(h, "history"), buf(st, "step"), rows(),
-              integer(plan.options.maxSeq, "history_steps"), buf(keys, "keys")};
+              integer(plan.options.maxSeq, "history_steps"), keys};
   adv.op = "feed the next tokens back";
   phase.launches.push_back(std::move(adv));
 }
@@ -818,15 +789,11 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
   if (plan.options.maxPrefillRows == 0)
     plan.options.maxPrefillRows = std::min<int64_t>(2048, plan.options.maxBatch * plan.options.maxSeq);
   // Matmul weights and biases are read as bf16 (converted at load when stored otherwise).
-  auto isMatmul = [](const ir::Op &op) {
-    return op.kind == ir::OpKind::Matmul || op.kind == ir::OpKind::MatmulResidual ||
-           op.kind == ir::OpKind::GatedMatmul || op.kind == ir::OpKind::Qkv;
-  };
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
     if (op.kind > ir::OpKind::Attention || op.attr("act") || op.attr("scale") || op.attr("fold")) plan.fused = true;
   });
   ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {
-    if (!isMatmul(op)) return;
+    if (!ir::isMatmulFamily(op.kind)) return;
     bool first = true;
     for (const ir::Operand &o : op.operands) {
       if (!o.isWeight) continue;

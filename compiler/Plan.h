@@ -53,6 +53,7 @@ struct PlanBuffer {
   // style); GateUp interleaves the two halves' rows (EpiGated). Applied at load (rowOrder).
   enum class Layout { AsIs, RopePairs, GateUp } layout = Layout::AsIs;
   int64_t layoutHeadDim = 0, layoutRows = 0; // RopePairs
+  bool zeroed = false; // Workspace: starts at zero, and the kernels leave it so (the lm_head's argmax keys)
 };
 
 // For a weight buffer of `rows` logical rows: the logical row stored at each row (empty when AsIs).
@@ -79,6 +80,7 @@ struct LaunchArg {
   double f = 0;      // Float
   std::string what;  // the kernel parameter it binds, for dumps
   EpilogueArgs epi;  // Epilogue
+  bool greedyOnly = false; // Buffer: passed only to a greedy decode step, null otherwise (the argmax keys)
 
   // Every buffer this argument refers to (a Buffer's one, an Epilogue's several).
   std::vector<int> buffers() const;

@@ -51,6 +51,17 @@ const DimDecl *Module::findDim(llvm::StringRef n) const {
   return nullptr;
 }
 
+bool isMatmulFamily(OpKind k) {
+  return k == OpKind::Matmul || k == OpKind::MatmulResidual || k == OpKind::GatedMatmul || k == OpKind::Qkv;
+}
+
+bool readsAsMatmulInput(const Op &op, ValueId v) {
+  if (!isMatmulFamily(op.kind) || op.operands[0].isWeight || op.operands[0].id != v) return false;
+  for (size_t i = 1; i < op.operands.size(); ++i)
+    if (!op.operands[i].isWeight && op.operands[i].id == v) return false;
+  return true;
+}
+
 int Module::findWeight(llvm::StringRef n) const {
   for (size_t i = 0; i < weights.size(); ++i)
     if (weights[i].name == n) return static_cast<int>(i);

@@ -132,6 +132,11 @@ public:
   llvm::Error error(llvm::SMLoc loc, const llvm::Twine &msg) const;
 };
 
+// matmul, matmul_residual, gated_matmul and qkv: the ops that are one matrix product of their input (operand 0).
+bool isMatmulFamily(OpKind);
+// `op` is of the matmul family and reads `v` as its input x only (not also as, say, its residual).
+bool readsAsMatmulInput(const Op &op, ValueId v);
+
 // Calls `fn(op, layerCount)` for every op, including those inside repeat bodies (layerCount = the repeat's
 // count, 0 outside repeats).
 template <typename Fn> void forEachOp(const Module &m, Fn &&fn) {

@@ -78,43 +78,41 @@ llvm::Expected<Types> inferNorm(const OpCheck &c, bool withBeta) {
 llvm::Expected<Types> inferLayerNorm(const OpCheck &c) { return inferNorm(c, true); }
 llvm::Expected<Types> inferRmsNorm(const OpCheck &c) { return inferNorm(c, false); }
 
-llvm::Expected<Types> inferMatmul(const OpCheck &c) {
+// Operand 0 (x) times weight operand `wi` ([out, in] with in = x's features): the product's type, with an
+// optional bias (operand `bi`, [out]) and `scale` checked — what matmul, matmul_residual and gated_matmul share.
+llvm::Expected<Type> checkProduct(const OpCheck &c, size_t wi, size_t bi) {
   if (auto e = c.floatWithFeatures(0)) return e;
-  const Type &x = c.operand(0), &w = c.operand(1);
-  if (w.rank() != 2) return c.fail("weight " + c.name(1) + " must be [out, in], got " + w.str());
+  const Type &x = c.operand(0), &w = c.operand(wi);
+  if (w.rank() != 2) return c.fail("weight " + c.name(wi) + " must be [out, in], got " + w.str());
   if (w.shape[1].value != *x.lastDim())
-    return c.fail("weight " + c.name(1) + " " + w.str() + " has " + std::to_string(w.shape[1].value) +
+    return c.fail("weight " + c.name(wi) + " " + w.str() + " has " + std::to_string(w.shape[1].value) +
                   " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
-  if (c.has(2))
-    if (auto e = c.vector(2, w.shape[0].value, "bias")) return e;
+  if (c.has(bi))
+    if (auto e = c.vector(bi, w.shape[0].value, "bias")) return e;
   if (c.op.attr("scale") && !std::isfinite(c.op.floatAttr("scale"))) return c.fail("attribute 'scale' must be finite");
-  return Types{withLastDim(x, w.shape[0])};
+  return withLastDim(x, w.shape[0]);
+}
+
+llvm::Expected<Types> inferMatmul(const OpCheck &c) {
+  auto y = checkProduct(c, 1, 2);
+  if (!y) return y.takeError();
+  return Types{*y};
 }
 
 llvm::Expected<Types> inferMatmulResidual(const OpCheck &c) {
-  if (auto e = c.floatWithFeatures(0)) return e;
-  const Type &x = c.operand(0), &w = c.operand(1);
-  if (w.rank() != 2) return c.fail("weight " + c.name(1) + " must be [out, in], got " + w.str());
-  if (w.shape[1].value != *x.lastDim())
-    return c.fail("weight " + c.name(1) + " " + w.str() + " has " + std::to_string(w.shape[1].value) +
-                  " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
-  Type y = withLastDim(x, w.shape[0]);
-  if (c.operand(2) != y) return c.fail("residual " + c.name(2) + " must be " + y.str() + ", got " + c.operand(2).str());
-  if (c.has(3))
-    if (auto e = c.vector(3, w.shape[0].value, "bias")) return e;
-  if (c.op.attr("scale") && !std::isfinite(c.op.floatAttr("scale"))) return c.fail("attribute 'scale' must be finite");
+  auto y = checkProduct(c, 1, 3);
+  if (!y) return y.takeError();
+  if (c.operand(2) != *y) return c.fail("residual " + c.name(2) + " must be " + y->str() + ", got " + c.operand(2).str());
   return Types{c.operand(2)};
 }
 
 llvm::Expected<Types> inferGatedMatmul(const OpCheck &c) {
-  if (auto e = c.floatWithFeatures(0)) return e;
-  const Type &x = c.operand(0), &w = c.operand(1);
-  if (w.rank() != 2 || w.shape[0].value % 2)
-    return c.fail("weight " + c.name(1) + " must be [2 n, in] (gate rows, then up rows), got " + w.str());
-  if (w.shape[1].value != *x.lastDim())
-    return c.fail("weight " + c.name(1) + " " + w.str() + " has " + std::to_string(w.shape[1].value) +
-                  " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
-  return Types{withLastDim(x, Dim::constant(w.shape[0].value / 2))};
+  auto y = checkProduct(c, 1, 2); // no bias operand: index 2 is never there
+  if (!y) return y.takeError();
+  int64_t rows = c.operand(1).shape[0].value;
+  if (rows % 2)
+    return c.fail("weight " + c.name(1) + " must be [2 n, in] (gate rows, then up rows), got " + c.operand(1).str());
+  return Types{withLastDim(*y, Dim::constant(rows / 2))};
 }
 
 llvm::Expected<Types> inferAddNorm(const OpCheck &c, bool withBeta) {

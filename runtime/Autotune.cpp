@@ -10,6 +10,7 @@
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
 #include "runtime/Driver.h"
+#include "runtime/KernelLoader.h"
 #include "runtime/Timing.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -92,16 +93,10 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
 // Median microseconds of `spec` at `rows` rows.
 llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &target, KernelCache &cache,
                                      MatmulBuffers &b, int64_t rows, const AutotuneOptions &opts) {
-  KernelSource src{spec.name(), spec.source(), spec.entry()};
-  auto compiled = cache.getOrCompile(src, target, {});
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, spec.name());
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
+  auto kernel = loadKernel(spec, target, &cache);
+  if (!kernel) return kernel.takeError();
+  const cuda::Function &fn = kernel->fn;
   LaunchDims dims = spec.launch(rows);
-  if (dims.sharedBytes > 48 * 1024)
-    if (auto e = cuda::reserveDynamicShared(*fn, dims.sharedBytes)) return e;
   EpiParamsHost epi;
   epi.bias = b.bias.ptr();
   epi.residual = b.residual.ptr();
@@ -122,7 +117,7 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
       [&](int i) {
         cuda::DevicePtr w = b.weights[static_cast<size_t>(i) % b.weights.size()].ptr();
         void *params[] = {&c, &a, &w, &m, &epi};
-        return cuda::launch(*fn, dims, params);
+        return cuda::launch(fn, dims, params);
       },
       opts.warmup, opts.iters);
   if (!ms) return ms.takeError();
@@ -133,13 +128,8 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
 // Median microseconds of a prefill attention tile over one sequence of `rows` tokens (its whole cache).
 llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, const Target &target, KernelCache &cache,
                                             int64_t rows, const AutotuneOptions &opts) {
-  KernelSource src{spec.name(), spec.source(), spec.entry()};
-  auto compiled = cache.getOrCompile(src, target, {});
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, spec.name());
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
+  auto kernel = loadKernel(spec, target, &cache);
+  if (!kernel) return kernel.takeError();
   size_t qBytes = static_cast<size_t>(rows * spec.heads * spec.headDim * 2);
   size_t kvBytes = static_cast<size_t>(rows * spec.kvHeads * spec.headDim * 2);
   auto q = timing::filled(qBytes), k = timing::filled(kvBytes), v = timing::filled(kvBytes), o = timing::filled(qBytes);
@@ -152,7 +142,7 @@ llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, co
   auto ms = timing::timeMedian(
       [&](int) {
         void *params[] = {&qp, &kp, &vp, &op, &r, &start, &scale};
-        return cuda::launch(*fn, dims, params);
+        return cuda::launch(kernel->fn, dims, params);
       },
       opts.warmup, opts.iters);
   if (!ms) return ms.takeError();

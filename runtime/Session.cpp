@@ -122,10 +122,9 @@ llvm::Error Session::allocate() {
   if (!st) return st.takeError();
   stream = std::move(*st);
   if (auto e = cuda::fillAsync(memory_.ptr(), 0xFF, memory_.size(), stream.handle())) return e;
-  // Except the lm_head's argmax keys, which the kernel maxes atomically: they start (and stay, between steps)
-  // at zero.
+  // Except the workspaces that must start at zero (the lm_head's argmax keys, maxed atomically).
   for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].name == "argmax_keys")
+    if (plan.buffers[i].zeroed)
       if (auto e = cuda::fillAsync(shared[i], 0, static_cast<size_t>(plan.buffers[i].fixedBytes), stream.handle()))
         return e;
   return stream.synchronize();
@@ -173,7 +172,7 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
   for (const LaunchArg &a : l.args) {
     switch (a.kind) {
     case LaunchArg::Buffer: {
-      cuda::DevicePtr p = a.what == "keys" && !greedyKeys ? 0 : address(ph, a.buffer);
+      cuda::DevicePtr p = a.greedyOnly && !greedyKeys ? 0 : address(ph, a.buffer);
       if (seg && a.buffer >= 0) { // one sequence's rows and its slab of the caches
         const PlanBuffer &b = plan.buffers[a.buffer];
         if (b.kind == BufferKind::Activation) p += static_cast<cuda::DevicePtr>(seg->row * b.bytesPerRow);

@@ -86,7 +86,7 @@ cl::opt<int64_t> maxSeq("max-seq", cl::desc("Tokens a sequence may hold (default
 cl::opt<int64_t> maxPrefill("max-prefill-tokens",
                             cl::desc("Tokens of one prefill step (default: 2048, or what the caches hold)"), cl::init(0),
                             cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
-cl::opt<std::string> tuneModel(cl::Positional, cl::desc("<model.ir | checkpoint dir>"), cl::sub(autotuneCmd), cl::cat(category));
+cl::opt<std::string> tuneModel(cl::Positional, cl::desc("<model.ir | model.mfb | checkpoint dir>"), cl::sub(autotuneCmd), cl::cat(category));
 cl::list<std::string> tuneBuckets("buckets", cl::CommaSeparated,
                                   cl::desc("Buckets of rows to tune for (default decode:1,prefill:513-2048); any of "
                                            "decode:1, decode:2-8, decode:9-16, decode:17-64, decode:65+, prefill:1-512, "
@@ -190,6 +190,29 @@ std::string tileSummary(const Plan &plan, llvm::StringRef from) {
   std::string s = llvm::formatv("{0} tuned", plan.tunedKernels()).str();
   if (!from.empty()) s += " (from " + from.str() + ")";
   return s + llvm::formatv(", {0} default", plan.defaultTileKernels()).str();
+}
+
+// The passes before planning: fusion unless --no-fuse, then the module on stderr with --print-after=fuse.
+llvm::Error runPasses(ir::Module &m) {
+  if (!noFuse)
+    if (auto stats = fuseModule(m); !stats) return stats.takeError();
+  if (printAfter == PrintAfter::Fuse)
+    llvm::errs() << "// ----- IR after fuse" << (noFuse ? " (--no-fuse: unchanged)" : "") << "\n" << ir::printModule(m);
+  return llvm::Error::success();
+}
+
+// A model given on the command line: an HF checkpoint directory (imported), a bundle (its IR) or an .ir file.
+llvm::Expected<std::unique_ptr<ir::Module>> loadModelArg(llvm::StringRef path) {
+  if (llvm::sys::fs::is_directory(path)) return importHF(path);
+  if (!llvm::sys::fs::exists(path)) return userError("model '" + path + "' does not exist");
+  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf) return userError("cannot read '" + path + "': " + buf.getError().message());
+  if (isBundleFile(path)) { // a bundle: its IR
+    auto b = readBundle(path);
+    if (!b) return b.takeError();
+    *buf = llvm::MemoryBuffer::getMemBufferCopy(b->irText, path.str() + ":ir");
+  }
+  return loadVerified(std::move(*buf));
 }
 
 // `minferc model.ir --target sm_XY`: plan, generate, compile (through the cache, in worker processes),
@@ -312,12 +335,8 @@ int compileMain() {
     if (!m) return fail(m.takeError());
     bool wantsTarget = emit.getNumOccurrences() ? emit != Emit::IR : !targetName.empty();
     if (wantsTarget || printAfter == PrintAfter::Fuse) {
-      // The passes: fusion (unless --no-fuse), then planning in compileModule.
-      if (!noFuse)
-        if (auto stats = fuseModule(**m); !stats) return fail(stats.takeError());
-      if (printAfter == PrintAfter::Fuse) llvm::errs() << "// ----- IR after fuse" << (noFuse ? " (--no-fuse: unchanged)" : "") << "\n" << ir::printModule(**m);
-      if (!wantsTarget) return 0;
-      return compileModule(**m);
+      if (auto e = runPasses(**m)) return fail(std::move(e));
+      return wantsTarget ? compileModule(**m) : 0;
     }
     if (auto e = writeOutput(outputPath, ir::printModule(**m))) return fail(std::move(e));
     return 0;
@@ -341,15 +360,11 @@ int compileMain() {
                                                                (*buf)->getBufferIdentifier()));
     if (m) {
       out += (out.empty() ? "" : "// -----\n") + ir::printModule(**m);
-      if (printAfter == PrintAfter::Fuse) { // each chunk through the pass, printed to stderr
-        llvm::Error e = noFuse ? llvm::Error::success() : fuseModule(**m).takeError();
-        if (e) {
+      if (printAfter == PrintAfter::Fuse) // each chunk through the pass, printed to stderr
+        if (llvm::Error e = runPasses(**m)) {
           llvm::errs() << ir::renderError(std::move(e));
           anyFailed = true;
-        } else {
-          llvm::errs() << "// ----- IR after fuse\n" << ir::printModule(**m);
         }
-      }
     } else {
       llvm::errs() << ir::renderError(m.takeError());
       anyFailed = true;
@@ -474,24 +489,9 @@ int runMain() {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   bool isDir = llvm::sys::fs::is_directory(runModel);
-  std::unique_ptr<ir::Module> module;
-  if (isDir) {
-    auto m = importHF(runModel);
-    if (!m) return fail(m.takeError());
-    module = std::move(*m);
-  } else {
-    if (!llvm::sys::fs::exists(runModel)) return fail(userError("model '" + runModel + "' does not exist"));
-    auto buf = llvm::MemoryBuffer::getFile(runModel, /*IsText=*/true);
-    if (!buf) return fail(userError("cannot read '" + runModel + "': " + buf.getError().message()));
-    if (isBundleFile(runModel)) { // a bundle: its IR
-      auto b = readBundle(runModel);
-      if (!b) return fail(b.takeError());
-      *buf = llvm::MemoryBuffer::getMemBufferCopy(b->irText, runModel.getValue() + ":ir");
-    }
-    auto m = loadVerified(std::move(*buf));
-    if (!m) return fail(m.takeError());
-    module = std::move(*m);
-  }
+  auto loaded = loadModelArg(runModel);
+  if (!loaded) return fail(loaded.takeError());
+  std::unique_ptr<ir::Module> module = std::move(*loaded);
   std::string wpath = weightsPath.empty() ? (isDir ? runModel.getValue() : std::string()) : weightsPath.getValue();
   if (wpath.empty()) return fail(userError("model '" + runModel + "' is an IR file; give its weights with --weights PATH"));
   if (maxNewTokens < 0) return fail(userError("--max-new-tokens must not be negative"));
@@ -559,19 +559,10 @@ int autotuneShow() {
 // `minferc autotune MODEL`: tune on this GPU, with a progress bar on a terminal and plain lines otherwise.
 int autotuneMain() {
   if (tuneShow) return autotuneShow();
-  if (tuneModel.empty()) return fail(userError("minferc autotune: give a model (an .ir file or a checkpoint dir), or --show"));
-  std::unique_ptr<ir::Module> m;
-  if (llvm::sys::fs::is_directory(tuneModel)) {
-    auto imported = importHF(tuneModel);
-    if (!imported) return fail(imported.takeError());
-    m = std::move(*imported);
-  } else {
-    auto buf = llvm::MemoryBuffer::getFile(tuneModel, /*IsText=*/true);
-    if (!buf) return fail(userError("cannot read '" + tuneModel + "': " + buf.getError().message()));
-    auto parsed = loadVerified(std::move(*buf));
-    if (!parsed) return fail(parsed.takeError());
-    m = std::move(*parsed);
-  }
+  if (tuneModel.empty()) return fail(userError("minferc autotune: give a model (an .ir file, a bundle or a checkpoint dir), or --show"));
+  auto loaded = loadModelArg(tuneModel);
+  if (!loaded) return fail(loaded.takeError());
+  std::unique_ptr<ir::Module> m = std::move(*loaded);
   if (!tuneNoFuse)
     if (auto stats = fuseModule(*m); !stats) return fail(stats.takeError());
   rt::AutotuneOptions opts;

@@ -8,6 +8,7 @@
 #include "common/TestModels.h"
 
 #include "compiler/Bundle.h"
+#include "compiler/Fuse.h"
 #include "compiler/HFImport.h"
 #include "compiler/Plan.h"
 #include "compiler/WeightLoader.h"
@@ -71,6 +72,56 @@ TEST(StreamWeight, ChunksReassembleTheKernelLayout) {
       }
   }
   EXPECT_GT(transposed, 0) << "the fixture exercises the transposed path";
+}
+
+// The fused plan's packed weights (q, k, v stacked; gate and up stacked), streamed as the runtime streams them
+// (in their epilogue's row order: rope pairs side by side, gate and up rows interleaved), hold the parts'
+// rows where the epilogues read them. The expected order is written out here from its definition.
+TEST(StreamWeight, PackedWeightsArriveInTheirEpiloguesRowOrder) {
+  std::string dir = test::fixtureDir("llama_gqa");
+  auto m = importHF(dir);
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  auto ckpt = Checkpoint::open(dir);
+  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
+  auto f32 = loadWeightsF32(**m, *ckpt); // the parts, before fusion adds the packed declarations
+  ASSERT_TRUE(bool(f32)) << llvm::toString(f32.takeError());
+  ASSERT_TRUE(bool(fuseModule(**m)));
+  auto plan = buildPlan(**m, *parseTarget("sm_90"));
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  int checked = 0;
+  for (const PlanBuffer &b : plan->buffers) {
+    if (b.kind != BufferKind::Weight || !(*m)->weights[b.weight].packed() || b.layer != 0) continue;
+    const ir::WeightDecl &w = (*m)->weights[b.weight];
+    // The stacked parts (layer 0), logical row order.
+    std::vector<float> stacked;
+    for (int p : w.parts) stacked.insert(stacked.end(), f32->byDecl[p][0].data.begin(), f32->byDecl[p][0].data.end());
+    int64_t rows = w.type.shape[0].value, cols = w.type.rank() == 2 ? w.type.shape[1].value : 1;
+    std::vector<int64_t> source(rows);
+    for (int64_t r = 0; r < rows; ++r) source[r] = r;
+    if (b.layout == PlanBuffer::Layout::GateUp)
+      for (int64_t r = 0; r < rows; ++r) source[r] = r % 2 ? rows / 2 + r / 2 : r / 2;
+    if (b.layout == PlanBuffer::Layout::RopePairs)
+      for (int64_t r = 0; r < b.layoutRows; ++r) {
+        int64_t hd = b.layoutHeadDim, head = r / hd, j = r % hd;
+        source[r] = head * hd + (j % 2 ? j / 2 + hd / 2 : j / 2);
+      }
+    std::vector<uint8_t> bytes;
+    auto sink = [&](llvm::ArrayRef<uint8_t> part, size_t offset) {
+      EXPECT_EQ(offset, bytes.size());
+      bytes.insert(bytes.end(), part.begin(), part.end());
+      return llvm::Error::success();
+    };
+    ASSERT_FALSE(bool(streamWeight(**m, *ckpt, b.weight, 0, b.dtype, 1000, sink, rowOrder(b, rows))));
+    ASSERT_EQ(bytes.size(), size_t(rows * cols * 2)) << b.name;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        uint16_t h;
+        std::memcpy(&h, &bytes[size_t(r * cols + c) * 2], 2);
+        ASSERT_EQ(bf16ToFloat(h), stacked[size_t(source[r] * cols + c)]) << b.name << " row " << r << " col " << c;
+      }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2) << "the packed q/k/v (rope pairs) and gate/up weights";
 }
 
 // A large f16 weight (2^20 elements a chunk: converted on several threads) arrives as the exact bf16

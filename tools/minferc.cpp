@@ -613,11 +613,13 @@ int main(int argc, char **argv) {
                                    "minfer: a JIT kernel-generation compiler for decoder-only LLMs\n\n"
                                    "  minferc model.ir [--emit=ir] [-o FILE]\n"
                                    "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
+                                   "  minferc model.ir [--target sm_89] --print-after=fuse [--no-fuse]\n"
                                    "  minferc cache ls|verify|clear\n"
-                                   "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] | --show\n"
+                                   "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] | --show\n"
                                    "  minferc import-hf DIR -o model.ir\n"
                                    "  minferc run MODEL --prompt-ids 1,2,3 [--max-new-tokens N] [--batch B] [--temperature T]\n"
-                                   "              [--top-k K] [--top-p P] [--seed S] [--logits-out F.npy] [--backend=gpu|reference]\n",
+                                   "              [--top-k K] [--top-p P] [--seed S] [--logits-out F.npy] [--no-fuse]\n"
+                                   "              [--backend=gpu|reference]\n",
                                    &llvm::errs()))
     return 1;
   if (importCmd) return importMain();

@@ -17,7 +17,7 @@
 // dependent-latency overhead).
 #include "bench/Bench.h"
 #include "runtime/KernelLoader.h"
-#include "compiler/KernelCache.h"
+#include "jit/KernelCache.h"
 #include "compiler/kernels/Attention.h"
 
 #include <algorithm>
@@ -80,18 +80,18 @@ llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int s
   if (!ctx) return ctx.takeError();
   if (auto e = ctx->upload(lens.data(), lens.size() * sizeof(int))) return e;
 
-  cuda::DevicePtr qp = q->ptr(), op = out->ptr(), cp = ctx->ptr();
   cuda::DevicePtr partialOut = ws->ptr(), partialLse = ws->ptr() + dec.partialLseOffset(batch, context);
-  int maxSeq = context, splits = int(dec.numSplits()), split = dec.splitTokens;
-  float scale = 1.0f / std::sqrt(float(h.headDim));
-  const LaunchDims decDims = dec.launch(batch), combDims = comb.launch(batch);
+  AttentionDecodeParams dp{.q = q->ptr(), .partial_out = partialOut, .partial_lse = partialLse,
+                           .context_len = ctx->ptr(), .max_seq = int(context),
+                           .scale = 1.0f / std::sqrt(float(h.headDim))};
+  AttentionCombineParams cp{.partial_out = partialOut, .partial_lse = partialLse, .context_len = ctx->ptr(),
+                            .out = out->ptr(), .num_splits = int(dec.numSplits()), .split_tokens = dec.splitTokens};
   auto ms = timeMedian([&](int i) -> llvm::Error {
-    cuda::DevicePtr kp = ks[i % copies].ptr(), vp = vs[i % copies].ptr();
-    void *decodeArgs[] = {&qp, &kp, &vp, &partialOut, &partialLse, &cp, &maxSeq, &scale};
+    dp.k_cache = ks[i % copies].ptr();
+    dp.v_cache = vs[i % copies].ptr();
     if (part != 2)
-      if (auto e = cuda::launch(dk->fn, decDims, decodeArgs)) return e;
-    void *combineArgs[] = {&partialOut, &partialLse, &cp, &op, &splits, &split};
-    return part != 1 ? cuda::launch(ck->fn, combDims, combineArgs) : llvm::Error::success();
+      if (auto e = launchKernel(dk->fn, dec, batch, dp)) return e;
+    return part != 1 ? launchKernel(ck->fn, comb, batch, cp) : llvm::Error::success();
   });
   if (!ms) return ms.takeError();
   if (auto e = cuda::synchronize()) return e;
@@ -127,14 +127,12 @@ llvm::Expected<Result> benchPrefill(const Heads &h, int tokens, const AttentionP
   }
   auto out = cuda::DeviceBuffer::alloc(qBytes);
   if (!out) return out.takeError();
-  cuda::DevicePtr op = out->ptr();
-  int rows = tokens, start = 0;
-  float scale = 1.0f / std::sqrt(float(h.headDim));
-  const LaunchDims dims = spec.launch(tokens);
+  AttentionPrefillParams p{.out = out->ptr(), .rows = tokens, .scale = 1.0f / std::sqrt(float(h.headDim))};
   auto ms = timeMedian([&](int i) -> llvm::Error {
-    cuda::DevicePtr qp = qs[i % copies].ptr(), kp = ks[i % copies].ptr(), vp = vs[i % copies].ptr();
-    void *args[] = {&qp, &kp, &vp, &op, &rows, &start, &scale};
-    return cuda::launch(k->fn, dims, args);
+    p.q = qs[i % copies].ptr();
+    p.k_cache = ks[i % copies].ptr();
+    p.v_cache = vs[i % copies].ptr();
+    return launchKernel(k->fn, spec, tokens, p);
   });
   if (!ms) return ms.takeError();
   if (auto e = cuda::synchronize()) return e;

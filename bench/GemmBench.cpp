@@ -14,7 +14,7 @@
 // Inputs rotate across enough copies to cover 3x the 50 MB L2 of an H100/H200, so L2 does not flatter.
 #include "bench/Bench.h"
 #include "runtime/KernelLoader.h"
-#include "compiler/KernelCache.h"
+#include "jit/KernelCache.h"
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
 
@@ -55,15 +55,10 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Target &target,
     ws.push_back(std::move(*w));
     cs.push_back(std::move(*c));
   }
-  const LaunchDims dims = spec.launch(m);
-  int rows = static_cast<int>(m);
-  struct {
-    cuda::DevicePtr bias = 0, residual = 0;
-  } epi;
   auto ms = timeMedian([&](int i) -> llvm::Error {
-    cuda::DevicePtr c = cs[i % copies].ptr(), a = as[i % copies].ptr(), w = ws[i % copies].ptr();
-    void *args[] = {&c, &a, &w, &rows, &epi};
-    return cuda::launch(kernel->fn, dims, args);
+    MatmulParams p{.C = cs[i % copies].ptr(), .A = as[i % copies].ptr(), .W = ws[i % copies].ptr(),
+                   .rows = static_cast<int32_t>(m)};
+    return launchKernel(kernel->fn, spec, m, p);
   });
   if (!ms) return ms.takeError();
   if (auto e = cuda::synchronize()) return e;

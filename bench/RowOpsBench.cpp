@@ -17,13 +17,14 @@
 // skipped there.
 #include "bench/Bench.h"
 #include "runtime/KernelLoader.h"
-#include "compiler/KernelCache.h"
-#include "compiler/Safetensors.h"
+#include "jit/KernelCache.h"
+#include "io/Safetensors.h"
 #include "compiler/kernels/RowOps.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -50,29 +51,17 @@ template <typename T> llvm::Expected<cuda::DeviceBuffer> upload(const std::vecto
   return b;
 }
 
-// The arguments of one launch, each in its own 8-byte slot (pointers, and ints / floats in the low bytes)
-// so cuLaunchKernel can read them through stable addresses.
-struct Args {
-  std::vector<uint64_t> slots;
-  std::vector<void *> ptrs;
-  template <typename T> Args &add(T v) {
-    static_assert(sizeof(T) <= 8, "one slot per argument");
-    uint64_t s = 0;
-    std::memcpy(&s, &v, sizeof(T));
-    slots.push_back(s);
-    return *this;
-  }
-  void **get() {
-    ptrs.clear();
-    for (uint64_t &s : slots) ptrs.push_back(&s);
-    return ptrs.data();
-  }
-};
-
 // Holds a benchmark's buffers alive and times `spec` over `rows`, rotating through the argument sets.
 struct Bench {
   std::vector<cuda::DeviceBuffer> buffers;
-  std::vector<Args> argSets;
+  std::vector<std::function<llvm::Error(const LoadedKernel &, const KernelSpec &, int64_t)>> launches;
+
+  // One more set of arguments to rotate through: the kernel's Params struct.
+  template <typename P> void add(const P &params) {
+    launches.push_back([params](const LoadedKernel &k, const KernelSpec &spec, int64_t rows) {
+      return launchKernel(k.fn, spec, rows, params);
+    });
+  }
 
   llvm::Expected<cuda::DevicePtr> keep(llvm::Expected<cuda::DeviceBuffer> b) {
     if (!b) return b.takeError();
@@ -84,8 +73,7 @@ struct Bench {
                               std::string baseline) {
     auto k = loadKernel(spec);
     if (!k) return k.takeError();
-    const LaunchDims dims = spec.launch(rows);
-    auto ms = timeMedian([&](int i) { return cuda::launch(k->fn, dims, argSets[i % argSets.size()].get()); });
+    auto ms = timeMedian([&](int i) { return launches[i % launches.size()](*k, spec, rows); });
     if (!ms) return ms.takeError();
     if (auto e = cuda::synchronize()) return e;
     Result r;
@@ -117,14 +105,10 @@ llvm::Expected<Result> benchNorm(NormKind kind, NormFusion fusion, int64_t dim, 
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(x, b.keep(upload(data)));
     BENCH_TRY(r, b.keep(upload(data)));
-    Args a;
-    a.add(x);
-    if (fused) a.add(r);
-    a.add(gamma);
-    if (layer) a.add(beta);
-    if (fused) a.add(s);
-    a.add(y).add(int(rows)).add(1e-5f);
-    b.argSets.push_back(std::move(a));
+    NormParams p{.a = x, .gamma = gamma, .y = y, .rows = int(rows), .eps = 1e-5f};
+    if (fused) p.b = r, p.sum = s;
+    if (layer) p.beta = beta;
+    b.add(p);
   }
   // Read x (and r), write y (and s), read the gains once.
   double bytes = (fused ? 4.0 : 2.0) * act + (layer ? 2.0 : 1.0) * dim * 2;
@@ -144,9 +128,7 @@ llvm::Expected<Result> benchEmbedding(int64_t dim, int64_t rows) {
     std::vector<int32_t> ids(rows);
     for (auto &i : ids) i = pick(rng);
     BENCH_TRY(idBuf, b.keep(upload(ids)));
-    Args a;
-    a.add(idBuf).add(table).add(out).add(int(rows)).add(int(kTableRows));
-    b.argSets.push_back(std::move(a));
+    b.add(EmbeddingParams{.ids = idBuf, .table = table, .out = out, .rows = int(rows), .table_rows = int(kTableRows)});
   }
   double bytes = 2.0 * rows * dim * 2 + rows * 4.0;
   return b.time(spec, rows, bytes, "rows=" + std::to_string(rows) + " dim=" + std::to_string(dim), "embedding");
@@ -176,9 +158,7 @@ llvm::Expected<Result> benchRope(int64_t heads, int64_t headDim, int64_t rows) {
   std::vector<uint16_t> data = randomBf16(size_t(rows) * heads * headDim, 6);
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(x, b.keep(upload(data)));
-    Args a;
-    a.add(x).add(y).add(pos).add(freq).add(int(rows));
-    b.argSets.push_back(std::move(a));
+    b.add(RopeParams{.x = x, .y = y, .positions = pos, .inv_freq = freq, .rows = int(rows)});
   }
   double bytes = 2.0 * act + rows * 4.0;
   return b.time(spec, rows, bytes,
@@ -201,9 +181,8 @@ llvm::Expected<Result> benchRopeKvWrite(int64_t kvHeads, int64_t headDim, int64_
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(k, b.keep(upload(data)));
     BENCH_TRY(v, b.keep(upload(data)));
-    Args a;
-    a.add(k).add(v).add(kc).add(vc).add(seq).add(pos).add(freq).add(int(rows)).add(int(maxSeq + 17));
-    b.argSets.push_back(std::move(a));
+    b.add(KvWriteParams{.k = k, .v = v, .k_cache = kc, .v_cache = vc, .seq_of = seq, .pos_of = pos, .inv_freq = freq,
+                        .rows = int(rows), .max_seq = int(maxSeq + 17)});
   }
   double bytes = 4.0 * act + rows * 8.0;
   return b.time(spec, rows, bytes,
@@ -221,15 +200,13 @@ llvm::Expected<Result> benchSiluMul(int64_t cols, int64_t rows) {
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(gate, b.keep(upload(data)));
     BENCH_TRY(up, b.keep(upload(data)));
-    Args a;
-    a.add(gate).add(up).add(y).add(int(rows));
-    b.argSets.push_back(std::move(a));
+    b.add(PointwiseParams{.a = gate, .b = up, .y = y, .rows = int(rows)});
   }
   return b.time(spec, rows, 3.0 * act, "rows=" + std::to_string(rows) + " dim=" + std::to_string(cols), "silu_mul");
 }
 
 // Logits N(0, 3): the spread a language model's logits have, so sampling's candidate sets are realistic.
-llvm::Expected<Result> benchArgmaxOrSample(int64_t vocab, int64_t rows, const SampleParams *sample) {
+llvm::Expected<Result> benchArgmaxOrSample(int64_t vocab, int64_t rows, const SampleSettings *sample) {
   std::unique_ptr<KernelSpec> spec;
   if (sample) spec = std::make_unique<SampleSpec>(vocab);
   else spec = std::make_unique<ArgmaxSpec>(vocab);
@@ -240,12 +217,11 @@ llvm::Expected<Result> benchArgmaxOrSample(int64_t vocab, int64_t rows, const Sa
   std::vector<uint16_t> data = randomBf16(size_t(rows) * vocab, 9, 3.f);
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(logits, b.keep(upload(data)));
-    Args a;
-    a.add(logits).add(out).add(int(rows));
     if (sample)
-      a.add(sample->temperature).add(sample->topK).add(sample->topP).add((unsigned long long)sample->seed)
-          .add((unsigned long long)c);
-    b.argSets.push_back(std::move(a));
+      b.add(SampleParams{.logits = logits, .out = out, .rows = int(rows), .temperature = sample->temperature,
+                         .top_k = sample->topK, .top_p = sample->topP, .seed = sample->seed, .step = uint64_t(c)});
+    else
+      b.add(ArgmaxParams{.logits = logits, .out = out, .rows = int(rows)});
   }
   std::string shape = "rows=" + std::to_string(rows) + " vocab=" + std::to_string(vocab);
   if (sample) {
@@ -281,8 +257,8 @@ llvm::Expected<std::vector<Result>> runRowOps(const Ceilings &) {
   for (int64_t vocab : {32000, 151936}) {
     for (int64_t rows : {1, 2, 4, 8, 16})
       if (auto e = add(benchArgmaxOrSample(vocab, rows, nullptr), "argmax vocab " + std::to_string(vocab))) return e;
-    const SampleParams settings[] = {{0.8f, 50, 0.95f, 1, 0}, {1.0f, 0, 0.9f, 1, 0}};
-    for (const SampleParams &p : settings)
+    const SampleSettings settings[] = {{0.8f, 50, 0.95f, 1, 0}, {1.0f, 0, 0.9f, 1, 0}};
+    for (const SampleSettings &p : settings)
       for (int64_t rows : {1, 16})
         if (auto e = add(benchArgmaxOrSample(vocab, rows, &p), "sample vocab " + std::to_string(vocab))) return e;
   }

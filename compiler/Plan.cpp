@@ -29,29 +29,6 @@
 
 namespace minfer {
 
-llvm::StringRef bufferKindName(BufferKind k) {
-  switch (k) {
-  case BufferKind::Input: return "input";
-  case BufferKind::Activation: return "activation";
-  case BufferKind::Weight: return "weight";
-  case BufferKind::Constant: return "constant";
-  case BufferKind::KvCache: return "kv_cache";
-  case BufferKind::Workspace: return "workspace";
-  case BufferKind::Output: return "output";
-  }
-  return "?";
-}
-
-llvm::StringRef launchRoleName(LaunchRole r) {
-  switch (r) {
-  case LaunchRole::Op: return "op";
-  case LaunchRole::Gather: return "gather";
-  case LaunchRole::Select: return "select";
-  case LaunchRole::Advance: return "advance";
-  }
-  return "?";
-}
-
 namespace {
 
 // Decode batches up to this many rows fold a norm into the gemv prologue. Above it the prologue's statistics
@@ -80,7 +57,12 @@ public:
   llvm::Error run();
 
 private:
-  using Arg = LaunchArg;
+  using V = ParamValue;
+  // One field of a kernel's Params, by name, and its value.
+  struct Field {
+    const char *name;
+    ParamValue value;
+  };
 
   // The index of `spec` in the plan's kernels (added once). A spec that breaks its template's rules is
   // reported at the op being lowered (lowerChecked).
@@ -205,22 +187,60 @@ private:
     if (it == readers.end() || yielded.count(y)) return false;
     return llvm::all_of(it->second, [&](const ir::Op *r) { return ir::readsAsMatmulInput(*r, y); });
   }
-  int input(const std::string &name) { return sharedBuffer(named(name, BufferKind::Input, 4)); }
-  void emit(int k, std::vector<Arg> args, const ir::Op &op, bool perSequence = false) {
+  // A step input (i32 per row), shared by both phases, recorded in plan.io by its role.
+  int input(const std::string &name) {
+    int b = sharedBuffer(named(name, BufferKind::Input, 4));
+    Plan::StepBuffers &io = plan.io;
+    for (auto [role, slot] : {std::pair<const char *, int *>{"tokens", &io.tokens}, {"positions", &io.positions},
+                              {"seq_of", &io.seqOf}, {"context_len", &io.contextLen}, {"out_rows", &io.outRows}})
+      if (name == role) *slot = b;
+    return b;
+  }
+  // A launch of kernel `k` with `fields` bound by name in its Params (a name the Params lacks is reported
+  // at the op being lowered, like an invalid spec); after the prefill's gather its grid covers the output rows.
+  PlannedLaunch call(int k, std::vector<Field> fields, LaunchRole role = LaunchRole::Op) {
     PlannedLaunch l;
     l.kernel = k;
-    l.args = std::move(args);
+    l.role = role;
     l.layer = layer;
+    l.overOutRows = gathered;
+    const ParamsLayout &params = plan.kernels[k]->params();
+    for (Field &f : fields) {
+      int index = params.find(f.name);
+      if (index < 0 && !specProblem)
+        specProblem = plan.kernels[k]->name() + " has no parameter '" + f.name + "' (" + params.name + ")";
+      l.params.push_back(ParamBinding{index, std::move(f.value)});
+    }
+    return l;
+  }
+  void emit(int k, std::vector<Field> fields, const ir::Op &op, bool perSequence = false) {
+    PlannedLaunch l = call(k, std::move(fields));
     l.op = "%" + m.value(op.results[0]).name + " = " + op.info().mnemonic.str();
     l.perSequence = perSequence;
     phase.launches.push_back(std::move(l));
   }
-  static Arg buf(int b, const char *what) { return Arg{Arg::Buffer, b, 0, 0, what, {}}; }
+  static V buf(int b) {
+    V v;
+    v.buffer = b;
+    return v;
+  }
+  static V of(V::Kind kind) {
+    V v;
+    v.kind = kind;
+    return v;
+  }
+  static V integer(int64_t i) {
+    V v = of(V::Int);
+    v.i = i;
+    return v;
+  }
+  static V real(double f) {
+    V v = of(V::Float);
+    v.f = f;
+    return v;
+  }
   // After the prefill's gather, the ops that follow the layers see only the gathered rows.
-  Arg rows() const { return gathered ? Arg{Arg::OutRows, -1, 0, 0, "rows", {}} : Arg{Arg::Rows, -1, 0, 0, "rows", {}}; }
-  static Arg integer(int64_t v, const char *what) { return Arg{Arg::Int, -1, v, 0, what, {}}; }
-  static Arg real(double v, const char *what) { return Arg{Arg::Float, -1, 0, v, what, {}}; }
-  static Arg null(const char *what) { return Arg{Arg::Buffer, -1, 0, 0, what, {}}; }
+  V rows() const { return of(gathered ? V::OutRows : V::Rows); }
 
   int64_t cols(ir::ValueId v) const { return *m.value(v).type.lastDim(); }
   const ir::Value &operandValue(const ir::Op &op, size_t i) const { return m.value(op.operands[i].id); }
@@ -345,9 +365,9 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     if (epi.rope != QkvRope::None) ea.invFreq = ropeTable(op);
   }
   int y = define(op.results[0], epi.outCols(n));
-  // gemm/gemv(C, A, W, M, EpiParams)
-  Arg epiArg{Arg::Epilogue, -1, 0, 0, "epi", ea};
-  emit(kernel(spec), {buf(y, "C"), buf(x, "A"), buf(w, "W"), rows(), epiArg}, op);
+  V epiValue = of(V::Epilogue);
+  epiValue.epi = ea;
+  emit(kernel(spec), {{"C", buf(y)}, {"A", buf(x)}, {"W", buf(w)}, {"rows", rows()}, {"epi", epiValue}}, op);
   return llvm::Error::success();
 }
 
@@ -359,22 +379,32 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
   if (!fromQkv(op.operands[1].id)) { // a qkv op wrote k and v into the caches already
     int k = use(op.operands[1].id), v = use(op.operands[2].id);
     int seqOf = input("seq_of"), posOf = input("positions");
-    // kv_write(k, v, k_cache, v_cache, seq_of, pos_of, rows, max_seq)
     emit(kernel(std::make_shared<KvWriteSpec>(kvHeads, headDim)),
-         {buf(k, "k"), buf(v, "v"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(seqOf, "seq_of"), buf(posOf, "pos_of"),
-          rows(), integer(plan.options.maxSeq, "max_seq")},
+         {{"k", buf(k)},
+          {"v", buf(v)},
+          {"k_cache", buf(kc)},
+          {"v_cache", buf(vc)},
+          {"seq_of", buf(seqOf)},
+          {"pos_of", buf(posOf)},
+          {"rows", rows()},
+          {"max_seq", integer(plan.options.maxSeq)}},
          op);
   }
   int q = use(op.operands[0].id); // live up to the attention launch, which `out` must not overlap
   int out = define(op.results[0], int64_t(heads) * headDim);
   if (!decode) {
-    // attention_prefill(q, k_cache, v_cache, out, rows, start_pos, scale), once per sequence: the runtime
-    // offsets the caches to the sequence and sets rows and start_pos (its tokens already in the cache).
+    // Once per sequence: the runtime offsets q, out and the caches to the sequence, and gives its rows and
+    // start position (its tokens already in the cache).
     std::shared_ptr<KernelSpec> spec =
         tuned(std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim), false, plan.options.maxPrefillRows);
     emit(kernel(spec),
-         {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(out, "out"), rows(), integer(0, "start_pos"),
-          real(scale, "scale")},
+         {{"q", buf(q)},
+          {"k_cache", buf(kc)},
+          {"v_cache", buf(vc)},
+          {"out", buf(out)},
+          {"rows", rows()},
+          {"start_pos", of(V::SequenceStart)},
+          {"scale", real(scale)}},
          op, /*perSequence=*/true);
     return llvm::Error::success();
   }
@@ -389,15 +419,23 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
   partLse.fixedBytes = static_cast<int64_t>(dec->workspaceBytes(plan.options.maxBatch, plan.options.maxSeq)) - lseOffset;
   int po = sharedBuffer(std::move(partOut)), pl = sharedBuffer(std::move(partLse));
   int ctx = input("context_len");
-  // attention_decode(q, k_cache, v_cache, partial_out, partial_lse, context_len, max_seq, scale)
   emit(kernel(dec),
-       {buf(q, "q"), buf(kc, "k_cache"), buf(vc, "v_cache"), buf(po, "partial_out"), buf(pl, "partial_lse"),
-        buf(ctx, "context_len"), integer(plan.options.maxSeq, "max_seq"), real(scale, "scale")},
+       {{"q", buf(q)},
+        {"k_cache", buf(kc)},
+        {"v_cache", buf(vc)},
+        {"partial_out", buf(po)},
+        {"partial_lse", buf(pl)},
+        {"context_len", buf(ctx)},
+        {"max_seq", integer(plan.options.maxSeq)},
+        {"scale", real(scale)}},
        op);
-  // attention_decode_combine(partial_out, partial_lse, context_len, out, num_splits, split_tokens)
   emit(kernel(std::make_shared<AttentionCombineSpec>(AttentionCombineSpec::forDecode(*dec))),
-       {buf(po, "partial_out"), buf(pl, "partial_lse"), buf(ctx, "context_len"), buf(out, "out"),
-        integer(dec->numSplits(), "num_splits"), integer(dec->splitTokens, "split_tokens")},
+       {{"partial_out", buf(po)},
+        {"partial_lse", buf(pl)},
+        {"context_len", buf(ctx)},
+        {"out", buf(out)},
+        {"num_splits", integer(dec->numSplits())},
+        {"split_tokens", integer(dec->splitTokens)}},
        op);
   return llvm::Error::success();
 }
@@ -413,9 +451,13 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     ir::DType dt = plan.matmulWeights.count(op.operands[1].id) ? ir::DType::BF16 : table.type.dtype;
     int t = weight(op.operands[1], dt);
     int y = define(op.results[0], dim);
-    // embedding(ids, table, out, rows, table_rows)
     emit(kernel(std::make_shared<EmbeddingSpec>(dim, dt)),
-         {buf(ids, "ids"), buf(t, "table"), buf(y, "out"), rows(), integer(table.type.shape[0].value, "table_rows")}, op);
+         {{"ids", buf(ids)},
+          {"table", buf(t)},
+          {"out", buf(y)},
+          {"rows", rows()},
+          {"table_rows", integer(table.type.shape[0].value)}},
+         op);
     return llvm::Error::success();
   }
   case OpKind::AddLayerNorm:
@@ -427,8 +469,7 @@ llvm::Error Lowering::lower(const ir::Op &op) {
       use(op.operands[0].id);
       return llvm::Error::success();
     }
-    // norm(x, gamma, [beta,] y, rows, eps), or with the residual add before it
-    // norm_residual(a, b, gamma, [beta,] sum, y, rows, eps)
+    // y = norm(a), or with the residual add before it: sum = a + b, y = norm(sum).
     bool layerNorm = op.kind == OpKind::LayerNorm || op.kind == OpKind::AddLayerNorm;
     bool residual = op.kind == OpKind::AddLayerNorm || op.kind == OpKind::AddRmsNorm;
     size_t g = residual ? 2 : 1; // gamma's operand
@@ -436,15 +477,15 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     auto spec = std::make_shared<NormSpec>(layerNorm ? NormKind::Layer : NormKind::Rms, dim,
                                            m.weights[op.operands[g].id].type.dtype,
                                            residual ? NormFusion::ResidualAdd : NormFusion::None);
-    std::vector<Arg> args = {buf(use(op.operands[0].id), residual ? "a" : "x")};
-    if (residual) args.push_back(buf(use(op.operands[1].id), "b"));
-    args.push_back(buf(weight(op.operands[g]), "gamma"));
-    if (layerNorm) args.push_back(buf(weight(op.operands[g + 1]), "beta"));
-    if (residual) args.push_back(buf(define(op.results[0], dim), "sum"));
-    args.push_back(buf(define(op.results.back(), dim), "y"));
-    args.push_back(rows());
-    args.push_back(real(op.floatAttr("eps"), "eps"));
-    emit(kernel(spec), std::move(args), op);
+    std::vector<Field> fields = {{"a", buf(use(op.operands[0].id))}};
+    if (residual) fields.push_back({"b", buf(use(op.operands[1].id))});
+    fields.push_back({"gamma", buf(weight(op.operands[g]))});
+    if (layerNorm) fields.push_back({"beta", buf(weight(op.operands[g + 1]))});
+    if (residual) fields.push_back({"sum", buf(define(op.results[0], dim))});
+    fields.push_back({"y", buf(define(op.results.back(), dim))});
+    fields.push_back({"rows", rows()});
+    fields.push_back({"eps", real(op.floatAttr("eps"))});
+    emit(kernel(spec), std::move(fields), op);
     return llvm::Error::success();
   }
   case OpKind::Matmul:
@@ -454,11 +495,11 @@ llvm::Error Lowering::lower(const ir::Op &op) {
   case OpKind::Attention: return lowerAttention(op);
   case OpKind::Split: {
     std::vector<int64_t> sizes = op.intsAttr("sizes");
-    std::vector<Arg> args = {buf(use(op.operands[0].id), "x")};
-    for (size_t i = 0; i < 4; ++i)
-      args.push_back(i < sizes.size() ? buf(define(op.results[i], sizes[i]), "y") : null("y"));
-    args.push_back(rows());
-    emit(kernel(std::make_shared<SplitSpec>(cols(op.operands[0].id), sizes)), std::move(args), op);
+    static const char *const parts[] = {"y0", "y1", "y2", "y3"};
+    std::vector<Field> fields = {{"x", buf(use(op.operands[0].id))}};
+    for (size_t i = 0; i < sizes.size(); ++i) fields.push_back({parts[i], buf(define(op.results[i], sizes[i]))});
+    fields.push_back({"rows", rows()});
+    emit(kernel(std::make_shared<SplitSpec>(cols(op.operands[0].id), sizes)), std::move(fields), op);
     return llvm::Error::success();
   }
   case OpKind::Rope: {
@@ -466,22 +507,21 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     int tb = ropeTable(op);
     int x = use(op.operands[0].id);
     int y = define(op.results[0], heads * headDim);
-    // rope(x, y, positions, inv_freq, rows)
     emit(kernel(std::make_shared<RopeSpec>(heads, headDim, ropeStyleOf(op))),
-         {buf(x, "x"), buf(y, "y"), buf(input("positions"), "positions"), buf(tb, "inv_freq"), rows()}, op);
+         {{"x", buf(x)}, {"y", buf(y)}, {"positions", buf(input("positions"))}, {"inv_freq", buf(tb)}, {"rows", rows()}},
+         op);
     return llvm::Error::success();
   }
   default: {
     std::optional<PointwiseOp> pw = pointwiseOpOf(op.kind);
     if (!pw) return m.error(op.loc, "no kernel lowers '" + op.info().mnemonic + "'");
     int64_t c = cols(op.results[0]);
-    std::vector<Arg> args = {buf(use(op.operands[0].id), "a")};
-    if (isBinary(*pw)) args.push_back(buf(use(op.operands[1].id), "b"));
-    args.push_back(buf(define(op.results[0], c), "y"));
-    args.push_back(rows());
-    // unary(x, y, rows, arg) / binary(a, b, y, rows)
-    if (!isBinary(*pw)) args.push_back(real(op.floatAttr("factor", 0.0), "arg"));
-    emit(kernel(std::make_shared<PointwiseSpec>(*pw, c)), std::move(args), op);
+    std::vector<Field> fields = {{"a", buf(use(op.operands[0].id))}};
+    if (isBinary(*pw)) fields.push_back({"b", buf(use(op.operands[1].id))});
+    fields.push_back({"y", buf(define(op.results[0], c))});
+    fields.push_back({"rows", rows()});
+    if (!isBinary(*pw)) fields.push_back({"arg", real(op.floatAttr("factor", 0.0))});
+    emit(kernel(std::make_shared<PointwiseSpec>(*pw, c)), std::move(fields), op);
     return llvm::Error::success();
   }
   }
@@ -499,12 +539,15 @@ void Lowering::gatherOutputRows(const ir::Repeat &r) {
     int y = buffer(named(n, BufferKind::Activation, dim * 2));
     live[y] = {static_cast<int>(phase.launches.size()), static_cast<int>(phase.launches.size())};
     env[v] = y;
-    PlannedLaunch l;
-    l.kernel = kernel(std::make_shared<EmbeddingSpec>(dim, ir::DType::BF16));
-    l.role = LaunchRole::Gather;
-    // embedding(ids = out_rows, table = x [rows, dim], out = y [out_rows, dim], rows = out rows, table_rows = rows)
-    l.args = {buf(outRows, "ids"), buf(x, "table"), buf(y, "out"), Arg{Arg::OutRows, -1, 0, 0, "rows", {}},
-              Arg{Arg::Rows, -1, 0, 0, "table_rows", {}}};
+    // The embedding kernel with the rows of x [rows, dim] as its table and out_rows as the ids.
+    PlannedLaunch l = call(kernel(std::make_shared<EmbeddingSpec>(dim, ir::DType::BF16)),
+                           {{"ids", buf(outRows)},
+                            {"table", buf(x)},
+                            {"out", buf(y)},
+                            {"rows", of(V::OutRows)},
+                            {"table_rows", of(V::Rows)}},
+                           LaunchRole::Gather);
+    l.overOutRows = true;
     l.op = "gather %" + m.value(v).name + " rows that produce logits";
     phase.launches.push_back(std::move(l));
   }
@@ -517,16 +560,13 @@ void Lowering::emitDecodeTail() {
   int logits = env.lookup(m.outputs[0]);
   int64_t vocab = cols(m.outputs[0]);
   int next = buffer(named("next_tokens", BufferKind::Output, 4));
-  PlannedLaunch select;
-  select.kernel = kernel(std::make_shared<ArgmaxSpec>(vocab));
-  select.role = LaunchRole::Select;
-  // argmax(logits, out, rows)
-  select.args = {buf(logits, "logits"), buf(next, "out"), rows()};
+  plan.io.nextTokens = next;
+  PlannedLaunch select = call(kernel(std::make_shared<ArgmaxSpec>(vocab)),
+                              {{"logits", buf(logits)}, {"out", buf(next)}, {"rows", rows()}}, LaunchRole::Select);
   select.op = argmaxFused ? "next tokens: sample when the session samples (greedy: the lm_head folded the argmax)"
                           : "next tokens: argmax of the logits (sample when the session samples)";
   select.skipWhenGreedy = argmaxFused;
   phase.launches.push_back(std::move(select));
-  plan.sampleKernel = kernel(std::make_shared<SampleSpec>(vocab));
 
   // The tokens generated so far, [max_seq, batch]: a sequence never holds more than max_seq tokens.
   PlanBuffer history = named("history", BufferKind::Workspace);
@@ -534,15 +574,36 @@ void Lowering::emitDecodeTail() {
   PlanBuffer step = named("decode_step", BufferKind::Workspace);
   step.fixedBytes = 4;
   int h = sharedBuffer(std::move(history)), st = sharedBuffer(std::move(step));
-  PlannedLaunch adv;
-  adv.kernel = kernel(std::make_shared<AdvanceSpec>(AdvanceSpec::forBatch(plan.options.maxBatch)));
-  adv.role = LaunchRole::Advance;
-  // advance_tokens(next, tokens, positions, context_len, history, step, rows, history_steps, keys)
-  Arg keys = buf(argmaxFused ? shared.byName.at("argmax_keys") : -1, "keys");
+  plan.io.history = h;
+  plan.io.step = st;
+
+  // Sampling: the draw of decode step s uses step s, read from the advance kernel's counter so that a
+  // replayed graph draws fresh numbers.
+  plan.sample = call(kernel(std::make_shared<SampleSpec>(vocab)), {{"logits", buf(logits)},
+                                                                   {"out", buf(next)},
+                                                                   {"rows", rows()},
+                                                                   {"temperature", of(V::Temperature)},
+                                                                   {"top_k", of(V::TopK)},
+                                                                   {"top_p", of(V::TopP)},
+                                                                   {"seed", of(V::Seed)},
+                                                                   {"step", integer(0)},
+                                                                   {"step_offset", buf(st)}},
+                     LaunchRole::Select);
+  plan.sample.op = "next tokens: sampled from the logits";
+
+  V keys = buf(argmaxFused ? shared.byName.at("argmax_keys") : -1);
   keys.greedyOnly = true;
-  adv.args = {buf(next, "next"),          buf(input("tokens"), "tokens"), buf(input("positions"), "positions"),
-              buf(input("context_len"), "context_len"), buf(h, "history"), buf(st, "step"), rows(),
-              integer(plan.options.maxSeq, "history_steps"), keys};
+  PlannedLaunch adv = call(kernel(std::make_shared<AdvanceSpec>(AdvanceSpec::forBatch(plan.options.maxBatch))),
+                           {{"next", buf(next)},
+                            {"tokens", buf(input("tokens"))},
+                            {"positions", buf(input("positions"))},
+                            {"context_len", buf(input("context_len"))},
+                            {"history", buf(h)},
+                            {"step", buf(st)},
+                            {"rows", rows()},
+                            {"history_steps", integer(plan.options.maxSeq)},
+                            {"keys", keys}},
+                           LaunchRole::Advance);
   adv.op = "feed the next tokens back";
   phase.launches.push_back(std::move(adv));
 }
@@ -583,8 +644,10 @@ llvm::Error Lowering::run() {
   // The logits are the step's output; decode picks the next token on the GPU too.
   int logits = use(m.outputs[0]);
   plan.buffers[logits].kind = BufferKind::Output;
+  phase.logits = logits;
   live.erase(logits);
   if (decode) emitDecodeTail();
+  if (specProblem) return llvm::createStringError(llvm::inconvertibleErrorCode(), "plan: " + *specProblem);
 
   // Place the activations in the arena by liveness.
   std::vector<int> ids;
@@ -600,114 +663,7 @@ llvm::Error Lowering::run() {
   return llvm::Error::success();
 }
 
-llvm::json::Value argJSON(const Plan &plan, const LaunchArg &a) {
-  switch (a.kind) {
-  case LaunchArg::Buffer:
-    return llvm::json::Object{{a.what, a.buffer < 0 ? llvm::json::Value(nullptr) : llvm::json::Value(plan.buffers[a.buffer].name)}};
-  case LaunchArg::Rows: return llvm::json::Object{{a.what, "rows"}};
-  case LaunchArg::OutRows: return llvm::json::Object{{a.what, "out_rows"}};
-  case LaunchArg::Int: return llvm::json::Object{{a.what, a.i}};
-  case LaunchArg::Float: return llvm::json::Object{{a.what, a.f}};
-  case LaunchArg::Epilogue: {
-    const EpilogueArgs &e = a.epi;
-    llvm::json::Object o;
-    auto put = [&](const char *key, int b) {
-      if (b >= 0) o[key] = plan.buffers[b].name;
-    };
-    put("bias", e.bias);
-    put("residual", e.residual);
-    if (e.scale != 1) o["scale"] = e.scale;
-    put("positions", e.positions);
-    put("seq_of", e.seqOf);
-    put("inv_freq", e.invFreq);
-    put("k_cache", e.kCache);
-    put("v_cache", e.vCache);
-    if (e.kCache >= 0) o["max_seq"] = e.maxSeq;
-    put("norm_gamma", e.gamma);
-    put("norm_beta", e.beta);
-    if (e.gamma >= 0) o["norm_eps"] = e.eps;
-    put("argmax_keys", e.argmax);
-    return llvm::json::Object{{a.what, std::move(o)}};
-  }
-  }
-  return nullptr;
-}
-
-llvm::json::Object phaseJSON(const Plan &plan, const PhasePlan &p) {
-  llvm::json::Array steps;
-  for (const PlannedLaunch &l : p.launches) {
-    llvm::json::Array args;
-    for (const LaunchArg &a : l.args) args.push_back(argJSON(plan, a));
-    llvm::json::Object s{{"kernel", plan.kernels[l.kernel]->name()}, {"op", l.op}, {"args", std::move(args)}};
-    if (l.layer >= 0) s["layer"] = l.layer;
-    if (l.perSequence) s["per_sequence"] = true;
-    if (l.role != LaunchRole::Op) s["role"] = launchRoleName(l.role).str();
-    if (l.skipWhenGreedy) s["skip_when_greedy"] = true;
-    steps.push_back(std::move(s));
-  }
-  return llvm::json::Object{{"launches", static_cast<int64_t>(p.launches.size())},
-                            {"launches_per_layer", p.launchesPerLayer},
-                            {"layers", p.layers},
-                            {"arena_bytes_per_row", p.arenaBytesPerRow},
-                            {"peak_live_bytes_per_row", p.peakLiveBytesPerRow},
-                            {"steps", std::move(steps)}};
-}
-
 } // namespace
-
-llvm::json::Object Plan::toJSON() const {
-  llvm::json::Object decodeJSON = phaseJSON(*this, decode);
-  decodeJSON["weight_bytes"] = weightBytes;
-  decodeJSON["flops_per_token"] = decodeFlopsPerToken;
-  llvm::json::Array ks;
-  for (const auto &k : kernels) {
-    llvm::json::Object o = k->toJSON();
-    o["name"] = k->name();
-    auto src = tileSource.find(k->name());
-    if (src != tileSource.end()) o["tile_source"] = src->second;
-    ks.push_back(std::move(o));
-  }
-  llvm::json::Array bufs;
-  for (const PlanBuffer &b : buffers) {
-    llvm::json::Object o{{"name", b.name}, {"kind", bufferKindName(b.kind)}};
-    if (b.bytesPerRow) o["bytes_per_row"] = b.bytesPerRow;
-    if (b.fixedBytes) o["bytes"] = b.fixedBytes;
-    if (b.arenaOffsetPerRow >= 0) o["arena_offset_per_row"] = b.arenaOffsetPerRow;
-    if (b.kind == BufferKind::Weight) {
-      o["weight"] = b.weight;
-      o["layer"] = b.layer;
-      o["dtype"] = ir::dtypeName(b.dtype).str();
-      if (b.transposed) o["transposed"] = true;
-      if (b.layout == PlanBuffer::Layout::RopePairs) o["layout"] = "rope_pairs";
-      if (b.layout == PlanBuffer::Layout::GateUp) o["layout"] = "gate_up";
-    }
-    if (b.kind == BufferKind::KvCache) {
-      o["kv_slot"] = b.kvSlot;
-      o["value"] = b.isValue;
-    }
-    if (!b.constant.empty()) {
-      llvm::json::Array values;
-      for (float f : b.constant) values.push_back(static_cast<double>(f));
-      o["values"] = std::move(values);
-    }
-    bufs.push_back(std::move(o));
-  }
-  return llvm::json::Object{{"target", target.name},
-                            {"fused", fused},
-                            {"max_batch", options.maxBatch},
-                            {"max_prefill_rows", options.maxPrefillRows},
-                            {"max_seq", options.maxSeq},
-                            {"prefill", phaseJSON(*this, prefill)},
-                            {"decode", std::move(decodeJSON)},
-                            {"kernels", std::move(ks)},
-                            {"sample_kernel", sampleKernel >= 0 ? llvm::json::Value(kernels[sampleKernel]->name()) : nullptr},
-                            {"tuned_tiles", [&] {
-                               llvm::json::Object o;
-                               for (const auto &[k, v] : tunedTiles) o[k] = v;
-                               return o;
-                             }()},
-                            {"buffers", std::move(bufs)}};
-}
 
 // The session sizes must fit the model: positions past a learned position table, or a prefill larger than
 // the caches can hold, would fail silently on the GPU (NaN rows, skipped cache writes).
@@ -736,9 +692,16 @@ llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
 int Plan::tunedKernels() const {
   return static_cast<int>(llvm::count_if(tileSource, [](const auto &kv) { return kv.second == "tuned"; }));
 }
+const ParamValue *Plan::param(const PlannedLaunch &l, llvm::StringRef field) const {
+  int f = kernels[l.kernel]->params().find(field);
+  for (const ParamBinding &b : l.params)
+    if (b.field == f && f >= 0) return &b.value;
+  return nullptr;
+}
+
 int Plan::defaultTileKernels() const { return static_cast<int>(tileSource.size()) - tunedKernels(); }
 
-std::vector<int> LaunchArg::buffers() const {
+std::vector<int> ParamValue::buffers() const {
   std::vector<int> out;
   auto add = [&](int b) {
     if (b >= 0) out.push_back(b);

@@ -9,7 +9,7 @@
 // step; --emit=plan prints it; a bundle stores it.
 #pragma once
 
-#include "compiler/Target.h"
+#include "jit/Target.h"
 #include "compiler/kernels/KernelSpec.h"
 #include "ir/Module.h"
 
@@ -70,20 +70,37 @@ struct EpilogueArgs {
   int argmax = -1; // the lm_head's argmax keys (greedy decode; the session passes null when it samples)
 };
 
-struct LaunchArg {
-  // Epilogue: the matmul kernels' EpiParams, one struct passed by value (`epi`).
-  // Rows: the rows of this step; OutRows: the rows the step outputs (prefill: after the gather, the last
-  // prompt token of each sequence, or every row when the caller keeps the prompt's logits).
-  enum Kind { Buffer, Rows, OutRows, Int, Float, Epilogue } kind = Buffer;
-  int buffer = -1;   // Buffer
-  int64_t i = 0;     // Int
-  double f = 0;      // Float
-  std::string what;  // the kernel parameter it binds, for dumps
-  EpilogueArgs epi;  // Epilogue
+// A value the runtime writes into one field of a launch's Params (compiler/kernels/Params.h), converted to
+// the field's type.
+struct ParamValue {
+  enum Kind {
+    Buffer,        // a plan buffer's device address (buffer -1: null)
+    Int,           // a constant of the plan (i)
+    Float,         // a constant of the plan (f)
+    Rows,          // the rows the launch covers: the step's, or its sequence's in a per-sequence launch
+    OutRows,       // prefill: the rows that produce logits (after the gather)
+    SequenceStart, // a per-sequence launch: the sequence's tokens already in the cache
+    Temperature,   // the session's sampling options, for the sample launch
+    TopK,
+    TopP,
+    Seed,
+    Epilogue, // a matmul's EpiParams, from `epi`
+  };
+  Kind kind = Buffer;
+  int buffer = -1;
+  int64_t i = 0;
+  double f = 0;
+  EpilogueArgs epi;
   bool greedyOnly = false; // Buffer: passed only to a greedy decode step, null otherwise (the argmax keys)
 
-  // Every buffer this argument refers to (a Buffer's one, an Epilogue's several).
+  // Every buffer this value refers to (a Buffer's one, an Epilogue's several).
   std::vector<int> buffers() const;
+};
+
+// One field of a launch's Params and its value; `field` indexes the kernel's params().fields.
+struct ParamBinding {
+  int field = -1;
+  ParamValue value;
 };
 
 // What a launch is for. The runtime treats all alike except: a Select launch (argmax) is swapped for the
@@ -100,10 +117,11 @@ llvm::StringRef launchRoleName(LaunchRole);
 struct PlannedLaunch {
   int kernel = -1;
   LaunchRole role = LaunchRole::Op;
-  std::vector<LaunchArg> args;
+  std::vector<ParamBinding> params; // the fields it sets; the others are zero (null pointers)
   int64_t layer = -1;     // -1 outside the decoder layers
   std::string op;         // the IR op this launch implements, e.g. "%q0 = matmul"
   bool perSequence = false; // launched once per sequence (prefill attention), pointers offset per sequence
+  bool overOutRows = false; // its grid covers the output rows (prefill, after the gather), not the step's
   // Select: the lm_head's gemv folds the argmax (EpiArgmax), so a greedy decode step skips this launch; the
   // advance kernel reads the keys instead (its `keys` argument, null when the step samples).
   bool skipWhenGreedy = false;
@@ -112,6 +130,7 @@ struct PlannedLaunch {
 struct PhasePlan {
   std::string name; // "prefill" or "decode"
   std::vector<PlannedLaunch> launches;
+  int logits = -1; // the Output buffer of the logits [rows, vocab]
   int64_t launchesPerLayer = 0; // launches in one decoder layer
   int64_t layers = 0;
   int64_t arenaBytesPerRow = 0;
@@ -138,7 +157,17 @@ struct Plan {
   std::vector<PlanBuffer> buffers;
   PhasePlan prefill, decode;
   std::set<int> matmulWeights;     // weights read by a matmul (as bf16), by Module::weights index
-  int sampleKernel = -1;           // sample<vocab>: replaces the Select launch's argmax when sampling
+  // The decode step's sample launch: replaces the Select launch (argmax) when the session samples.
+  PlannedLaunch sample;
+  // The buffers the runtime fills or reads itself, by role (-1: the plan has none).
+  struct StepBuffers {
+    int tokens = -1, positions = -1, seqOf = -1; // i32 [rows]: each row's token, position, sequence
+    int contextLen = -1;                         // i32 [batch]: decode attention's context lengths
+    int outRows = -1;                            // i32 [out rows]: prefill rows that produce logits
+    int history = -1;                            // i32 [max_seq, batch]: the generated tokens
+    int step = -1;                               // i32 [1]: decode steps recorded in history
+    int nextTokens = -1;                         // i32 [batch]: the decode step's picks
+  } io;
   int64_t weightBytes = 0;         // every weight buffer as the kernels read it
   double decodeFlopsPerToken = 0;  // 2 * the matmul weights' elements (attention excluded: it grows with context)
   bool fused = false;              // the module holds fused ops (compiler/Fuse.cpp ran on it)
@@ -149,6 +178,8 @@ struct Plan {
   std::map<std::string, std::string> tunedTiles;
   int tunedKernels() const;
   int defaultTileKernels() const;
+  // The value `l` binds to its kernel's field `field`, or null (unbound, or no such field): for tests and tools.
+  const ParamValue *param(const PlannedLaunch &l, llvm::StringRef field) const;
 
   llvm::json::Object toJSON() const;
 };

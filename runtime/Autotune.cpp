@@ -1,9 +1,9 @@
 // runtime/Autotune.cpp — compile, time and pick tiles on the GPU (Autotune.h).
 #include "runtime/Autotune.h"
 
-#include "compiler/KernelCache.h"
-#include "compiler/Nvrtc.h"
-#include "compiler/ParallelCompile.h"
+#include "jit/KernelCache.h"
+#include "jit/Nvrtc.h"
+#include "jit/ParallelCompile.h"
 #include "compiler/Plan.h"
 #include "compiler/kernels/Attention.h"
 #include "compiler/kernels/Epilogue.h"
@@ -96,28 +96,28 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
   auto kernel = loadKernel(spec, target, &cache);
   if (!kernel) return kernel.takeError();
   const cuda::Function &fn = kernel->fn;
-  LaunchDims dims = spec.launch(rows);
-  EpiParamsHost epi;
+  MatmulParams p;
+  p.C = b.c.ptr();
+  p.A = b.a.ptr();
+  p.rows = static_cast<int32_t>(rows);
+  EpiParams &epi = p.epi;
   epi.bias = b.bias.ptr();
   epi.residual = b.residual.ptr();
   epi.scale = 1.f;
-  epi.maxSeq = 1;
+  epi.max_seq = 1;
   epi.positions = b.ints.ptr();
-  epi.seqOf = b.ints.ptr();
-  epi.invFreq = b.floats.ptr();
-  epi.kCache = b.cache.ptr();
-  epi.vCache = b.cache.ptr();
+  epi.seq_of = b.ints.ptr();
+  epi.inv_freq = b.floats.ptr();
+  epi.k_cache = b.cache.ptr();
+  epi.v_cache = b.cache.ptr();
   epi.gamma = b.norm.ptr();
   epi.beta = b.norm.ptr();
   epi.eps = 1e-5f;
   epi.argmax = b.keys.ptr();
-  cuda::DevicePtr c = b.c.ptr(), a = b.a.ptr();
-  int m = static_cast<int>(rows);
   auto ms = timing::timeMedian(
       [&](int i) {
-        cuda::DevicePtr w = b.weights[static_cast<size_t>(i) % b.weights.size()].ptr();
-        void *params[] = {&c, &a, &w, &m, &epi};
-        return cuda::launch(fn, dims, params);
+        p.W = b.weights[static_cast<size_t>(i) % b.weights.size()].ptr();
+        return launchKernel(kernel->fn, spec, rows, p);
       },
       opts.warmup, opts.iters);
   if (!ms) return ms.takeError();
@@ -135,16 +135,14 @@ llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, co
   auto q = timing::filled(qBytes), k = timing::filled(kvBytes), v = timing::filled(kvBytes), o = timing::filled(qBytes);
   for (auto *b : {&q, &k, &v, &o})
     if (!*b) return b->takeError();
-  cuda::DevicePtr qp = q->ptr(), kp = k->ptr(), vp = v->ptr(), op = o->ptr();
-  int r = static_cast<int>(rows), start = 0;
-  float scale = 1.f / std::sqrt(float(spec.headDim));
-  LaunchDims dims = spec.launch(rows);
-  auto ms = timing::timeMedian(
-      [&](int) {
-        void *params[] = {&qp, &kp, &vp, &op, &r, &start, &scale};
-        return cuda::launch(kernel->fn, dims, params);
-      },
-      opts.warmup, opts.iters);
+  AttentionPrefillParams p;
+  p.q = q->ptr();
+  p.k_cache = k->ptr();
+  p.v_cache = v->ptr();
+  p.out = o->ptr();
+  p.rows = static_cast<int32_t>(rows);
+  p.scale = 1.f / std::sqrt(float(spec.headDim));
+  auto ms = timing::timeMedian([&](int) { return launchKernel(kernel->fn, spec, rows, p); }, opts.warmup, opts.iters);
   if (!ms) return ms.takeError();
   if (auto e = cuda::synchronize()) return e;
   return *ms * 1e3;
@@ -216,7 +214,7 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
   llvm::StringSet<> names;
   for (const Work &w : work)
     for (const auto &c : w.candidates)
-      if (names.insert(c->name()).second) sources.push_back(KernelSource{c->name(), c->source(), c->entry()});
+      if (names.insert(c->name()).second) sources.push_back(kernelSource(*c));
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   if (!sources.empty())
     if (auto compiled = compileAll(sources, *target, {}, cache, jobs); !compiled)

@@ -1,14 +1,14 @@
 // runtime/Engine.cpp — loading a model: the checks without a GPU first, then kernels, then weights.
 #include "runtime/Engine.h"
 
-#include "compiler/Bundle.h"
+#include "jit/Bundle.h"
 #include "compiler/Fuse.h"
 #include "compiler/Tuning.h"
 #include "runtime/Autotune.h"
-#include "compiler/HFImport.h"
-#include "compiler/KernelCache.h"
-#include "compiler/Safetensors.h"
-#include "compiler/WeightLoader.h"
+#include "io/HFImport.h"
+#include "jit/KernelCache.h"
+#include "io/Safetensors.h"
+#include "io/WeightLoader.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -185,7 +185,7 @@ struct EngineLoader {
       return out;
     }
     std::vector<KernelSource> sources;
-    for (const auto &k : p.kernels) sources.push_back(KernelSource{k->name(), k->source(), k->entry()});
+    for (const auto &k : p.kernels) sources.push_back(kernelSource(*k));
     unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
     auto t0 = Clock::now();
     if (opts.cache) {

@@ -13,9 +13,9 @@
 // Sessions (runtime/Session.h) share an engine's kernels and weights; each owns its KV cache and arenas.
 #pragma once
 
-#include "compiler/ParallelCompile.h"
+#include "jit/ParallelCompile.h"
 #include "compiler/Plan.h"
-#include "compiler/Target.h"
+#include "jit/Target.h"
 #include "ir/Module.h"
 #include "runtime/Driver.h"
 

@@ -5,8 +5,8 @@
 // Kernel tests and benchmarks use it; the runtime's module registry will too.
 #pragma once
 
-#include "compiler/KernelCache.h"
-#include "compiler/Target.h"
+#include "jit/KernelCache.h"
+#include "jit/Target.h"
 #include "compiler/kernels/KernelSpec.h"
 #include "runtime/Driver.h"
 
@@ -26,5 +26,19 @@ llvm::Expected<Target> deviceTarget();
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &target, KernelCache *cache);
 // The same for the device's own target, through the default cache.
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec);
+
+// Launches `fn`, compiled from `spec`, over `rows` with its Params struct `params` (compiler/kernels): the
+// one way tests, benchmarks and the autotuner call a kernel. P must be the spec's Params type.
+template <typename P>
+llvm::Error launchKernel(const cuda::Function &fn, const KernelSpec &spec, int64_t rows, const P &params,
+                         cuda::StreamHandle stream = nullptr) {
+  if (&P::layout() != &spec.params())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "launch of " + spec.name() + ": given " +
+                                                                       P::layout().name + ", it takes " +
+                                                                       spec.params().name);
+  P copy = params; // the driver reads the argument when the launch is enqueued
+  void *args[] = {&copy};
+  return cuda::launch(fn, spec.launch(rows), args, stream);
+}
 
 } // namespace minfer

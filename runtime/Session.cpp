@@ -3,7 +3,7 @@
 
 #include "compiler/kernels/Epilogue.h"
 
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -33,12 +33,6 @@ struct Session::PhaseState {
   int64_t rows = 0;         // the rows the arena and inputs are sized for
   cuda::DevicePtr arena = 0;
   std::map<int, cuda::DevicePtr> own; // the phase's Input and Output buffers
-  std::map<std::string, cuda::DevicePtr, std::less<>> inputs; // the Input ones by name ("tokens", "out_rows", ...)
-  cuda::DevicePtr input(llvm::StringRef name) const {
-    auto it = inputs.find(name);
-    return it == inputs.end() ? 0 : it->second;
-  }
-  int logits = -1;                    // the Output buffer of the logits
 };
 
 struct Session::Segment {
@@ -82,18 +76,17 @@ llvm::Error Session::allocate() {
   for (PhaseState *ph : {prefillState.get(), decodeState.get()}) {
     mem.arenas += alignUp(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows));
     for (const PlannedLaunch &l : ph->phase->launches)
-      for (const LaunchArg &a : l.args)
-        for (int id : a.buffers()) {
+      for (const ParamBinding &a : l.params)
+        for (int id : a.value.buffers()) {
           const PlanBuffer &b = plan.buffers[id];
           if (b.kind != BufferKind::Input && b.kind != BufferKind::Output) continue;
-          bool logits = b.kind == BufferKind::Output && b.name != "next_tokens";
-          if (logits) ph->logits = id;
+          bool logits = id == ph->phase->logits;
           int64_t rows = logits && ph == prefillState.get() ? prefillLogitsRows : ph->rows;
           size_t bytes = alignUp(static_cast<size_t>(b.bytesPerRow * rows));
           if (ownBytes.emplace(std::make_pair(ph, id), bytes).second) mem.io += bytes;
         }
   }
-  if (prefillState->logits < 0 || decodeState->logits < 0) return fail("the plan has no logits output");
+  if (plan.prefill.logits < 0 || plan.decode.logits < 0) return fail("the plan has no logits output");
 
   auto info = cuda::memoryInfo();
   if (!info) return info.takeError();
@@ -113,7 +106,6 @@ llvm::Error Session::allocate() {
   }
   for (auto &[key, bytes] : ownBytes) {
     key.first->own[key.second] = next;
-    if (plan.buffers[key.second].kind == BufferKind::Input) key.first->inputs[plan.buffers[key.second].name] = next;
     next += bytes;
   }
   // Poison once: a kernel reading what nobody wrote shows up as NaN, not as plausible stale numbers. The
@@ -148,84 +140,65 @@ cuda::DevicePtr Session::address(const PhaseState &ph, int buffer) const {
   return 0;
 }
 
+cuda::DevicePtr Session::address(const PhaseState &ph, int buffer, const Segment *seg) const {
+  cuda::DevicePtr p = address(ph, buffer);
+  if (!seg || buffer < 0) return p;
+  // One sequence's rows, and its slab of the caches.
+  const PlanBuffer &b = engine.plan().buffers[buffer];
+  if (b.kind == BufferKind::Activation) p += static_cast<cuda::DevicePtr>(seg->row * b.bytesPerRow);
+  if (b.kind == BufferKind::KvCache) p += static_cast<cuda::DevicePtr>(seg->seq * (b.fixedBytes / engine.plan().options.maxBatch));
+  return p;
+}
+
 llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
                                    const GenerateOptions *sampling, const Segment *seg, bool greedyKeys) {
   const Plan &plan = engine.plan();
-  bool sample = sampling && l.role == LaunchRole::Select && sampling->temperature > 0.f;
-  int kernel = sample ? plan.sampleKernel : l.kernel;
-  // Every argument in its own slot, as large as the largest (the matmul kernels' EpiParams).
-  std::array<std::array<uint64_t, sizeof(EpiParamsHost) / 8>, 16> store{};
-  std::array<void *, 16> params{};
-  size_t n = 0;
-  auto slot = [&]() -> std::array<uint64_t, sizeof(EpiParamsHost) / 8> & {
-    params[n] = store[n].data();
-    return store[n++];
-  };
-  auto putInt = [&](int64_t v) {
-    int x = static_cast<int>(v);
-    std::memcpy(slot().data(), &x, sizeof x);
-  };
-  auto putFloat = [&](double v) {
-    float x = static_cast<float>(v);
-    std::memcpy(slot().data(), &x, sizeof x);
-  };
-  for (const LaunchArg &a : l.args) {
-    switch (a.kind) {
-    case LaunchArg::Buffer: {
-      cuda::DevicePtr p = a.greedyOnly && !greedyKeys ? 0 : address(ph, a.buffer);
-      if (seg && a.buffer >= 0) { // one sequence's rows and its slab of the caches
-        const PlanBuffer &b = plan.buffers[a.buffer];
-        if (b.kind == BufferKind::Activation) p += static_cast<cuda::DevicePtr>(seg->row * b.bytesPerRow);
-        if (b.kind == BufferKind::KvCache) p += static_cast<cuda::DevicePtr>(seg->seq * (b.fixedBytes / plan.options.maxBatch));
-      }
-      slot()[0] = p;
-      break;
-    }
-    case LaunchArg::Rows: putInt(seg ? seg->count : rows); break;
-    case LaunchArg::OutRows: putInt(outRows); break;
-    case LaunchArg::Int: putInt(seg && a.what == "start_pos" ? seg->start : a.i); break;
-    case LaunchArg::Float: putFloat(a.f); break;
-    case LaunchArg::Epilogue: {
-      const EpilogueArgs &e = a.epi;
-      EpiParamsHost p;
+  const KernelSpec &spec = *plan.kernels[l.kernel];
+  const ParamsLayout &layout = spec.params();
+  // The kernel's Params, every field the plan binds written at its offset (the rest zero: null pointers).
+  std::array<uint8_t, kMaxParamsBytes> blob{};
+  for (const ParamBinding &b : l.params) {
+    const ParamField &f = layout.fields[b.field];
+    const ParamValue &v = b.value;
+    switch (v.kind) {
+    case ParamValue::Buffer: writeParam(blob.data(), f, v.greedyOnly && !greedyKeys ? 0 : address(ph, v.buffer, seg)); break;
+    case ParamValue::Int: writeParam(blob.data(), f, v.i); break;
+    case ParamValue::Float: writeParam(blob.data(), f, v.f); break;
+    case ParamValue::Rows: writeParam(blob.data(), f, seg ? seg->count : rows); break;
+    case ParamValue::OutRows: writeParam(blob.data(), f, outRows); break;
+    case ParamValue::SequenceStart: writeParam(blob.data(), f, seg ? seg->start : int64_t(0)); break;
+    case ParamValue::Temperature: writeParam(blob.data(), f, double(sampling ? sampling->temperature : 0.f)); break;
+    case ParamValue::TopK: writeParam(blob.data(), f, int64_t(sampling ? sampling->topK : 0)); break;
+    case ParamValue::TopP: writeParam(blob.data(), f, double(sampling ? sampling->topP : 1.f)); break;
+    case ParamValue::Seed: writeParam(blob.data(), f, uint64_t(sampling ? sampling->seed : 0)); break;
+    case ParamValue::Epilogue: {
+      const EpilogueArgs &e = v.epi;
+      EpiParams p;
       p.bias = address(ph, e.bias);
       p.residual = address(ph, e.residual);
       p.scale = static_cast<float>(e.scale);
-      p.maxSeq = static_cast<int32_t>(e.maxSeq);
+      p.max_seq = static_cast<int32_t>(e.maxSeq);
       p.positions = address(ph, e.positions);
-      p.seqOf = address(ph, e.seqOf);
-      p.invFreq = address(ph, e.invFreq);
-      p.kCache = address(ph, e.kCache);
-      p.vCache = address(ph, e.vCache);
+      p.seq_of = address(ph, e.seqOf);
+      p.inv_freq = address(ph, e.invFreq);
+      p.k_cache = address(ph, e.kCache);
+      p.v_cache = address(ph, e.vCache);
       p.gamma = address(ph, e.gamma);
       p.beta = address(ph, e.beta);
       p.eps = static_cast<float>(e.eps);
       p.argmax = greedyKeys ? address(ph, e.argmax) : 0;
-      std::memcpy(slot().data(), &p, sizeof p);
+      std::memcpy(blob.data() + f.offset, &p, sizeof p);
       break;
     }
     }
   }
-  if (sample) {
-    // sample(logits, out, rows, temperature, top_k, top_p, seed, step, step_offset): the draw of decode step
-    // s uses step s, read from the advance kernel's counter so a replayed graph draws fresh numbers.
-    putFloat(sampling->temperature);
-    putInt(sampling->topK);
-    putFloat(sampling->topP);
-    slot()[0] = sampling->seed;
-    slot()[0] = 0;
-    const PlannedLaunch &adv = plan.decode.launches.back();
-    slot()[0] = address(ph, adv.args[5].buffer); // advance_tokens' `step`
-  }
-  int64_t launchRows = seg ? seg->count : rows;
-  for (const LaunchArg &a : l.args)
-    if (a.kind == LaunchArg::OutRows && a.what == "rows") launchRows = outRows;
+  void *params[] = {blob.data()};
+  int64_t launchRows = seg ? seg->count : l.overOutRows ? outRows : rows;
   // Decode kernels are launched as programmatic dependents (sm_90+): each may start while the one before it
   // drains, prefetching its weights; MINFER_NO_PDL=1 turns it off (to measure what it brings).
   static const bool pdl = !std::getenv("MINFER_NO_PDL");
   bool dependent = pdl && &ph == decodeState.get();
-  return cuda::launch(engine.function(kernel), plan.kernels[kernel]->launch(launchRows), params.data(),
-                      stream.handle(), dependent);
+  return cuda::launch(engine.function(l.kernel), spec.launch(launchRows), params, stream.handle(), dependent);
 }
 
 llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly) {
@@ -235,7 +208,10 @@ llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts
   for (const PlannedLaunch &l : decodeState->phase->launches) {
     if (tailOnly && l.role != LaunchRole::Select && l.role != LaunchRole::Advance) continue;
     if (greedyKeys && l.skipWhenGreedy) continue;
-    if (auto e = enqueueLaunch(l, *decodeState, rows, rows, &opts, nullptr, greedyKeys)) return e;
+    // The select launch's argmax becomes the sample launch when the session samples.
+    bool sample = l.role == LaunchRole::Select && opts.temperature > 0.f;
+    if (auto e = enqueueLaunch(sample ? engine.plan().sample : l, *decodeState, rows, rows, &opts, nullptr, greedyKeys))
+      return e;
   }
   return llvm::Error::success();
 }
@@ -272,9 +248,11 @@ llvm::Error Session::prefill(const std::vector<std::vector<int32_t>> &prompts, G
   PhaseState &ph = *prefillState;
   const int64_t vocab = engine.vocab(), capacity = ph.rows;
   const size_t rowBytes = static_cast<size_t>(vocab) * 2;
-  const cuda::DevicePtr tokensPtr = ph.input("tokens"), positionsPtr = ph.input("positions"),
-                        seqPtr = ph.input("seq_of"), outRowsPtr = ph.input("out_rows");
-  const cuda::DevicePtr prefillLogits = address(ph, ph.logits), decodeLogits = address(*decodeState, decodeState->logits);
+  const Plan::StepBuffers &io = engine.plan().io;
+  const cuda::DevicePtr tokensPtr = address(ph, io.tokens), positionsPtr = address(ph, io.positions),
+                        seqPtr = address(ph, io.seqOf), outRowsPtr = address(ph, io.outRows);
+  const cuda::DevicePtr prefillLogits = address(ph, ph.phase->logits),
+                        decodeLogits = address(*decodeState, decodeState->phase->logits);
   size_t seq = 0, pos = 0;
   while (seq < prompts.size()) {
     // One chunk: as many rows as fit, sequence after sequence.
@@ -359,7 +337,7 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
 
   // Decode state: each sequence's last prompt token is "current"; the tail selects the first new token and
   // advances positions to the prompt length.
-  const PlannedLaunch &adv = plan.decode.launches.back();
+  const Plan::StepBuffers &io = plan.io;
   PhaseState &dph = *decodeState;
   std::vector<int32_t> positions(B), context(B), seqOf(B), zeros(B, 0);
   for (int64_t b = 0; b < B; ++b) {
@@ -370,11 +348,11 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
   auto put = [&](cuda::DevicePtr dst, const std::vector<int32_t> &v) {
     return dst ? cuda::copyHostToDeviceAsync(dst, v.data(), v.size() * 4, stream.handle()) : llvm::Error::success();
   };
-  if (auto e = put(dph.input("tokens"), zeros)) return e;
-  if (auto e = put(dph.input("positions"), positions)) return e;
-  if (auto e = put(dph.input("context_len"), context)) return e;
-  if (auto e = put(dph.input("seq_of"), seqOf)) return e;
-  if (auto e = put(address(dph, adv.args[5].buffer), {0})) return e; // advance_tokens' step counter
+  if (auto e = put(address(dph, io.tokens), zeros)) return e;
+  if (auto e = put(address(dph, io.positions), positions)) return e;
+  if (auto e = put(address(dph, io.contextLen), context)) return e;
+  if (auto e = put(address(dph, io.seqOf), seqOf)) return e;
+  if (auto e = put(address(dph, io.step), {0})) return e; // the decode steps recorded so far
   if (auto e = enqueueDecodeStep(B, opts, /*tailOnly=*/true)) return e;
   if (auto e = t1->record(stream.handle())) return e;
 
@@ -387,8 +365,8 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
     graph = std::move(*g);
     graphKey = key;
   }
-  const cuda::DevicePtr history = address(dph, adv.args[4].buffer);
-  const cuda::DevicePtr decodeLogits = address(dph, dph.logits);
+  const cuda::DevicePtr history = address(dph, io.history);
+  const cuda::DevicePtr decodeLogits = address(dph, dph.phase->logits);
   std::vector<int32_t> recorded; // history rows read so far, [rows read, B]
   std::vector<bool> done(B, false);
   int64_t steps = 0, maxSteps = opts.maxNewTokens - 1;

@@ -84,6 +84,8 @@ private:
   llvm::Error enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
                             const GenerateOptions *sampling, const Segment *seg, bool greedyKeys = false);
   cuda::DevicePtr address(const PhaseState &ph, int buffer) const;
+  // The same, offset to one sequence's rows and cache slab when `seg` is given (a per-sequence launch).
+  cuda::DevicePtr address(const PhaseState &ph, int buffer, const Segment *seg) const;
 
   const Engine &engine;
   SessionOptions options;

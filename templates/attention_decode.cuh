@@ -24,6 +24,29 @@
 #include "attention_prefill.cuh"
 
 namespace minfer {
+
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/Attention.h.
+struct AttentionDecodeParams {
+  const bf16 *q;          // [batch, HEADS * HEAD_DIM]
+  const bf16 *k_cache;    // [batch, max_seq, KV_HEADS * HEAD_DIM]
+  const bf16 *v_cache;
+  float *partial_out;     // [batch, HEADS, splits, HEAD_DIM]
+  float *partial_lse;     // [batch, HEADS, splits]
+  const int *context_len; // [batch]
+  int max_seq;
+  float scale;
+};
+
+struct AttentionCombineParams {
+  const float *partial_out; // as AttentionDecodeParams
+  const float *partial_lse;
+  const int *context_len;   // [batch]
+  bf16 *out;                // [batch, HEADS * HEAD_DIM]
+  int num_splits;
+  int split_tokens;
+};
+
 namespace attn {
 
 // Keys per warp step: one 16-key tile (the mma k of PV, two n8 tiles of QK^T).
@@ -63,11 +86,18 @@ constexpr int kMaxSplits = 256;
 // context_len:  [B] int, including this step's token
 // Grid (ceil(max_seq / SPLIT_TOKENS), KV_HEADS, B), block THREADS, dynamic shared memory
 // attn::decodeSmemBytes(HEAD_DIM, THREADS) (the kernel traps when given less).
+// The step's inputs (q, context_len) are read through the read-only path (__ldg): with the pointers in a
+// struct, __restrict__ no longer lets the compiler prove it (griddepcontrol.wait clobbers memory).
 template <int HEADS, int KV_HEADS, int HEAD_DIM, int SPLIT_TOKENS, int THREADS>
-__global__ void __launch_bounds__(THREADS)
-    attention_decode(const bf16 *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
-                     float *__restrict__ partial_out, float *__restrict__ partial_lse,
-                     const int *__restrict__ context_len, int max_seq, float scale) {
+__global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecodeParams p) {
+  const bf16 *__restrict__ q = p.q;
+  const bf16 *__restrict__ k_cache = p.k_cache;
+  const bf16 *__restrict__ v_cache = p.v_cache;
+  float *__restrict__ partial_out = p.partial_out;
+  float *__restrict__ partial_lse = p.partial_lse;
+  const int *__restrict__ context_len = p.context_len;
+  const int max_seq = p.max_seq;
+  const float scale = p.scale;
   gridDependencyWait();
   static_assert(HEADS > 0 && KV_HEADS > 0 && HEADS % KV_HEADS == 0, "HEADS must be a multiple of KV_HEADS (GQA)");
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8, "HEAD_DIM must be a multiple of 8 (16-byte rows)");
@@ -95,7 +125,7 @@ __global__ void __launch_bounds__(THREADS)
 
   const int split = blockIdx.x, kvHead = blockIdx.y, b = blockIdx.z;
   const int numSplits = gridDim.x;
-  const int ctx = min(context_len[b], max_seq);
+  const int ctx = min(__ldg(context_len + b), max_seq);
   const int s0 = split * SPLIT_TOKENS;
   if (s0 >= ctx) return; // past this sequence's context: the combine never reads this split
   const int s1 = min(s0 + SPLIT_TOKENS, ctx);
@@ -153,7 +183,7 @@ __global__ void __launch_bounds__(THREADS)
         const int inGroup = pass * 16 + r;
         unsigned v = 0;
         if (inGroup < GROUP && col < HEAD_DIM)
-          v = *reinterpret_cast<const unsigned *>(q + (size_t)b * Q_DIM + (kvHead * GROUP + inGroup) * HEAD_DIM + col);
+          v = __ldg(reinterpret_cast<const unsigned *>(q + (size_t)b * Q_DIM + (kvHead * GROUP + inGroup) * HEAD_DIM + col));
         qf[ks][e] = v;
       }
     }
@@ -225,11 +255,14 @@ __global__ void __launch_bounds__(THREADS)
 // partial_out / partial_lse: as attention_decode wrote them; context_len: [B]; out: [B, HEADS * HEAD_DIM] bf16.
 // num_splits and split_tokens are the decode launch's grid.x (at most attn::kMaxSplits) and SPLIT_TOKENS.
 // Grid (HEADS, B), block attn::kCombineThreads, no dynamic shared memory.
+// The partials are read through the read-only path (__ldg), as in attention_decode.
 template <int HEADS, int HEAD_DIM>
-__global__ void __launch_bounds__(attn::kCombineThreads)
-    attention_decode_combine(const float *__restrict__ partial_out, const float *__restrict__ partial_lse,
-                             const int *__restrict__ context_len, bf16 *__restrict__ out, int num_splits,
-                             int split_tokens) {
+__global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combine(const AttentionCombineParams p) {
+  const float *__restrict__ partial_out = p.partial_out;
+  const float *__restrict__ partial_lse = p.partial_lse;
+  const int *__restrict__ context_len = p.context_len;
+  bf16 *__restrict__ out = p.out;
+  const int num_splits = p.num_splits, split_tokens = p.split_tokens;
   gridDependencyWait();
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8 && HEAD_DIM <= 128, "HEAD_DIM: a multiple of 8, at most 128");
   constexpr int THREADS = attn::kCombineThreads;
@@ -242,7 +275,7 @@ __global__ void __launch_bounds__(attn::kCombineThreads)
 
   const int head = blockIdx.x, b = blockIdx.y;
   if (num_splits > attn::kMaxSplits) __trap(); // a host/spec mismatch
-  const int ctx = context_len[b];
+  const int ctx = __ldg(context_len + b);
   // The chunks attention_decode wrote: those starting before the context, clamped to the grid it had.
   const int valid = ctx > 0 ? min((ctx + split_tokens - 1) / split_tokens, num_splits) : 0;
   const size_t base = ((size_t)b * HEADS + head) * num_splits;
@@ -250,7 +283,7 @@ __global__ void __launch_bounds__(attn::kCombineThreads)
   // Weights 2^(lse_s - max) of every chunk, and their sum.
   float mx = attn::negInf();
   for (int s = threadIdx.x; s < valid; s += THREADS) {
-    weight[s] = partial_lse[base + s];
+    weight[s] = __ldg(partial_lse + base + s);
     mx = fmaxf(mx, weight[s]);
   }
   // Block max by hand: common.cuh's blockMax spells -inf as INFINITY, which NVRTC does not define.
@@ -273,22 +306,22 @@ __global__ void __launch_bounds__(attn::kCombineThreads)
   const float4 *src = reinterpret_cast<const float4 *>(partial_out + base * HEAD_DIM) + vec;
 #pragma unroll 4
   for (int s = lane; s < valid; s += LANES) {
-    const float4 p = src[(size_t)s * VECS];
+    const float4 o = __ldg(src + (size_t)s * VECS);
     const float w = weight[s];
-    acc.x += w * p.x;
-    acc.y += w * p.y;
-    acc.z += w * p.z;
-    acc.w += w * p.w;
+    acc.x += w * o.x;
+    acc.y += w * o.y;
+    acc.z += w * o.z;
+    acc.w += w * o.w;
   }
   part[lane][vec] = acc;
   __syncthreads();
   if (lane == 0) {
     for (int l = 1; l < LANES; ++l) {
-      const float4 p = part[l][vec];
-      acc.x += p.x;
-      acc.y += p.y;
-      acc.z += p.z;
-      acc.w += p.w;
+      const float4 o = part[l][vec];
+      acc.x += o.x;
+      acc.y += o.y;
+      acc.z += o.z;
+      acc.w += o.w;
     }
     const float inv = valid ? 1.f / sum : 0.f; // sum >= 1: the largest chunk weighs 2^0
     __nv_bfloat162 *dst = reinterpret_cast<__nv_bfloat162 *>(out + (size_t)b * HEADS * HEAD_DIM + head * HEAD_DIM + vec * 4);

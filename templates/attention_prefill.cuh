@@ -24,6 +24,19 @@
 #include "common.cuh"
 
 namespace minfer {
+
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/Attention.h.
+struct AttentionPrefillParams {
+  const bf16 *q;       // [rows, HEADS * HEAD_DIM] of one sequence
+  const bf16 *k_cache; // [max_seq, KV_HEADS * HEAD_DIM] of that sequence
+  const bf16 *v_cache;
+  bf16 *out;           // [rows, HEADS * HEAD_DIM]
+  int rows;
+  int start_pos;       // the sequence's tokens already in the cache before these rows
+  float scale;
+};
+
 namespace attn {
 
 // The mma k-dimension is 16: head dims are padded up to a multiple of 16 in shared memory and registers.
@@ -223,8 +236,13 @@ __host__ __device__ constexpr int prefillSmemBytes(int headDim, int blockM, int 
 // attn::prefillSmemBytes(HEAD_DIM, BLOCK_M, BLOCK_N) (the kernel traps when given less).
 template <int HEADS, int KV_HEADS, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS>
 __global__ void __launch_bounds__(WARPS * kWarpSize)
-    attention_prefill(const bf16 *__restrict__ q, const bf16 *__restrict__ k_cache, const bf16 *__restrict__ v_cache,
-                      bf16 *__restrict__ out, int rows, int start_pos, float scale) {
+    attention_prefill(const AttentionPrefillParams p) {
+  const bf16 *__restrict__ q = p.q;
+  const bf16 *__restrict__ k_cache = p.k_cache;
+  const bf16 *__restrict__ v_cache = p.v_cache;
+  bf16 *__restrict__ out = p.out;
+  const int rows = p.rows, start_pos = p.start_pos;
+  const float scale = p.scale;
   gridDependencyWait();
   static_assert(HEADS > 0 && KV_HEADS > 0 && HEADS % KV_HEADS == 0, "HEADS must be a multiple of KV_HEADS (GQA)");
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8, "HEAD_DIM must be a multiple of 8 (16-byte rows)");

@@ -14,11 +14,23 @@
 
 namespace minfer {
 
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/RowOps.h.
+struct EmbeddingParams {
+  const int *ids;    // [rows]
+  const void *table; // [table_rows, D] of WeightT
+  bf16 *out;         // [rows, D]
+  int rows;
+  int table_rows;    // ids outside [0, table_rows) give zero rows
+};
+
+
 template <int D, typename WeightT>
-__global__ void embedding(const int *ids,        // [rows]
-                          const WeightT *table,  // [table_rows, D]
-                          bf16 *out,             // [rows, D]
-                          int rows, int table_rows) {
+__global__ void embedding(const EmbeddingParams p) {
+  const int *ids = p.ids;
+  const WeightT *table = static_cast<const WeightT *>(p.table);
+  bf16 *out = p.out;
+  const int rows = p.rows, table_rows = p.table_rows;
   gridDependencyWait();
   static_assert(D > 0, "embedding: D must be positive");
   constexpr int VEC = vecWidth<bf16, D>();

@@ -55,6 +55,16 @@ struct EpiParams {
   unsigned long long *argmax; // EpiArgmax: [M] keys (argmaxKey), zero before the kernel, atomically maxed
 };
 
+// The matmul kernels' one argument (gemm, gemv, gemvMma); its host mirror (same field names and offsets,
+// checked in every generated source) is in compiler/kernels/Epilogue.h.
+struct MatmulParams {
+  bf16 *C;        // [rows, N] (N / 2 gated, the q columns for qkv); may alias epi.residual
+  const bf16 *A;  // [rows, K]
+  const bf16 *W;  // [N, K]
+  int rows;       // M, tokens this step
+  EpiParams epi;
+};
+
 // Activations: fp32 in, fp32 out, the same formulas as the interpreter (ir/Interpreter.cpp), with the
 // accurate (not fast-math) tanhf / erff / expf.
 struct ActNone {

@@ -93,7 +93,12 @@ template <int CPR> __device__ __forceinline__ int swizzle(int r, int c) {
 
 template <int N, int K, int BM, int BN, int BK, int STAGES, int WARPS_M, int WARPS_N, class Epi>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
-    gemm(bf16 *C, const bf16 *__restrict__ A, const bf16 *__restrict__ W, int M, EpiParams epi) {
+    gemm(const MatmulParams p) {
+  bf16 *C = p.C;
+  const bf16 *__restrict__ A = p.A;
+  const bf16 *__restrict__ W = p.W;
+  const int M = p.rows;
+  const EpiParams &epi = p.epi;
   gridDependencyWait();
   using namespace gemm_detail;
   static_assert(N >= 1 && K >= 8, "gemm: N must be at least 1 and K at least 8");

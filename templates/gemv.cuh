@@ -96,7 +96,12 @@ __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
 template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro = ProNone>
 __global__ void __launch_bounds__(WARPS * 32)
-    gemv(bf16 *C, const bf16 *__restrict__ A, const bf16 *__restrict__ W, int M, EpiParams epi) {
+    gemv(const MatmulParams p) {
+  bf16 *C = p.C;
+  const bf16 *__restrict__ A = p.A;
+  const bf16 *__restrict__ W = p.W;
+  const int M = p.rows;
+  const EpiParams &epi = p.epi;
   using namespace gemv_detail;
   static_assert(N >= 1 && K >= 8, "gemv: N must be at least 1 and K at least 8");
   static_assert(K % 8 == 0, "gemv: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
@@ -251,7 +256,12 @@ __device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, 
 
 template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro = ProNone>
 __global__ void __launch_bounds__(WARPS * 32)
-    gemvMma(bf16 *C, const bf16 *__restrict__ A, const bf16 *__restrict__ W, int M, EpiParams epi) {
+    gemvMma(const MatmulParams p) {
+  bf16 *C = p.C;
+  const bf16 *__restrict__ A = p.A;
+  const bf16 *__restrict__ W = p.W;
+  const int M = p.rows;
+  const EpiParams &epi = p.epi;
   using namespace gemv_detail;
   static_assert(N >= 1 && K >= 8, "gemvMma: N must be at least 1 and K at least 8");
   static_assert(K % 8 == 0, "gemvMma: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");

@@ -24,6 +24,20 @@
 #include "pointwise.cuh"
 
 namespace minfer {
+
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/RowOps.h.
+struct NormParams {
+  const bf16 *a;     // [rows, D]: x, or the first addend of the residual forms
+  const bf16 *b;     // [rows, D]: the second addend (residual forms)
+  const void *gamma; // [D] of WeightT
+  const void *beta;  // [D] of WeightT (layer norms)
+  bf16 *sum;         // [rows, D]: a + b (residual forms), may alias a or b
+  bf16 *y;           // [rows, D]
+  int rows;
+  float eps;
+};
+
 namespace norm_detail {
 
 // The registers of one row are PER × VEC floats; 16 vectors of 8 is 128 floats per thread, past which
@@ -98,10 +112,12 @@ __device__ __forceinline__ void normRow(const bf16 *a, const bf16 *b, const Weig
 } // namespace norm_detail
 
 template <int D, int THREADS, typename WeightT>
-__global__ void __launch_bounds__(THREADS) rms_norm(const bf16 *x,        // [rows, D]
-                                                    const WeightT *gamma, // [D]
-                                                    bf16 *y,              // [rows, D]
-                                                    int rows, float eps) {
+__global__ void __launch_bounds__(THREADS) rms_norm(const NormParams p) {
+  const bf16 *x = p.a;
+  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
+  bf16 *y = p.y;
+  const int rows = p.rows;
+  const float eps = p.eps;
   gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;
@@ -110,11 +126,13 @@ __global__ void __launch_bounds__(THREADS) rms_norm(const bf16 *x,        // [ro
 }
 
 template <int D, int THREADS, typename WeightT>
-__global__ void __launch_bounds__(THREADS) layer_norm(const bf16 *x,        // [rows, D]
-                                                      const WeightT *gamma, // [D]
-                                                      const WeightT *beta,  // [D]
-                                                      bf16 *y,              // [rows, D]
-                                                      int rows, float eps) {
+__global__ void __launch_bounds__(THREADS) layer_norm(const NormParams p) {
+  const bf16 *x = p.a;
+  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
+  const WeightT *beta = static_cast<const WeightT *>(p.beta);
+  bf16 *y = p.y;
+  const int rows = p.rows;
+  const float eps = p.eps;
   gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;
@@ -123,12 +141,14 @@ __global__ void __launch_bounds__(THREADS) layer_norm(const bf16 *x,        // [
 
 // s = a + b (rounded to bf16, written to `sum`), y = rms_norm(s).
 template <int D, int THREADS, typename WeightT>
-__global__ void __launch_bounds__(THREADS) rms_norm_residual(const bf16 *a,        // [rows, D]
-                                                             const bf16 *b,        // [rows, D]
-                                                             const WeightT *gamma, // [D]
-                                                             bf16 *sum,            // [rows, D], may alias a or b
-                                                             bf16 *y,              // [rows, D]
-                                                             int rows, float eps) {
+__global__ void __launch_bounds__(THREADS) rms_norm_residual(const NormParams p) {
+  const bf16 *a = p.a;
+  const bf16 *b = p.b;
+  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
+  bf16 *sum = p.sum;
+  bf16 *y = p.y;
+  const int rows = p.rows;
+  const float eps = p.eps;
   gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;
@@ -138,13 +158,15 @@ __global__ void __launch_bounds__(THREADS) rms_norm_residual(const bf16 *a,     
 
 // s = a + b (rounded to bf16, written to `sum`), y = layer_norm(s).
 template <int D, int THREADS, typename WeightT>
-__global__ void __launch_bounds__(THREADS) layer_norm_residual(const bf16 *a,        // [rows, D]
-                                                               const bf16 *b,        // [rows, D]
-                                                               const WeightT *gamma, // [D]
-                                                               const WeightT *beta,  // [D]
-                                                               bf16 *sum,            // [rows, D], may alias a or b
-                                                               bf16 *y,              // [rows, D]
-                                                               int rows, float eps) {
+__global__ void __launch_bounds__(THREADS) layer_norm_residual(const NormParams p) {
+  const bf16 *a = p.a;
+  const bf16 *b = p.b;
+  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
+  const WeightT *beta = static_cast<const WeightT *>(p.beta);
+  bf16 *sum = p.sum;
+  bf16 *y = p.y;
+  const int rows = p.rows;
+  const float eps = p.eps;
   gridDependencyWait();
   const long long r = blockIdx.x;
   if (r >= rows) return;

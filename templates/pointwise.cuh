@@ -20,6 +20,17 @@
 
 namespace minfer {
 
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/RowOps.h.
+struct PointwiseParams {
+  const bf16 *a; // [rows, COLS]: x of unary ops
+  const bf16 *b; // [rows, COLS]: binary ops
+  bf16 *y;       // [rows, COLS], may alias a or b
+  int rows;
+  float arg;     // unary Scale's factor (ignored otherwise)
+};
+
+
 // ---- vector access shared by the row-op templates --------------------------------------------------
 
 // Elements of T per access for rows of COLS elements: the widest of 16, 8, 4, 2 bytes that divides the row,
@@ -91,9 +102,11 @@ struct SiluMul {
 constexpr int kPointwiseThreads = 256;
 
 template <typename Op, int COLS>
-__global__ void __launch_bounds__(kPointwiseThreads) unary(const bf16 *x, // [rows, COLS]
-                                                           bf16 *y,       // [rows, COLS]
-                                                           int rows, float arg) {
+__global__ void __launch_bounds__(kPointwiseThreads) unary(const PointwiseParams p) {
+  const bf16 *x = p.a;
+  bf16 *y = p.y;
+  const int rows = p.rows;
+  const float arg = p.arg;
   gridDependencyWait();
   static_assert(COLS > 0, "unary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
@@ -110,10 +123,11 @@ __global__ void __launch_bounds__(kPointwiseThreads) unary(const bf16 *x, // [ro
 }
 
 template <typename Op, int COLS>
-__global__ void __launch_bounds__(kPointwiseThreads) binary(const bf16 *a, // [rows, COLS]
-                                                            const bf16 *b, // [rows, COLS]
-                                                            bf16 *y,       // [rows, COLS]
-                                                            int rows) {
+__global__ void __launch_bounds__(kPointwiseThreads) binary(const PointwiseParams p) {
+  const bf16 *a = p.a;
+  const bf16 *b = p.b;
+  bf16 *y = p.y;
+  const int rows = p.rows;
   gridDependencyWait();
   static_assert(COLS > 0, "binary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();

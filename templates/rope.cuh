@@ -34,6 +34,30 @@
 
 namespace minfer {
 
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/RowOps.h.
+struct RopeParams {
+  const bf16 *x;         // [rows, HEADS * HEAD_DIM]
+  bf16 *y;               // [rows, HEADS * HEAD_DIM], may alias x
+  const int *positions;  // [rows]
+  const float *inv_freq; // [HEAD_DIM / 2]
+  int rows;
+};
+
+// kv_write and rope_kv_write (KVD = KV_HEADS * HEAD_DIM).
+struct KvWriteParams {
+  const bf16 *k;         // [rows, KVD] (rope_kv_write: not yet roped)
+  const bf16 *v;         // [rows, KVD]
+  bf16 *k_cache;         // [batch, max_seq, KVD]
+  bf16 *v_cache;         // [batch, max_seq, KVD]
+  const int *seq_of;     // [rows]
+  const int *pos_of;     // [rows]: cache slot and rope position
+  const float *inv_freq; // [HEAD_DIM / 2] (rope_kv_write)
+  int rows;
+  int max_seq;
+};
+
+
 enum class RopeStyle { Half, Interleaved };
 
 namespace rope_detail {
@@ -106,11 +130,12 @@ template <int KVD> __device__ __forceinline__ void copyRow(const bf16 *src, bf16
 } // namespace rope_detail
 
 template <int HEADS, int HEAD_DIM, RopeStyle STYLE>
-__global__ void rope(const bf16 *x,          // [rows, HEADS * HEAD_DIM]
-                     bf16 *y,                // [rows, HEADS * HEAD_DIM], may alias x
-                     const int *positions,   // [rows]
-                     const float *inv_freq,  // [HEAD_DIM / 2]
-                     int rows) {
+__global__ void rope(const RopeParams p) {
+  const bf16 *x = p.x;
+  bf16 *y = p.y;
+  const int *positions = p.positions;
+  const float *inv_freq = p.inv_freq;
+  const int rows = p.rows;
   gridDependencyWait();
   __shared__ float cosT[HEAD_DIM / 2], sinT[HEAD_DIM / 2];
   const long long r = blockIdx.x;
@@ -120,13 +145,14 @@ __global__ void rope(const bf16 *x,          // [rows, HEADS * HEAD_DIM]
 }
 
 template <int KV_HEADS, int HEAD_DIM>
-__global__ void kv_write(const bf16 *k,       // [rows, KVD]
-                         const bf16 *v,       // [rows, KVD]
-                         bf16 *k_cache,       // [batch, max_seq, KVD]
-                         bf16 *v_cache,       // [batch, max_seq, KVD]
-                         const int *seq_of,   // [rows]
-                         const int *pos_of,   // [rows]
-                         int rows, int max_seq) {
+__global__ void kv_write(const KvWriteParams p) {
+  const bf16 *k = p.k;
+  const bf16 *v = p.v;
+  bf16 *k_cache = p.k_cache;
+  bf16 *v_cache = p.v_cache;
+  const int *seq_of = p.seq_of;
+  const int *pos_of = p.pos_of;
+  const int rows = p.rows, max_seq = p.max_seq;
   gridDependencyWait();
   constexpr int KVD = KV_HEADS * HEAD_DIM;
   static_assert(KV_HEADS > 0 && HEAD_DIM > 0, "kv_write: KV_HEADS and HEAD_DIM must be positive");
@@ -140,14 +166,15 @@ __global__ void kv_write(const bf16 *k,       // [rows, KVD]
 
 // kv_write with k roped at its cache position on the way in.
 template <int KV_HEADS, int HEAD_DIM, RopeStyle STYLE>
-__global__ void rope_kv_write(const bf16 *k,          // [rows, KVD], not yet roped
-                              const bf16 *v,          // [rows, KVD]
-                              bf16 *k_cache,          // [batch, max_seq, KVD]
-                              bf16 *v_cache,          // [batch, max_seq, KVD]
-                              const int *seq_of,      // [rows]
-                              const int *pos_of,      // [rows]: cache slot and rope position
-                              const float *inv_freq,  // [HEAD_DIM / 2]
-                              int rows, int max_seq) {
+__global__ void rope_kv_write(const KvWriteParams p) {
+  const bf16 *k = p.k;
+  const bf16 *v = p.v;
+  bf16 *k_cache = p.k_cache;
+  bf16 *v_cache = p.v_cache;
+  const int *seq_of = p.seq_of;
+  const int *pos_of = p.pos_of;
+  const float *inv_freq = p.inv_freq;
+  const int rows = p.rows, max_seq = p.max_seq;
   gridDependencyWait();
   constexpr int KVD = KV_HEADS * HEAD_DIM;
   __shared__ float cosT[HEAD_DIM / 2], sinT[HEAD_DIM / 2];

@@ -49,6 +49,39 @@
 #include "pointwise.cuh"
 
 namespace minfer {
+
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/RowOps.h.
+struct ArgmaxParams {
+  const bf16 *logits; // [rows, V]
+  int *out;           // [rows]
+  int rows;
+};
+
+struct SampleParams {
+  const bf16 *logits;    // [rows, V]
+  int *out;              // [rows]
+  int rows;
+  float temperature;
+  int top_k;
+  float top_p;
+  unsigned long long seed;
+  unsigned long long step;
+  const int *step_offset; // nullable: added to `step` (the advance kernel's counter)
+};
+
+struct AdvanceParams {
+  const int *next;        // [rows] this step's tokens
+  int *tokens;            // [rows] the next step's input
+  int *positions;         // [rows]
+  int *context_len;       // [rows]
+  int *history;           // [history_steps, rows]
+  int *step;              // [1] steps recorded so far
+  int rows;
+  int history_steps;
+  unsigned long long *keys; // nullable: the lm_head's argmax keys (EpiArgmax), read instead of next
+};
+
 namespace sampling {
 
 using u64 = unsigned long long;
@@ -334,9 +367,10 @@ __device__ __forceinline__ u64 smallestReaching(u64 A, u64 w, u64 c, double P) {
 } // namespace sampling
 
 template <int V, int THREADS>
-__global__ void __launch_bounds__(THREADS) argmax(const bf16 *logits, // [rows, V]
-                                                  int *out,           // [rows]
-                                                  int rows) {
+__global__ void __launch_bounds__(THREADS) argmax(const ArgmaxParams p) {
+  const bf16 *logits = p.logits;
+  int *out = p.out;
+  const int rows = p.rows;
   gridDependencyWait();
   static_assert(V > 0, "argmax: V must be positive");
   __shared__ float redF[kWarpSize];
@@ -348,11 +382,13 @@ __global__ void __launch_bounds__(THREADS) argmax(const bf16 *logits, // [rows, 
 }
 
 template <int V, int THREADS>
-__global__ void __launch_bounds__(THREADS) sample(const bf16 *logits, // [rows, V]
-                                                  int *out,           // [rows]
-                                                  int rows, float temperature, int top_k, float top_p,
-                                                  unsigned long long seed, unsigned long long step,
-                                                  const int *step_offset) { // nullable: added to `step`
+__global__ void __launch_bounds__(THREADS) sample(const SampleParams p) {
+  const bf16 *logits = p.logits;
+  int *out = p.out;
+  const int rows = p.rows, top_k = p.top_k;
+  const float temperature = p.temperature, top_p = p.top_p;
+  const unsigned long long seed = p.seed, step = p.step;
+  const int *step_offset = p.step_offset; // nullable: added to `step`
   gridDependencyWait();
   using namespace sampling;
   using S = RowShape<V, THREADS>;
@@ -576,13 +612,15 @@ __global__ void __launch_bounds__(THREADS) sample(const bf16 *logits, // [rows, 
 // history[step][b]; then the step counter advances. Everything is read from and written to device memory,
 // so a captured decode step replays with no host work between steps.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) advance_tokens(const int *next, // [rows] this step's tokens
-                                                          int *tokens,     // [rows] the next step's input
-                                                          int *positions, int *context_len, // [rows]
-                                                          int *history,    // [history_steps, rows]
-                                                          int *step,       // [1] steps recorded so far
-                                                          int rows, int history_steps,
-                                                          unsigned long long *keys) { // nullable, see below
+__global__ void __launch_bounds__(THREADS) advance_tokens(const AdvanceParams p) {
+  const int *next = p.next;
+  int *tokens = p.tokens;
+  int *positions = p.positions;
+  int *context_len = p.context_len;
+  int *history = p.history;
+  int *step = p.step;
+  const int rows = p.rows, history_steps = p.history_steps;
+  unsigned long long *keys = p.keys; // nullable, see below
   gridDependencyWait();
   const int s = *step;
   const int b = threadIdx.x;

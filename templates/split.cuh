@@ -8,10 +8,23 @@
 
 namespace minfer {
 
+// The kernels' one argument; its host mirror (same field names and offsets, checked in every generated
+// source) is in compiler/kernels/Split.h.
+struct SplitParams {
+  const bf16 *x;              // [rows, COLS]
+  bf16 *y0, *y1, *y2, *y3;    // [rows, S0..S3]; null past the parts
+  int rows;
+};
+
+
 template <int COLS, int S0, int S1, int S2, int S3>
-__global__ void split(const bf16 *__restrict__ x, // [rows, COLS]
-                      bf16 *__restrict__ y0, bf16 *__restrict__ y1, bf16 *__restrict__ y2, bf16 *__restrict__ y3,
-                      int rows) {
+__global__ void split(const SplitParams p) {
+  const bf16 *__restrict__ x = p.x;
+  bf16 *__restrict__ y0 = p.y0;
+  bf16 *__restrict__ y1 = p.y1;
+  bf16 *__restrict__ y2 = p.y2;
+  bf16 *__restrict__ y3 = p.y3;
+  const int rows = p.rows;
   gridDependencyWait();
   static_assert(S0 > 0 && S1 >= 0 && S2 >= 0 && S3 >= 0, "split needs a first part and non-negative sizes");
   static_assert(S0 + S1 + S2 + S3 == COLS, "split sizes must add up to the columns");

@@ -9,16 +9,16 @@
 //
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
 // user error, with one message and no half-written output file.
-#include "compiler/Bundle.h"
+#include "jit/Bundle.h"
 #include "compiler/Fuse.h"
-#include "compiler/HFImport.h"
-#include "compiler/KernelCache.h"
-#include "compiler/Npy.h"
-#include "compiler/ParallelCompile.h"
+#include "io/HFImport.h"
+#include "jit/KernelCache.h"
+#include "io/Npy.h"
+#include "jit/ParallelCompile.h"
 #include "compiler/Plan.h"
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 #include "compiler/Tuning.h"
-#include "compiler/WeightLoader.h"
+#include "io/WeightLoader.h"
 #include "ir/Diagnostics.h"
 #include "ir/Interpreter.h"
 #include "ir/Parser.h"
@@ -247,7 +247,7 @@ int compileModule(const ir::Module &m) {
   llvm::raw_string_ostream(planText) << llvm::formatv("{0:2}", llvm::json::Value(plan->toJSON())) << "\n";
 
   std::vector<KernelSource> sources;
-  for (const auto &k : plan->kernels) sources.push_back(KernelSource{k->name(), k->source(), k->entry()});
+  for (const auto &k : plan->kernels) sources.push_back(kernelSource(*k));
   if (!dumpDir.empty()) {
     if (auto e = writeDump(dumpDir, "module.ir", ir::printModule(m))) return fail(std::move(e));
     if (auto e = writeDump(dumpDir, "plan.json", planText)) return fail(std::move(e));

@@ -23,6 +23,34 @@
 
 namespace minfer {
 
+// The kernels' arguments: host mirrors of the templates' structs (compiler/kernels/Params.h).
+struct AttentionPrefillParams { // attention_prefill.cuh, launched once per sequence
+  uint64_t q = 0;                    // [rows, heads * head_dim] of the sequence
+  uint64_t k_cache = 0, v_cache = 0; // [max_seq, kv_heads * head_dim]: the sequence's slab
+  uint64_t out = 0;                  // [rows, heads * head_dim]
+  int32_t rows = 0, start_pos = 0;   // start_pos: its tokens already in the cache
+  float scale = 0;
+  static const ParamsLayout &layout();
+};
+
+struct AttentionDecodeParams { // attention_decode.cuh: attention_decode
+  uint64_t q = 0;                        // [batch, heads * head_dim]
+  uint64_t k_cache = 0, v_cache = 0;     // [batch, max_seq, kv_heads * head_dim]
+  uint64_t partial_out = 0;              // f32 [batch, heads, splits, head_dim]
+  uint64_t partial_lse = 0;              // f32 [batch, heads, splits]
+  uint64_t context_len = 0;              // i32 [batch]
+  int32_t max_seq = 0;
+  float scale = 0;
+  static const ParamsLayout &layout();
+};
+
+struct AttentionCombineParams { // attention_decode.cuh: attention_decode_combine
+  uint64_t partial_out = 0, partial_lse = 0, context_len = 0;
+  uint64_t out = 0; // [batch, heads * head_dim]
+  int32_t num_splits = 0, split_tokens = 0;
+  static const ParamsLayout &layout();
+};
+
 // Flash-attention prefill: grid (ceil(rows / blockM), heads), one warp per 16 query rows.
 struct AttentionPrefillSpec : KernelSpec {
   int heads = 0, kvHeads = 0, headDim = 0;
@@ -46,6 +74,7 @@ struct AttentionPrefillSpec : KernelSpec {
 
   std::string name() const override; // attention_prefill_bf16_h32_kv4_d64_m64n64_w4
   std::string header() const override { return "attention_prefill.cuh"; }
+  const ParamsLayout &params() const override { return AttentionPrefillParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: query rows of the sequence
   llvm::json::Object toJSON() const override;
@@ -109,6 +138,7 @@ struct AttentionDecodeSpec : KernelSpec {
 
   std::string name() const override; // attention_decode_bf16_h32_kv4_d64_s256_t128
   std::string header() const override { return "attention_decode.cuh"; }
+  const ParamsLayout &params() const override { return AttentionDecodeParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: the batch (sequences)
   llvm::json::Object toJSON() const override;
@@ -126,6 +156,7 @@ struct AttentionCombineSpec : KernelSpec {
 
   std::string name() const override; // attention_decode_combine_bf16_h32_d64
   std::string header() const override { return "attention_decode.cuh"; }
+  const ParamsLayout &params() const override { return AttentionCombineParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: the batch
   llvm::json::Object toJSON() const override;

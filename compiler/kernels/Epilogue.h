@@ -4,6 +4,7 @@
 // holds the matching device policies; this names them and describes their arguments.
 #pragma once
 
+#include "compiler/kernels/Params.h"
 #include "ir/Types.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -78,20 +79,26 @@ struct Prologue {
   bool operator==(const Prologue &o) const { return key() == o.key(); }
 };
 
-// The host mirror of templates/epilogue.cuh's EpiParams, passed by value to every matmul kernel.
-struct EpiParamsHost {
+// The host mirror of templates/epilogue.cuh's EpiParams: what a matmul's epilogue and prologue read.
+struct EpiParams {
   uint64_t bias = 0, residual = 0;
   float scale = 1.f;
-  int32_t maxSeq = 0;
-  uint64_t positions = 0, seqOf = 0, invFreq = 0, kCache = 0, vCache = 0;
+  int32_t max_seq = 0;
+  uint64_t positions = 0, seq_of = 0, inv_freq = 0, k_cache = 0, v_cache = 0;
   uint64_t gamma = 0, beta = 0;
   float eps = 0.f;
-  int32_t pad = 0;
   uint64_t argmax = 0;
+  static const ParamsLayout &layout();
 };
-static_assert(sizeof(EpiParamsHost) == 96 && offsetof(EpiParamsHost, positions) == 24 &&
-                  offsetof(EpiParamsHost, gamma) == 64 && offsetof(EpiParamsHost, eps) == 80 &&
-                  offsetof(EpiParamsHost, argmax) == 88,
-              "EpiParamsHost must match templates/epilogue.cuh's EpiParams");
+
+// The matmul kernels' one argument (gemm, gemv, gemvMma): templates/epilogue.cuh's MatmulParams.
+struct MatmulParams {
+  uint64_t C = 0; // [rows, N] (N / 2 gated, the q columns for qkv)
+  uint64_t A = 0; // [rows, K]
+  uint64_t W = 0; // [N, K]
+  int32_t rows = 0;
+  EpiParams epi;
+  static const ParamsLayout &layout();
+};
 
 } // namespace minfer

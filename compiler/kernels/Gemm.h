@@ -7,7 +7,7 @@
 // A, W and C 16-byte aligned; C may alias the residual, never A or W.
 #pragma once
 
-#include "compiler/Target.h"
+#include "jit/Target.h"
 #include "compiler/kernels/Epilogue.h"
 #include "compiler/kernels/KernelSpec.h"
 
@@ -58,6 +58,7 @@ struct GemmSpec : KernelSpec {
   // gemm_bf16_n5632_k2048_m128n128k32_s4_w2x2_epi_bias
   std::string name() const override;
   std::string header() const override { return "gemm.cuh"; }
+  const ParamsLayout &params() const override { return MatmulParams::layout(); }
   // minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 2, minfer::EpiBias>
   std::string entry() const override;
   // grid (ceil(n / bn), ceil(rows / bm)) — at least one block row, so rows = 0 is a harmless launch —

@@ -4,7 +4,7 @@
 // plus an optional prologue: a norm of A's rows (gamma, beta, eps in EpiParams), folded from the IR.
 #pragma once
 
-#include "compiler/Target.h"
+#include "jit/Target.h"
 #include "compiler/kernels/Epilogue.h"
 #include "compiler/kernels/KernelSpec.h"
 
@@ -60,6 +60,7 @@ struct GemvSpec : KernelSpec {
   // gemv_bf16_n2048_k2048_m4_r2_w4_epi_none, gemv_bf16_n2048_k2048_m8_mma_w8_epi_none
   std::string name() const override;
   std::string header() const override { return "gemv.cuh"; }
+  const ParamsLayout &params() const override { return MatmulParams::layout(); }
   // minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>, minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiNone>
   std::string entry() const override;
   // grid ceil(n / tile.rowsPerBlock()), block 32 * warps, no dynamic shared memory; independent of rows.

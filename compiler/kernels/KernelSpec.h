@@ -7,7 +7,9 @@
 // listings and bundle manifests. The template itself lives in templates/<family>.cuh.
 #pragma once
 
-#include "compiler/Target.h"
+#include "compiler/kernels/Params.h"
+#include "jit/Nvrtc.h"
+#include "jit/Target.h"
 
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
@@ -40,14 +42,17 @@ public:
   virtual std::string entry() const = 0;
   // Grid, block and shared memory for `rows` rows (tokens, or sequences for decode attention).
   virtual LaunchDims launch(int64_t rows) const = 0;
+  // The kernel's one argument: its family's Params struct (compiler/kernels/Params.h).
+  virtual const ParamsLayout &params() const = 0;
   // The spec's fields, for --emit=plan and bundle manifests.
   virtual llvm::json::Object toJSON() const = 0;
   // The template's shape rules, checked before NVRTC sees them so an impossible spec is a readable error
   // where it was planned (the template's static_asserts say the same at compile time).
   virtual llvm::Error validate(const Target &) const { return llvm::Error::success(); }
 
-  // The generated source: a header comment naming the spec, the template include, and one use of the
-  // entry that makes NVRTC instantiate it. Every constant is baked into the template arguments.
+  // The generated source: a header comment naming the spec, the template include, the checks that the
+  // template's Params struct matches the host's, and the entry NVRTC instantiates. Every constant is baked
+  // into the template arguments.
   std::string source() const;
 
   // ---- autotuning (compiler/Tuning.h): a tunable family exposes its tile parameters ----
@@ -61,5 +66,11 @@ public:
   // Every tile the tuner should time for `rows` rows on `target` (the spec itself among them or not).
   virtual std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const { return {}; }
 };
+
+// The kernel templates (templates/*.cuh), embedded in the binary at build time (cmake/EmbedTemplates.cmake).
+llvm::ArrayRef<EmbeddedHeader> templateHeaders();
+
+// What NVRTC compiles for `spec`: its name, generated source and entry, with the templates it includes.
+KernelSource kernelSource(const KernelSpec &spec);
 
 } // namespace minfer

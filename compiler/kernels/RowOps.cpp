@@ -2,7 +2,7 @@
 // of the sampling algorithm (templates/sampling.cuh's header comment defines it step by step).
 #include "compiler/kernels/RowOps.h"
 
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include <algorithm>
 #include <numeric>
@@ -363,7 +363,7 @@ struct Kept {
 };
 
 // Steps 0-6 of the algorithm: which tokens are kept, with which weights.
-Kept keptSet(llvm::ArrayRef<uint16_t> logits, const SampleParams &p) {
+Kept keptSet(llvm::ArrayRef<uint16_t> logits, const SampleSettings &p) {
   Kept out;
   const size_t V = logits.size();
   const uint64_t k = (p.topK <= 0 || static_cast<uint64_t>(p.topK) >= V) ? V : static_cast<uint64_t>(p.topK);
@@ -406,7 +406,7 @@ uint64_t sampleRandomBits(uint64_t seed, uint64_t step, uint64_t row) {
   return splitmix64(splitmix64(splitmix64(seed) ^ step) ^ row);
 }
 
-SampleOutcome sampleReference(llvm::ArrayRef<uint16_t> logits, const SampleParams &params, uint64_t row) {
+SampleOutcome sampleReference(llvm::ArrayRef<uint16_t> logits, const SampleSettings &params, uint64_t row) {
   SampleOutcome out;
   Kept kept = keptSet(logits, params);
   if (kept.argmax) {
@@ -432,7 +432,7 @@ SampleOutcome sampleReference(llvm::ArrayRef<uint16_t> logits, const SampleParam
   return out;
 }
 
-std::vector<double> sampleDistribution(llvm::ArrayRef<uint16_t> logits, const SampleParams &params) {
+std::vector<double> sampleDistribution(llvm::ArrayRef<uint16_t> logits, const SampleSettings &params) {
   std::vector<double> prob(logits.size(), 0.0);
   Kept kept = keptSet(logits, params);
   if (kept.argmax) {
@@ -441,6 +441,54 @@ std::vector<double> sampleDistribution(llvm::ArrayRef<uint16_t> logits, const Sa
   }
   for (size_t i = 0; i < logits.size(); ++i) prob[i] = static_cast<double>(kept.w[i]) / static_cast<double>(kept.total);
   return prob;
+}
+
+const ParamsLayout &NormParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(NormParams, a, Ptr), MINFER_PARAM(NormParams, b, Ptr), MINFER_PARAM(NormParams, gamma, Ptr), MINFER_PARAM(NormParams, beta, Ptr), MINFER_PARAM(NormParams, sum, Ptr), MINFER_PARAM(NormParams, y, Ptr), MINFER_PARAM(NormParams, rows, I32), MINFER_PARAM(NormParams, eps, F32)};
+  static const ParamsLayout layout{"minfer::NormParams", sizeof(NormParams), fields};
+  return layout;
+}
+
+const ParamsLayout &PointwiseParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(PointwiseParams, a, Ptr), MINFER_PARAM(PointwiseParams, b, Ptr), MINFER_PARAM(PointwiseParams, y, Ptr), MINFER_PARAM(PointwiseParams, rows, I32), MINFER_PARAM(PointwiseParams, arg, F32)};
+  static const ParamsLayout layout{"minfer::PointwiseParams", sizeof(PointwiseParams), fields};
+  return layout;
+}
+
+const ParamsLayout &EmbeddingParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(EmbeddingParams, ids, Ptr), MINFER_PARAM(EmbeddingParams, table, Ptr), MINFER_PARAM(EmbeddingParams, out, Ptr), MINFER_PARAM(EmbeddingParams, rows, I32), MINFER_PARAM(EmbeddingParams, table_rows, I32)};
+  static const ParamsLayout layout{"minfer::EmbeddingParams", sizeof(EmbeddingParams), fields};
+  return layout;
+}
+
+const ParamsLayout &RopeParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(RopeParams, x, Ptr), MINFER_PARAM(RopeParams, y, Ptr), MINFER_PARAM(RopeParams, positions, Ptr), MINFER_PARAM(RopeParams, inv_freq, Ptr), MINFER_PARAM(RopeParams, rows, I32)};
+  static const ParamsLayout layout{"minfer::RopeParams", sizeof(RopeParams), fields};
+  return layout;
+}
+
+const ParamsLayout &KvWriteParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(KvWriteParams, k, Ptr), MINFER_PARAM(KvWriteParams, v, Ptr), MINFER_PARAM(KvWriteParams, k_cache, Ptr), MINFER_PARAM(KvWriteParams, v_cache, Ptr), MINFER_PARAM(KvWriteParams, seq_of, Ptr), MINFER_PARAM(KvWriteParams, pos_of, Ptr), MINFER_PARAM(KvWriteParams, inv_freq, Ptr), MINFER_PARAM(KvWriteParams, rows, I32), MINFER_PARAM(KvWriteParams, max_seq, I32)};
+  static const ParamsLayout layout{"minfer::KvWriteParams", sizeof(KvWriteParams), fields};
+  return layout;
+}
+
+const ParamsLayout &ArgmaxParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(ArgmaxParams, logits, Ptr), MINFER_PARAM(ArgmaxParams, out, Ptr), MINFER_PARAM(ArgmaxParams, rows, I32)};
+  static const ParamsLayout layout{"minfer::ArgmaxParams", sizeof(ArgmaxParams), fields};
+  return layout;
+}
+
+const ParamsLayout &SampleParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(SampleParams, logits, Ptr), MINFER_PARAM(SampleParams, out, Ptr), MINFER_PARAM(SampleParams, rows, I32), MINFER_PARAM(SampleParams, temperature, F32), MINFER_PARAM(SampleParams, top_k, I32), MINFER_PARAM(SampleParams, top_p, F32), MINFER_PARAM(SampleParams, seed, U64), MINFER_PARAM(SampleParams, step, U64), MINFER_PARAM(SampleParams, step_offset, Ptr)};
+  static const ParamsLayout layout{"minfer::SampleParams", sizeof(SampleParams), fields};
+  return layout;
+}
+
+const ParamsLayout &AdvanceParams::layout() {
+  static const ParamField fields[] = {MINFER_PARAM(AdvanceParams, next, Ptr), MINFER_PARAM(AdvanceParams, tokens, Ptr), MINFER_PARAM(AdvanceParams, positions, Ptr), MINFER_PARAM(AdvanceParams, context_len, Ptr), MINFER_PARAM(AdvanceParams, history, Ptr), MINFER_PARAM(AdvanceParams, step, Ptr), MINFER_PARAM(AdvanceParams, rows, I32), MINFER_PARAM(AdvanceParams, history_steps, I32), MINFER_PARAM(AdvanceParams, keys, Ptr)};
+  static const ParamsLayout layout{"minfer::AdvanceParams", sizeof(AdvanceParams), fields};
+  return layout;
 }
 
 } // namespace minfer

@@ -8,16 +8,7 @@
 // row except for pointwise ops (flat, one 16-byte vector per thread); rows = 0 still launches one block,
 // which exits at once.
 //
-// Kernel arguments, in order (shapes [rows, cols], KVD = kv_heads * head_dim):
-//   NormSpec       x, gamma, [beta,] y, rows, eps                 ResidualAdd: a, b, gamma, [beta,] sum, y, rows, eps
-//   EmbeddingSpec  ids (i32 [rows]), table [table_rows, dim], out, rows, table_rows
-//   PointwiseSpec  unary: x, y, rows, arg (Scale's factor; ignored otherwise)   binary: a, b, y, rows
-//   RopeSpec       x, y, positions (i32 [rows]), inv_freq (f32 [head_dim/2]), rows
-//   KvWriteSpec    k, v, k_cache, v_cache, seq_of, pos_of, [inv_freq,] rows, max_seq
-//   ArgmaxSpec     logits [rows, vocab], out (i32 [rows]), rows
-//   SampleSpec     logits, out, rows, temperature, top_k, top_p, seed (u64), step (u64), step_offset (i32*, nullable)
-//   AdvanceSpec    next, tokens, positions, context_len, history, step (i32 each), rows, history_steps,
-//                  keys (u64 [rows], nullable: EpiArgmax keys read instead of next, then zeroed)
+// Each kernel takes its family's Params struct (below; the template's mirror is in the same .cuh).
 #pragma once
 
 #include "compiler/kernels/KernelSpec.h"
@@ -34,6 +25,77 @@
 #include <vector>
 
 namespace minfer {
+
+// ---- the kernels' arguments (host mirrors of the templates' structs; compiler/kernels/Params.h) ----------
+// Shapes [rows, cols]; KVD = kv_heads * head_dim. Device pointers are uint64_t.
+
+struct NormParams { // norm.cuh: rms_norm, layer_norm, and their _residual forms
+  uint64_t a = 0, b = 0;        // [rows, D]: x (or the addends a + b of the residual forms)
+  uint64_t gamma = 0, beta = 0; // [D] of the weight's type
+  uint64_t sum = 0, y = 0;      // [rows, D]: a + b (residual forms), the normalised rows
+  int32_t rows = 0;
+  float eps = 0;
+  static const ParamsLayout &layout();
+};
+
+struct PointwiseParams { // pointwise.cuh: unary (a -> y) and binary (a, b -> y)
+  uint64_t a = 0, b = 0, y = 0; // [rows, cols]
+  int32_t rows = 0;
+  float arg = 0; // Scale's factor
+  static const ParamsLayout &layout();
+};
+
+struct EmbeddingParams { // embedding.cuh
+  uint64_t ids = 0;   // i32 [rows]
+  uint64_t table = 0; // [table_rows, dim] of the table's type
+  uint64_t out = 0;   // [rows, dim]
+  int32_t rows = 0, table_rows = 0;
+  static const ParamsLayout &layout();
+};
+
+struct RopeParams { // rope.cuh: rope
+  uint64_t x = 0, y = 0;  // [rows, heads * head_dim]; y may alias x
+  uint64_t positions = 0; // i32 [rows]
+  uint64_t inv_freq = 0;  // f32 [head_dim / 2]
+  int32_t rows = 0;
+  static const ParamsLayout &layout();
+};
+
+struct KvWriteParams { // rope.cuh: kv_write, rope_kv_write
+  uint64_t k = 0, v = 0;             // [rows, KVD]
+  uint64_t k_cache = 0, v_cache = 0; // [batch, max_seq, KVD]
+  uint64_t seq_of = 0, pos_of = 0;   // i32 [rows]
+  uint64_t inv_freq = 0;             // f32 [head_dim / 2] (rope_kv_write)
+  int32_t rows = 0, max_seq = 0;
+  static const ParamsLayout &layout();
+};
+
+struct ArgmaxParams { // sampling.cuh: argmax
+  uint64_t logits = 0; // [rows, vocab]
+  uint64_t out = 0;    // i32 [rows]
+  int32_t rows = 0;
+  static const ParamsLayout &layout();
+};
+
+struct SampleParams { // sampling.cuh: sample (the algorithm: SampleSettings, sampleReference below)
+  uint64_t logits = 0, out = 0;
+  int32_t rows = 0;
+  float temperature = 0;
+  int32_t top_k = 0;
+  float top_p = 1;
+  uint64_t seed = 0, step = 0;
+  uint64_t step_offset = 0; // i32 [1], nullable: added to step
+  static const ParamsLayout &layout();
+};
+
+struct AdvanceParams { // sampling.cuh: advance_tokens
+  uint64_t next = 0, tokens = 0, positions = 0, context_len = 0; // i32 [rows]
+  uint64_t history = 0;                                          // i32 [history_steps, rows]
+  uint64_t step = 0;                                             // i32 [1]
+  int32_t rows = 0, history_steps = 0;
+  uint64_t keys = 0; // u64 [rows], nullable: EpiArgmax keys read instead of next, then zeroed
+  static const ParamsLayout &layout();
+};
 
 // ---- norms ----------------------------------------------------------------------------------------------
 
@@ -57,6 +119,7 @@ struct NormSpec : KernelSpec {
 
   std::string name() const override;
   std::string header() const override { return "norm.cuh"; }
+  const ParamsLayout &params() const override { return NormParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
@@ -75,6 +138,7 @@ struct EmbeddingSpec : KernelSpec {
   EmbeddingSpec(int64_t dim, ir::DType table);
   std::string name() const override;
   std::string header() const override { return "embedding.cuh"; }
+  const ParamsLayout &params() const override { return EmbeddingParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
@@ -101,6 +165,7 @@ struct PointwiseSpec : KernelSpec {
   PointwiseSpec(PointwiseOp op, int64_t cols) : op(op), cols(cols) {}
   std::string name() const override;
   std::string header() const override { return "pointwise.cuh"; }
+  const ParamsLayout &params() const override { return PointwiseParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
@@ -123,6 +188,7 @@ struct RopeSpec : KernelSpec {
   RopeSpec(int64_t heads, int64_t headDim, RopeStyle style);
   std::string name() const override;
   std::string header() const override { return "rope.cuh"; }
+  const ParamsLayout &params() const override { return RopeParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
@@ -140,6 +206,7 @@ struct KvWriteSpec : KernelSpec {
   KvWriteSpec(int64_t kvHeads, int64_t headDim, std::optional<RopeStyle> rope = std::nullopt);
   std::string name() const override;
   std::string header() const override { return "rope.cuh"; }
+  const ParamsLayout &params() const override { return KvWriteParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
@@ -162,6 +229,7 @@ struct ArgmaxSpec : KernelSpec {
   explicit ArgmaxSpec(int64_t vocab, int threads = kDefaultThreads) : vocab(vocab), threads(threads) {}
   std::string name() const override;
   std::string header() const override { return "sampling.cuh"; }
+  const ParamsLayout &params() const override { return ArgmaxParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
@@ -187,6 +255,7 @@ struct SampleSpec : KernelSpec {
   explicit SampleSpec(int64_t vocab, int threads = kDefaultThreads) : vocab(vocab), threads(threads) {}
   std::string name() const override;
   std::string header() const override { return "sampling.cuh"; }
+  const ParamsLayout &params() const override { return SampleParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
@@ -202,6 +271,7 @@ struct AdvanceSpec : KernelSpec {
   static AdvanceSpec forBatch(int64_t batch); // whole warps covering `batch` rows, at most 1024
   std::string name() const override;          // advance_tokens_t32
   std::string header() const override { return "sampling.cuh"; }
+  const ParamsLayout &params() const override { return AdvanceParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // one block, whatever the rows
   llvm::json::Object toJSON() const override;
@@ -211,7 +281,7 @@ struct AdvanceSpec : KernelSpec {
 
 // ---- the sampling algorithm on the host (templates/sampling.cuh defines it; this is its exact copy) -----
 
-struct SampleParams {
+struct SampleSettings {
   float temperature = 1.0f; // <= 0: argmax
   int topK = 0;             // <= 0 or >= vocab: all
   float topP = 1.0f;        // applied when 0 < topP < 1
@@ -232,9 +302,9 @@ struct SampleOutcome {
 };
 
 // The token the sample kernel draws for `row` of the logits (bf16 bits, one row).
-SampleOutcome sampleReference(llvm::ArrayRef<uint16_t> logits, const SampleParams &params, uint64_t row);
+SampleOutcome sampleReference(llvm::ArrayRef<uint16_t> logits, const SampleSettings &params, uint64_t row);
 // The probability of each token under `params` (W / S of the kept set, exactly; argmax cases put 1 on the
 // argmax): what the draws of many rows should follow.
-std::vector<double> sampleDistribution(llvm::ArrayRef<uint16_t> logits, const SampleParams &params);
+std::vector<double> sampleDistribution(llvm::ArrayRef<uint16_t> logits, const SampleSettings &params);
 
 } // namespace minfer

@@ -3,7 +3,7 @@
 // teacher-forced steps, and HF's greedy continuation with the logits each token was chosen from.
 #pragma once
 
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 #include "ir/Interpreter.h"
 
 #include "llvm/Support/Error.h"

@@ -3,8 +3,8 @@
 // kernel for the compile and cache tests.
 #pragma once
 
-#include "compiler/Nvrtc.h"
-#include "compiler/Target.h"
+#include "jit/Nvrtc.h"
+#include "jit/Target.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -91,7 +91,7 @@ private:
 // A tiny template kernel; the entry instantiates it, as KernelSpec::entry() does for real templates.
 inline KernelSource scaleKernel(const std::string &name, int factor = 3) {
   return {name, "template <int N> __global__ void scale(float *p) { p[threadIdx.x] *= N; }\n",
-          "scale<" + std::to_string(factor) + ">"};
+          "scale<" + std::to_string(factor) + ">", {}};
 }
 
 inline Target target(llvm::StringRef name) {

@@ -9,9 +9,9 @@
 #include "common/TestModels.h"
 
 #include "compiler/Fuse.h"
-#include "compiler/HFImport.h"
-#include "compiler/Safetensors.h"
-#include "compiler/WeightLoader.h"
+#include "io/HFImport.h"
+#include "io/Safetensors.h"
+#include "io/WeightLoader.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"

@@ -203,11 +203,9 @@ TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
         auto out = gputest::poisonedBf16(size_t(rows) * qDim);
         ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
 
-        cuda::DevicePtr qp = qd.ptr(), kp = kc.ptr() + slab * 2, vp = vc.ptr() + slab * 2, op = out->ptr();
-        int rowsArg = rows, startArg = start;
-        float scaleArg = scale;
-        void *args[] = {&qp, &kp, &vp, &op, &rowsArg, &startArg, &scaleArg};
-        MINFER_ASSERT_OK(cuda::launch((*kernel)->fn, spec.launch(rows), args));
+        AttentionPrefillParams p{.q = qd.ptr(), .k_cache = kc.ptr() + slab * 2, .v_cache = vc.ptr() + slab * 2,
+                                 .out = out->ptr(), .rows = int(rows), .start_pos = int(start), .scale = float(scale)};
+        MINFER_ASSERT_OK(launchKernel((*kernel)->fn, spec, rows, p));
         MINFER_ASSERT_OK(cuda::synchronize());
         auto got = gputest::downloadBf16(*out, {rows, qDim});
         ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
@@ -300,14 +298,14 @@ TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
       auto out = gputest::poisonedBf16(size_t(batch) * qDim);
       ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
 
-      cuda::DevicePtr qp = qd.ptr(), kp = kc.ptr(), vp = vc.ptr(), cp = ctxd.ptr(), op = out->ptr();
       cuda::DevicePtr partialOut = ws->ptr(), partialLse = ws->ptr() + dec.partialLseOffset(batch, kDecodeMaxSeq);
-      int maxSeqArg = kDecodeMaxSeq, numSplits = int(dec.numSplits()), splitTokens = dec.splitTokens;
-      float scaleArg = scale;
-      void *decodeArgs[] = {&qp, &kp, &vp, &partialOut, &partialLse, &cp, &maxSeqArg, &scaleArg};
-      void *combineArgs[] = {&partialOut, &partialLse, &cp, &op, &numSplits, &splitTokens};
-      MINFER_ASSERT_OK(cuda::launch((*dk)->fn, dec.launch(batch), decodeArgs));
-      MINFER_ASSERT_OK(cuda::launch((*ck)->fn, comb.launch(batch), combineArgs));
+      AttentionDecodeParams dp{.q = qd.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(), .partial_out = partialOut,
+                               .partial_lse = partialLse, .context_len = ctxd.ptr(), .max_seq = int(kDecodeMaxSeq),
+                               .scale = float(scale)};
+      AttentionCombineParams cp{.partial_out = partialOut, .partial_lse = partialLse, .context_len = ctxd.ptr(),
+                                .out = out->ptr(), .num_splits = int(dec.numSplits()), .split_tokens = dec.splitTokens};
+      MINFER_ASSERT_OK(launchKernel((*dk)->fn, dec, batch, dp));
+      MINFER_ASSERT_OK(launchKernel((*ck)->fn, comb, batch, cp));
       MINFER_ASSERT_OK(cuda::synchronize());
       auto got = gputest::downloadBf16(*out, {batch, qDim});
       ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());

@@ -26,7 +26,7 @@ std::string errorText(llvm::Error e) { return e ? llvm::toString(std::move(e)) :
 llvm::Expected<gputest::GpuKernel> build(StringRef name, StringRef source, StringRef entry) {
   auto target = gputest::deviceTarget();
   if (!target) return target.takeError();
-  auto compiled = compileKernel(KernelSource{name.str(), source.str(), entry.str()}, *target);
+  auto compiled = compileKernel(KernelSource{name.str(), source.str(), entry.str(), {}}, *target);
   if (!compiled) return compiled.takeError();
   auto module = cuda::Module::load(compiled->cubin, name);
   if (!module) return module.takeError();
@@ -241,7 +241,7 @@ TEST(DriverGpu, UnknownKernelNameIsAnErrorNamingIt) {
   MINFER_REQUIRE_GPU();
   auto target = gputest::deviceTarget();
   ASSERT_TRUE(bool(target)) << llvm::toString(target.takeError());
-  auto compiled = compileKernel(KernelSource{"add_one_8", kAddOne, "add_one<8>"}, *target);
+  auto compiled = compileKernel(KernelSource{"add_one_8", kAddOne, "add_one<8>", {}}, *target);
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
   ASSIGN_OR_FAIL(mod, cuda::Module::load(compiled->cubin, "add_one_8"));
   auto fn = mod.function("no_such_kernel");

@@ -10,7 +10,7 @@
 #include "common/TestModels.h"
 #include "gpu/GpuHarness.h"
 
-#include "compiler/Npy.h"
+#include "io/Npy.h"
 #include "minfer/minfer.hpp"
 
 #include "llvm/ADT/StringExtras.h"

@@ -9,8 +9,8 @@
 #include "gpu/GpuHarness.h"
 
 #include "common/TestModels.h"
-#include "compiler/KernelCache.h"
-#include "compiler/ParallelCompile.h"
+#include "jit/KernelCache.h"
+#include "jit/ParallelCompile.h"
 #include "compiler/Plan.h"
 #include "compiler/kernels/Epilogue.h"
 #include "compiler/kernels/Gemm.h"
@@ -202,28 +202,25 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     // The kernel.
     auto kernel = loadKernel(*run.spec, target, &cache);
     ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
-    LaunchDims dims = run.spec->launch(rows);
     MINFER_ASSERT_OK(out.fill(0xFF));
     MINFER_ASSERT_OK(kCache.fill(0xFF));
     MINFER_ASSERT_OK(vCache.fill(0xFF));
-    EpiParamsHost epi;
+    MatmulParams p{.C = out.ptr(), .A = xDev.ptr(), .W = weights.at(&c).first.ptr(), .rows = static_cast<int32_t>(rows)};
+    EpiParams &epi = p.epi;
     epi.bias = weights.at(&c).second.ptr();
     epi.residual = resDev.ptr();
     epi.scale = 0.5f;
-    epi.maxSeq = static_cast<int32_t>(kMaxSeq);
+    epi.max_seq = static_cast<int32_t>(kMaxSeq);
     epi.positions = posDev.ptr();
-    epi.seqOf = seqDev.ptr();
-    epi.invFreq = invFreq.count(&c) ? invFreq.at(&c).ptr() : 0;
-    epi.kCache = kCache.ptr();
-    epi.vCache = vCache.ptr();
+    epi.seq_of = seqDev.ptr();
+    epi.inv_freq = invFreq.count(&c) ? invFreq.at(&c).ptr() : 0;
+    epi.k_cache = kCache.ptr();
+    epi.v_cache = vCache.ptr();
     bool f32Norm = run.pro.weights == ir::DType::F32;
     epi.gamma = f32Norm ? gammaF32.ptr() : gammaDev.ptr();
     epi.beta = betaF32.ptr();
     epi.eps = 1e-5f;
-    cuda::DevicePtr cPtr = out.ptr(), aPtr = xDev.ptr(), wPtr = weights.at(&c).first.ptr();
-    int mRows = static_cast<int>(rows);
-    void *params[] = {&cPtr, &aPtr, &wPtr, &mRows, &epi};
-    MINFER_ASSERT_OK(cuda::launch(kernel->fn, dims, params));
+    MINFER_ASSERT_OK(launchKernel(kernel->fn, *run.spec, rows, p));
     MINFER_ASSERT_OK(cuda::synchronize());
 
     int64_t cols = c.epi.outCols(kN);

@@ -8,8 +8,8 @@
 // ‖gpu − ref‖ / ‖ref‖ is within bf16 tolerance.
 #pragma once
 
-#include "compiler/Nvrtc.h"
-#include "compiler/Safetensors.h"
+#include "jit/Nvrtc.h"
+#include "io/Safetensors.h"
 #include "compiler/kernels/KernelSpec.h"
 #include "ir/Interpreter.h"
 #include "runtime/Driver.h"
@@ -63,12 +63,10 @@ inline llvm::Expected<GpuKernel> buildKernel(const KernelSpec &spec) {
   return loadKernel(spec, *target, /*cache=*/nullptr);
 }
 
-// Launches `kernel` (built from `spec`) over `rows` with the given kernel arguments (device pointers as
-// cuda::DevicePtr, then ints / floats exactly as the template declares them) and waits for it.
-template <typename... Args>
-llvm::Error run(const LoadedKernel &kernel, const KernelSpec &spec, int64_t rows, Args... args) {
-  void *params[] = {static_cast<void *>(&args)...};
-  if (auto e = cuda::launch(kernel.fn, spec.launch(rows), params)) return e;
+// Launches `kernel` (built from `spec`) over `rows` with its Params struct (compiler/kernels) and waits.
+template <typename P>
+llvm::Error run(const LoadedKernel &kernel, const KernelSpec &spec, int64_t rows, const P &params) {
+  if (auto e = launchKernel(kernel.fn, spec, rows, params)) return e;
   return cuda::synchronize();
 }
 

@@ -34,20 +34,11 @@ inline std::string shapeName(const testing::TestParamInfo<Shape> &info) {
 // The factor a scaling epilogue multiplies by in these tests.
 constexpr float kEpilogueScale = 0.75f;
 
-// The kernel arguments of gemm.cuh and gemv.cuh, in order (EpiParams: Epilogue.h's EpiParamsHost).
-struct MatmulArgs {
-  cuda::DevicePtr c = 0, a = 0, w = 0;
-  int m = 0;
-  cuda::DevicePtr bias = 0, residual = 0;
-};
-
-inline llvm::Error launchMatmul(const GpuKernel &k, const LaunchDims &dims, MatmulArgs args) {
-  EpiParamsHost epi;
-  epi.bias = args.bias;
-  epi.residual = args.residual;
-  epi.scale = kEpilogueScale;
-  void *params[] = {&args.c, &args.a, &args.w, &args.m, &epi};
-  if (auto e = cuda::launch(k.fn, dims, params)) return e;
+// Runs a gemm or gemv kernel over `rows` with a pointwise epilogue's arguments (scale kEpilogueScale).
+inline llvm::Error launchMatmul(const GpuKernel &k, const KernelSpec &spec, int64_t rows, MatmulParams p) {
+  p.rows = static_cast<int32_t>(rows);
+  p.epi.scale = kEpilogueScale;
+  if (auto e = launchKernel(k.fn, spec, rows, p)) return e;
   return cuda::synchronize();
 }
 
@@ -213,8 +204,10 @@ inline void runAndCompare(KernelSet &kernels, const KernelSpec &spec, const Matm
   const GpuKernel *k = kernels.get(spec);
   if (!k) return;
   if (!keepC) MINFER_ASSERT_OK(c.fill(0xFF));
-  MatmulArgs args{c.ptr(), a.ptr(), p.weightsPtr(), static_cast<int>(m), p.biasPtr(), residual};
-  MINFER_ASSERT_OK(launchMatmul(*k, spec.launch(m), args));
+  MatmulParams params{.C = c.ptr(), .A = a.ptr(), .W = p.weightsPtr()};
+  params.epi.bias = p.biasPtr();
+  params.epi.residual = residual;
+  MINFER_ASSERT_OK(launchMatmul(*k, spec, m, params));
   auto got = downloadBf16(c, {m, p.n});
   ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
   expectOutputMatches(*got, rows, ref, what);

@@ -135,13 +135,10 @@ TEST_P(NormKernel, MatchesInterpreter) {
     GPU_TRY(sBuf, gputest::poisonedBf16(rows * c.dim));
     const int r = int(rows);
     const float eps = 1e-5f;
-    if (!fused && !layer) MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), gBuf.ptr(), yBuf.ptr(), r, eps));
-    if (!fused && layer) MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), gBuf.ptr(), bBuf.ptr(), yBuf.ptr(), r, eps));
-    if (fused && !layer)
-      MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), bInBuf.ptr(), gBuf.ptr(), sBuf.ptr(), yBuf.ptr(), r, eps));
-    if (fused && layer)
-      MINFER_ASSERT_OK(
-          run(kernel, spec, rows, aBuf.ptr(), bInBuf.ptr(), gBuf.ptr(), bBuf.ptr(), sBuf.ptr(), yBuf.ptr(), r, eps));
+    NormParams p{.a = aBuf.ptr(), .gamma = gBuf.ptr(), .y = yBuf.ptr(), .rows = r, .eps = eps};
+    if (layer) p.beta = bBuf.ptr();
+    if (fused) p.b = bInBuf.ptr(), p.sum = sBuf.ptr();
+    MINFER_ASSERT_OK(run(kernel, spec, rows, p));
     GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, c.dim}));
     expectClose(y, want, spec.name() + " rows=" + std::to_string(rows));
     if (fused) { // the new residual stream is exactly bf16(a + b)
@@ -175,7 +172,9 @@ TEST(NormKernel, ResidualSumMayOverwriteItsInput) {
   GPU_TRY(bBuf, gputest::uploadBf16(b));
   GPU_TRY(gBuf, gputest::uploadBf16(gamma));
   GPU_TRY(yBuf, gputest::poisonedBf16(rows * d));
-  MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), bBuf.ptr(), gBuf.ptr(), aBuf.ptr(), yBuf.ptr(), int(rows), 1e-5f));
+  MINFER_ASSERT_OK(run(kernel, spec, rows,
+                       NormParams{.a = aBuf.ptr(), .b = bBuf.ptr(), .gamma = gBuf.ptr(), .sum = aBuf.ptr(),
+                                  .y = yBuf.ptr(), .rows = int(rows), .eps = 1e-5f}));
   GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
   GPU_TRY(newA, gputest::downloadBf16(aBuf, {rows, d}));
   expectClose(y, want, spec.name() + " in place");
@@ -209,7 +208,9 @@ TEST(EmbeddingKernel, MatchesInterpreterForEveryTableType) {
         ir::Tensor want = reference(o, {&ids, &table});
         GPU_TRY(idBuf, gputest::uploadVector(idBits));
         GPU_TRY(yBuf, gputest::poisonedBf16(rows * d));
-        MINFER_ASSERT_OK(run(kernel, spec, rows, idBuf.ptr(), tBuf.ptr(), yBuf.ptr(), int(rows), int(tableRows)));
+        MINFER_ASSERT_OK(run(kernel, spec, rows,
+                             EmbeddingParams{.ids = idBuf.ptr(), .table = tBuf.ptr(), .out = yBuf.ptr(),
+                                             .rows = int(rows), .table_rows = int(tableRows)}));
         GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
         expectClose(y, want, spec.name() + " rows=" + std::to_string(rows));
       }
@@ -230,7 +231,9 @@ TEST(EmbeddingKernel, OutOfRangeIdsWriteNaNRows) {
   // Fill with a non-NaN value first, so the NaN rows are known to have been written by the kernel.
   GPU_TRY(zero, gputest::uploadVector(std::vector<uint16_t>(rows * d, floatToBf16(1.0f))));
   MINFER_ASSERT_OK(cuda::copyDeviceToDevice(yBuf.ptr(), zero.ptr(), rows * d * 2));
-  MINFER_ASSERT_OK(run(kernel, spec, rows, idBuf.ptr(), tBuf.ptr(), yBuf.ptr(), int(rows), int(tableRows)));
+  MINFER_ASSERT_OK(run(kernel, spec, rows,
+                             EmbeddingParams{.ids = idBuf.ptr(), .table = tBuf.ptr(), .out = yBuf.ptr(),
+                                             .rows = int(rows), .table_rows = int(tableRows)}));
   GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
   for (int64_t r = 0; r < rows; ++r) {
     bool bad = ids[r] < 0 || ids[r] >= tableRows;
@@ -294,13 +297,14 @@ TEST_P(PointwiseKernel, MatchesInterpreter) {
     GPU_TRY(aBuf, gputest::uploadBf16(a));
     GPU_TRY(bBuf, gputest::uploadBf16(b));
     GPU_TRY(yBuf, gputest::poisonedBf16(rows * c.cols));
-    if (isBinary(c.op)) MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), bBuf.ptr(), yBuf.ptr(), int(rows)));
-    else MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), yBuf.ptr(), int(rows), factor));
+    PointwiseParams p{.a = aBuf.ptr(), .y = yBuf.ptr(), .rows = int(rows), .arg = factor};
+    if (isBinary(c.op)) p.b = bBuf.ptr();
+    MINFER_ASSERT_OK(run(kernel, spec, rows, p));
     GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, c.cols}));
     expectClose(y, want, spec.name() + " rows=" + std::to_string(rows));
     if (rows == 64) { // in place: y aliases the first input
-      if (isBinary(c.op)) MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), bBuf.ptr(), aBuf.ptr(), int(rows)));
-      else MINFER_ASSERT_OK(run(kernel, spec, rows, aBuf.ptr(), aBuf.ptr(), int(rows), factor));
+      p.y = aBuf.ptr();
+      MINFER_ASSERT_OK(run(kernel, spec, rows, p));
       GPU_TRY(inPlace, gputest::downloadBf16(aBuf, {rows, c.cols}));
       EXPECT_EQ(gputest::relError(inPlace, y), 0.0) << "in place differs from out of place";
     }
@@ -383,11 +387,13 @@ TEST_P(RopeKernel, MatchesInterpreter) {
     GPU_TRY(xBuf, gputest::uploadBf16(x));
     GPU_TRY(pBuf, gputest::uploadVector(positions));
     GPU_TRY(yBuf, gputest::poisonedBf16(rows * width));
-    MINFER_ASSERT_OK(run(kernel, spec, rows, xBuf.ptr(), yBuf.ptr(), pBuf.ptr(), freqBuf.ptr(), int(rows)));
+    RopeParams p{.x = xBuf.ptr(), .y = yBuf.ptr(), .positions = pBuf.ptr(), .inv_freq = freqBuf.ptr(), .rows = int(rows)};
+    MINFER_ASSERT_OK(run(kernel, spec, rows, p));
     GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, width}));
     expectClose(y, want, spec.name() + " " + c.label + " rows=" + std::to_string(rows));
     if (rows == 7) { // in place
-      MINFER_ASSERT_OK(run(kernel, spec, rows, xBuf.ptr(), xBuf.ptr(), pBuf.ptr(), freqBuf.ptr(), int(rows)));
+      p.y = xBuf.ptr();
+      MINFER_ASSERT_OK(run(kernel, spec, rows, p));
       GPU_TRY(inPlace, gputest::downloadBf16(xBuf, {rows, width}));
       EXPECT_EQ(gputest::relError(inPlace, y), 0.0) << "in place differs from out of place";
     }
@@ -458,12 +464,10 @@ TEST(KvWriteKernel, WritesEveryRowToItsSlotAndNothingElse) {
         GPU_TRY(pBuf, gputest::uploadVector(posOf));
         GPU_TRY(kc, gputest::poisonedBf16(batch * maxSeq * kvd));
         GPU_TRY(vc, gputest::poisonedBf16(batch * maxSeq * kvd));
-        if (rope)
-          MINFER_ASSERT_OK(run(kernel, spec, rows, kBuf.ptr(), vBuf.ptr(), kc.ptr(), vc.ptr(), sBuf.ptr(), pBuf.ptr(),
-                               freqBuf.ptr(), int(rows), int(maxSeq)));
-        else
-          MINFER_ASSERT_OK(run(kernel, spec, rows, kBuf.ptr(), vBuf.ptr(), kc.ptr(), vc.ptr(), sBuf.ptr(), pBuf.ptr(),
-                               int(rows), int(maxSeq)));
+        KvWriteParams p{.k = kBuf.ptr(), .v = vBuf.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(),
+                        .seq_of = sBuf.ptr(), .pos_of = pBuf.ptr(), .rows = int(rows), .max_seq = int(maxSeq)};
+        if (rope) p.inv_freq = freqBuf.ptr();
+        MINFER_ASSERT_OK(run(kernel, spec, rows, p));
         std::vector<uint16_t> kCache(batch * maxSeq * kvd), vCache(kCache.size());
         MINFER_ASSERT_OK(kc.download(kCache.data(), kCache.size() * 2));
         MINFER_ASSERT_OK(vc.download(vCache.data(), vCache.size() * 2));

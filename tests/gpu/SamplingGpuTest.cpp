@@ -83,7 +83,7 @@ TEST(ArgmaxKernel, MatchesHostArgmaxExactly) {
       plantSpecialRows(logits, rows, v, rng);
       GPU_TRY(lBuf, gputest::uploadVector(logits));
       GPU_TRY(oBuf, gputest::uploadVector(std::vector<int32_t>(rows, -7)));
-      MINFER_ASSERT_OK(run(kernel, spec, rows, lBuf.ptr(), oBuf.ptr(), int(rows)));
+      MINFER_ASSERT_OK(run(kernel, spec, rows, ArgmaxParams{.logits = lBuf.ptr(), .out = oBuf.ptr(), .rows = int(rows)}));
       std::vector<int32_t> got(rows);
       MINFER_ASSERT_OK(oBuf.download(got.data(), rows * 4));
       for (int64_t r = 0; r < rows; ++r)
@@ -97,20 +97,20 @@ TEST(ArgmaxKernel, MatchesHostArgmaxExactly) {
 // Runs the sample kernel over `logits` [rows, v]; the drawn tokens.
 llvm::Expected<std::vector<int32_t>> sampleOnGpu(const gputest::GpuKernel &kernel, const SampleSpec &spec,
                                                  const std::vector<uint16_t> &logits, int64_t rows,
-                                                 const SampleParams &p) {
+                                                 const SampleSettings &p) {
   auto lBuf = gputest::uploadVector(logits);
   if (!lBuf) return lBuf.takeError();
   auto oBuf = gputest::uploadVector(std::vector<int32_t>(rows, -7));
   if (!oBuf) return oBuf.takeError();
-  if (auto e = run(kernel, spec, rows, lBuf->ptr(), oBuf->ptr(), int(rows), p.temperature, p.topK, p.topP,
-                   (unsigned long long)p.seed, (unsigned long long)p.step, (const int *)nullptr))
-    return e;
+  SampleParams params{.logits = lBuf->ptr(), .out = oBuf->ptr(), .rows = int(rows), .temperature = p.temperature,
+                      .top_k = p.topK, .top_p = p.topP, .seed = p.seed, .step = p.step};
+  if (auto e = run(kernel, spec, rows, params)) return e;
   std::vector<int32_t> out(rows);
   if (auto e = oBuf->download(out.data(), rows * 4)) return e;
   return out;
 }
 
-std::string paramsStr(const SampleParams &p) {
+std::string paramsStr(const SampleSettings &p) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "T=%g top_k=%d top_p=%g seed=%llu step=%llu", p.temperature, p.topK, p.topP,
                 (unsigned long long)p.seed, (unsigned long long)p.step);
@@ -128,7 +128,7 @@ TEST(SampleKernel, GreedyCasesEqualArgmax) {
     std::vector<uint16_t> logits = randomLogits(rows, v, rng);
     plantSpecialRows(logits, rows, v, rng);
     for (auto [t, k] : std::vector<std::pair<float, int>>{{0.f, 0}, {-1.f, 50}, {1.f, 1}, {0.7f, 1}}) {
-      SampleParams p;
+      SampleSettings p;
       p.temperature = t;
       p.topK = k;
       p.topP = 0.9f;
@@ -147,7 +147,7 @@ TEST(SampleKernel, SameSeedSameTokensOtherSeedOtherTokens) {
   GPU_TRY(kernel, gputest::buildKernel(spec));
   std::mt19937 rng(2);
   std::vector<uint16_t> logits = randomLogits(rows, v, rng, 1.f);
-  SampleParams p;
+  SampleSettings p;
   p.seed = 1234;
   p.step = 17;
   GPU_TRY(a, sampleOnGpu(kernel, spec, logits, rows, p));
@@ -184,7 +184,7 @@ std::vector<uint16_t> varietyLogits(int64_t rows, int64_t v, std::mt19937 &rng) 
 
 TEST(SampleKernel, ReproducesTheHostAlgorithmExactly) {
   MINFER_REQUIRE_GPU();
-  const SampleParams settings[] = {
+  const SampleSettings settings[] = {
       {1.0f, 0, 1.0f, 7, 0},      {0.7f, 50, 1.0f, 7, 1},   {1.0f, 0, 0.9f, 7, 2},    {0.8f, 40, 0.95f, 7, 3},
       {1.5f, 1000, 0.5f, 7, 4},   {100.f, 0, 0.99f, 7, 5},  {0.3f, 3, 1.0f, 7, 6},    {1.0f, 2000, 0.3f, 99, 7},
   };
@@ -196,7 +196,7 @@ TEST(SampleKernel, ReproducesTheHostAlgorithmExactly) {
     const int64_t rows = v > 100000 ? 32 : 64;
     std::vector<uint16_t> logits = varietyLogits(rows, v, rng);
     int compared = 0, skipped = 0, skippedEqual = 0;
-    for (const SampleParams &p : settings) {
+    for (const SampleSettings &p : settings) {
       GPU_TRY(got, sampleOnGpu(kernel, spec, logits, rows, p));
       for (int64_t r = 0; r < rows; ++r) {
         SampleOutcome want = sampleReference(llvm::ArrayRef<uint16_t>(logits.data() + r * v, v), p, uint64_t(r));
@@ -220,7 +220,7 @@ TEST(SampleKernel, ReproducesTheHostAlgorithmExactly) {
 
 // Many rows of the same logits: the counts of each token against the exact distribution.
 void expectFollowsDistribution(const gputest::GpuKernel &kernel, const SampleSpec &spec,
-                               const std::vector<uint16_t> &row, const SampleParams &p, int64_t rows) {
+                               const std::vector<uint16_t> &row, const SampleSettings &p, int64_t rows) {
   std::vector<uint16_t> logits;
   for (int64_t r = 0; r < rows; ++r) logits.insert(logits.end(), row.begin(), row.end());
   GPU_TRY(got, sampleOnGpu(kernel, spec, logits, rows, p));

@@ -1,7 +1,7 @@
 // tests/unit/AttentionSpecTest.cpp — the attention specs on the CPU: names, launch geometry, shared memory,
 // decode workspace and split choice; and every template instantiation of a sweep (head dims 8..128, GQA
 // ratios 1, 4, 7, 8, MQA) compiled by NVRTC for sm_80, sm_89 and sm_90. No GPU needed.
-#include "compiler/Nvrtc.h"
+#include "jit/Nvrtc.h"
 #include "compiler/kernels/Attention.h"
 
 #include <gtest/gtest.h>
@@ -155,7 +155,9 @@ const Heads kSweep[] = {{8, 8, 8},   {4, 2, 16},  {16, 4, 16},  {4, 1, 32},   {3
 
 // The spec's source, plus static_asserts that the template's shared-memory formula agrees with the host's.
 KernelSource withSmemCheck(const KernelSpec &spec, const std::string &check) {
-  return KernelSource{spec.name(), spec.source() + check, spec.entry()};
+  KernelSource s = kernelSource(spec);
+  s.text += check;
+  return s;
 }
 
 // The sweep's sources. `full`: every head config with its default tiles, plus every candidate prefill tile
@@ -179,7 +181,7 @@ std::vector<KernelSource> sweepSources(bool full) {
                                        std::to_string(d.threads) + ") == " + std::to_string(d.sharedBytes()) +
                                        ", \"host/template smem\");\n"));
     AttentionCombineSpec c = AttentionCombineSpec::forDecode(d);
-    out.push_back(KernelSource{c.name(), c.source(), c.entry()});
+    out.push_back(kernelSource(c));
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // tests/unit/BundleTest.cpp — bundles round-trip, and every kind of damage is caught on read.
-#include "compiler/Bundle.h"
+#include "jit/Bundle.h"
 #include "common/TestFiles.h"
 
 #include "llvm/Support/FileSystem.h"

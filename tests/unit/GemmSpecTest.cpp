@@ -3,7 +3,7 @@
 // on which target, the heuristic defaults, and that the templates compile under NVRTC (sm_90 for a sweep
 // of shapes, tiles and epilogues; sm_80 and sm_89 for the defaults). NVRTC needs no GPU; a compile takes
 // 0.1-0.8 s here; the ~60 compiles take ~30 s of CPU.
-#include "compiler/Nvrtc.h"
+#include "jit/Nvrtc.h"
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
 
@@ -28,7 +28,7 @@ std::string errorOf(llvm::Error e) { return e ? llvm::toString(std::move(e)) : s
 
 // Compiles `spec` for `t`; a failure names the spec and carries NVRTC's log.
 void expectCompiles(const KernelSpec &spec, const Target &t) {
-  auto compiled = compileKernel(KernelSource{spec.name(), spec.source(), spec.entry()}, t);
+  auto compiled = compileKernel(kernelSource(spec), t);
   ASSERT_TRUE(bool(compiled)) << spec.name() << " for " << t.name << ":\n" << llvm::toString(compiled.takeError());
   EXPECT_FALSE(compiled->cubin.empty()) << spec.name();
   EXPECT_FALSE(compiled->loweredName.empty()) << spec.name();
@@ -413,7 +413,7 @@ TEST(MatmulNvrtc, ImpossibleSpecsFailWithAReadableMessage) {
       {std::make_unique<GemvSpec>(64, 100, Epilogue::None, GemvTile{4, 1, 4, true}), "K must be a multiple of 8"},
   };
   for (const auto &[spec, words] : cases) {
-    auto compiled = compileKernel(KernelSource{spec->name(), spec->source(), spec->entry()}, h100);
+    auto compiled = compileKernel(kernelSource(*spec), h100);
     ASSERT_FALSE(bool(compiled)) << spec->name() << " compiled";
     std::string msg = llvm::toString(compiled.takeError());
     EXPECT_NE(msg.find(words), std::string::npos) << spec->name() << ":\n" << msg;

@@ -5,7 +5,7 @@
 // not produced by the importer.
 #include "common/TestModels.h"
 
-#include "compiler/HFImport.h"
+#include "io/HFImport.h"
 #include "ir/Printer.h"
 
 #include "llvm/Support/MemoryBuffer.h"

@@ -1,7 +1,7 @@
-// tests/unit/HalfConversionTest.cpp — bf16 and f16 conversions (compiler/Safetensors.h) against values
+// tests/unit/HalfConversionTest.cpp — bf16 and f16 conversions (io/Safetensors.h) against values
 // known independently: bit patterns from the formats' definitions, a formula over every f16 pattern, a
 // nearest-value search, and the compiler's own _Float16.
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include <gtest/gtest.h>
 

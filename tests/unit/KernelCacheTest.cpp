@@ -4,8 +4,8 @@
 // entries are made by truncating or flipping bytes, concurrency by fork(): two processes racing on one key,
 // and a lock holder killed with SIGKILL. Tests run as root, so an unwritable cache is a path that goes
 // through a regular file.
-#include "compiler/KernelCache.h"
-#include "compiler/ParallelCompile.h"
+#include "jit/KernelCache.h"
+#include "jit/ParallelCompile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"

@@ -1,7 +1,7 @@
 // NpyTest.cpp — tests for compiler/Npy: the exact bytes the writer produces (checked against NumPy's
 // format spec, not against our reader), round trips across ranks including 0-d and empty arrays, reads
 // of hand-written files, and one hand-crafted bad file per validation rule.
-#include "compiler/Npy.h"
+#include "io/Npy.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"

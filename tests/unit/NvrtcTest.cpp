@@ -2,8 +2,8 @@
 //
 // The kernels are inline templates in the source text (no embedded template needed), so these tests hold
 // while templates/ changes; each NVRTC compile of one takes well under a second on one core.
-#include "compiler/Nvrtc.h"
-#include "compiler/Target.h"
+#include "jit/Nvrtc.h"
+#include "jit/Target.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"

@@ -37,8 +37,15 @@ TEST(Plan, LlamaLayerLaunchesOneKernelPerOpUnfused) {
   EXPECT_EQ(p.prefill.launches[2 * 17 + 1].role, LaunchRole::Gather);
   EXPECT_EQ(p.decode.launches[2 * 18 + 3].role, LaunchRole::Select);
   EXPECT_EQ(p.decode.launches[2 * 18 + 4].role, LaunchRole::Advance);
-  ASSERT_GE(p.sampleKernel, 0);
-  EXPECT_EQ(p.kernels[p.sampleKernel]->name().rfind("sample_v", 0), 0u);
+  ASSERT_GE(p.sample.kernel, 0);
+  EXPECT_EQ(p.kernels[p.sample.kernel]->name().rfind("sample_v", 0), 0u);
+  EXPECT_EQ(p.sample.role, LaunchRole::Select);
+  // The sample launch takes the session's options and the advance kernel's step counter.
+  ASSERT_TRUE(p.param(p.sample, "temperature"));
+  EXPECT_EQ(p.param(p.sample, "temperature")->kind, ParamValue::Temperature);
+  ASSERT_TRUE(p.param(p.sample, "step_offset"));
+  EXPECT_EQ(p.param(p.sample, "step_offset")->buffer, p.io.step);
+  EXPECT_EQ(p.param(p.decode.launches.back(), "history")->buffer, p.io.history);
 }
 
 TEST(Plan, PrefillRunsTheOpsAfterTheLayersOverTheGatheredRowsOnly) {
@@ -46,20 +53,24 @@ TEST(Plan, PrefillRunsTheOpsAfterTheLayersOverTheGatheredRowsOnly) {
   ASSERT_TRUE(m);
   Plan p = planFor(*m);
   size_t gather = 2 * 17 + 1;
-  auto kindOfRows = [](const PlannedLaunch &l) {
-    for (const LaunchArg &a : l.args)
-      if (a.what == "rows") return a.kind;
-    return LaunchArg::Buffer;
+  auto kindOfRows = [&](const PlannedLaunch &l) {
+    const ParamValue *v = p.param(l, "rows");
+    return v ? v->kind : ParamValue::Buffer;
   };
-  for (size_t i = 0; i < p.prefill.launches.size(); ++i)
-    EXPECT_EQ(kindOfRows(p.prefill.launches[i]), i < gather ? LaunchArg::Rows : LaunchArg::OutRows)
+  for (size_t i = 0; i < p.prefill.launches.size(); ++i) {
+    EXPECT_EQ(kindOfRows(p.prefill.launches[i]), i < gather ? ParamValue::Rows : ParamValue::OutRows)
         << p.prefill.launches[i].op;
+    EXPECT_EQ(p.prefill.launches[i].overOutRows, i >= gather) << p.prefill.launches[i].op;
+  }
   // The gather reads the layers' result [rows, hidden] and writes its own buffer that the final norm reads.
   const PlannedLaunch &g = p.prefill.launches[gather];
-  EXPECT_EQ(p.buffers[g.args[0].buffer].name, "out_rows");
-  EXPECT_EQ(p.prefill.launches[gather + 1].args[0].buffer, g.args[2].buffer);
-  for (const PlannedLaunch &l : p.decode.launches)
-    EXPECT_NE(kindOfRows(l), LaunchArg::OutRows) << "decode has no gather: " << l.op;
+  EXPECT_EQ(p.param(g, "ids")->buffer, p.io.outRows);
+  EXPECT_EQ(p.buffers[p.io.outRows].name, "out_rows");
+  EXPECT_EQ(p.param(p.prefill.launches[gather + 1], "a")->buffer, p.param(g, "out")->buffer);
+  for (const PlannedLaunch &l : p.decode.launches) {
+    EXPECT_NE(kindOfRows(l), ParamValue::OutRows) << "decode has no gather: " << l.op;
+    EXPECT_FALSE(l.overOutRows) << l.op;
+  }
 }
 
 TEST(Plan, WeightsKvCachesAndConstantsAreSharedByBothPhases) {

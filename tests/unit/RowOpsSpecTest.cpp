@@ -1,8 +1,8 @@
 // tests/unit/RowOpsSpecTest.cpp — the row-op kernel specs (names, entries, launch geometry, shape checks),
 // the host copy of the sampling algorithm, and that every row-op template compiles under NVRTC for sm_80,
 // sm_89 and sm_90 across a sweep of shapes. No GPU needed: NVRTC runs anywhere.
-#include "compiler/Nvrtc.h"
-#include "compiler/Safetensors.h"
+#include "jit/Nvrtc.h"
+#include "io/Safetensors.h"
 #include "compiler/kernels/RowOps.h"
 
 #include <gtest/gtest.h>
@@ -162,7 +162,7 @@ TEST(SampleReference, RandomBitsAreSplitmix64OfSeedStepRow) {
 
 TEST(SampleReference, GreedyCasesTakeTheLowestIndexOfTheMax) {
   std::vector<uint16_t> row = bf16Row({1, 5, -2, 5, 0, 5});
-  SampleParams p;
+  SampleSettings p;
   p.temperature = 0;
   EXPECT_EQ(sampleReference(row, p, 0).token, 1);
   p.temperature = 1;
@@ -182,7 +182,7 @@ TEST(SampleReference, GreedyCasesTakeTheLowestIndexOfTheMax) {
 TEST(SampleReference, TopKKeepsExactlyKWithTiesBrokenByIndex) {
   // Values 3 (x3 at 0, 2, 5), 2, 1: top-2 keeps indices 0 and 2 only, each with half the mass.
   std::vector<uint16_t> row = bf16Row({3, 2, 3, 1, 2, 3});
-  SampleParams p;
+  SampleSettings p;
   p.topK = 2;
   std::vector<double> prob = sampleDistribution(row, p);
   EXPECT_DOUBLE_EQ(prob[0], 0.5);
@@ -199,7 +199,7 @@ TEST(SampleReference, TopKKeepsExactlyKWithTiesBrokenByIndex) {
 TEST(SampleReference, TopPKeepsTheShortestPrefixReachingP) {
   // Probabilities ∝ e^0, e^-1, e^-2, e^-3 ≈ 0.644, 0.237, 0.087, 0.032.
   std::vector<uint16_t> row = bf16Row({0, -1, -2, -3});
-  SampleParams p;
+  SampleSettings p;
   p.topP = 0.85f; // 0.644 < 0.85 <= 0.881: the first two
   std::vector<double> prob = sampleDistribution(row, p);
   EXPECT_GT(prob[0], 0);
@@ -220,7 +220,7 @@ TEST(SampleReference, TopPKeepsTheShortestPrefixReachingP) {
 TEST(SampleReference, DrawsFollowTheDistribution) {
   // The draw step alone, on the host: 40000 rows of the same logits against the exact probabilities.
   std::vector<uint16_t> row = randomLogits(64, 3, 1.0f);
-  SampleParams p;
+  SampleSettings p;
   p.temperature = 0.8f;
   p.topK = 20;
   p.topP = 0.9f;
@@ -247,7 +247,7 @@ TEST(SampleReference, DrawsFollowTheDistribution) {
 
 TEST(SampleReference, SameSeedSameTokenOtherSeedOtherTokens) {
   std::vector<uint16_t> row = randomLogits(32000, 5);
-  SampleParams p;
+  SampleSettings p;
   p.seed = 1;
   p.step = 9;
   std::vector<int32_t> a, b, c;
@@ -363,7 +363,7 @@ TEST_P(RowOpsCompile, OneOfEachFamilyCompilesThroughCompileKernel) {
   specs.push_back(std::make_unique<ArgmaxSpec>(321));
   specs.push_back(std::make_unique<SampleSpec>(321));
   for (const auto &s : specs) {
-    auto c = compileKernel(KernelSource{s->name(), s->source(), s->entry()}, *target);
+    auto c = compileKernel(kernelSource(*s), *target);
     ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
     EXPECT_FALSE(c->cubin.empty()) << s->name();
     EXPECT_EQ(cubinSmVersion(c->cubin), target->smVersion()) << s->name();

@@ -1,7 +1,7 @@
 // SafetensorsTest.cpp — tests for compiler/Safetensors: writer round trip, reads of hand-written files,
 // one hand-crafted bad file per header validation rule (each error must name the file, the tensor and
 // the rule), sharded checkpoints. The bf16 / f16 conversions are tested in HalfConversionTest.cpp.
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"

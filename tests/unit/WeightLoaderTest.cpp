@@ -3,8 +3,8 @@
 #include "common/TestFiles.h"
 #include "common/TestModels.h"
 
-#include "compiler/Safetensors.h"
-#include "compiler/WeightLoader.h"
+#include "io/Safetensors.h"
+#include "io/WeightLoader.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"

@@ -1,4 +1,4 @@
-// compiler/KernelCache.h — the content-keyed disk cache of compiled kernels.
+// jit/KernelCache.h — the content-keyed disk cache of compiled kernels.
 //
 // A kernel's key is the SHA-256 of everything that can change its binary: the generated source, the
 // embedded templates it includes, its entry and name, NVRTC's version, the full NVRTC option list, the
@@ -14,8 +14,8 @@
 // per process on stderr and kernels are compiled uncached: a cache problem never fails a compile.
 #pragma once
 
-#include "compiler/Nvrtc.h"
-#include "compiler/Target.h"
+#include "jit/Nvrtc.h"
+#include "jit/Target.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

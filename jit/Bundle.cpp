@@ -1,8 +1,8 @@
-// compiler/Bundle.cpp — writing and verifying .mfb bundles.
-#include "compiler/Bundle.h"
+// jit/Bundle.cpp — writing and verifying .mfb bundles.
+#include "jit/Bundle.h"
 
-#include "compiler/Nvrtc.h"
-#include "compiler/Target.h"
+#include "jit/Nvrtc.h"
+#include "jit/Target.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"

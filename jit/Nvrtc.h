@@ -1,12 +1,12 @@
-// compiler/Nvrtc.h — compiles generated CUDA C++ to cubin (and PTX) with NVRTC.
+// jit/Nvrtc.h — compiles generated CUDA C++ to cubin (and PTX) with NVRTC.
 //
-// The templates (templates/*.cuh) are embedded in the binary at build time and handed to NVRTC as
-// in-memory headers; CUDA's own headers (cuda_bf16.h, ...) come from $CUDA_HOME/include, or from the
+// A source brings its own in-memory headers (the compiler passes the kernel templates, embedded in the
+// binary at build time: compiler/kernels/KernelSpec.h kernelSource); CUDA's own headers (cuda_bf16.h, ...) come from $CUDA_HOME/include, or from the
 // toolkit that supplied libnvrtc, and an error says where it looked when they are missing. A failed
 // compile reports the kernel's name, NVRTC's full log, and the path of the dumped source.
 #pragma once
 
-#include "compiler/Target.h"
+#include "jit/Target.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
@@ -19,10 +19,17 @@
 
 namespace minfer {
 
+// An in-memory header NVRTC may #include: (file name, contents), e.g. ("gemm.cuh", "...").
+struct EmbeddedHeader {
+  const char *name;
+  const char *text;
+};
+
 struct KernelSource {
   std::string name;   // the spec's name(), for messages and dumps
   std::string text;   // the generated translation unit
   std::string entry;  // the name expression of the __global__ instantiation
+  llvm::ArrayRef<EmbeddedHeader> headers; // what `text` may include besides CUDA's headers (static storage)
 };
 
 struct CompiledKernel {
@@ -46,13 +53,6 @@ llvm::Expected<std::vector<std::string>> nvrtcOptions(const Target &target, cons
 
 llvm::Expected<CompiledKernel> compileKernel(const KernelSource &src, const Target &target,
                                              const CompileOptions &opts = {});
-
-// The embedded template headers: (file name, contents), e.g. ("gemm.cuh", "...").
-struct EmbeddedHeader {
-  const char *name;
-  const char *text;
-};
-llvm::ArrayRef<EmbeddedHeader> templateHeaders();
 
 // The directory holding CUDA's headers (cuda_bf16.h): $CUDA_HOME/include, else the toolkit minfer was
 // built against, else ../include next to the libnvrtc that was loaded. The error lists every place looked.

@@ -1,5 +1,5 @@
-// compiler/WeightLoader.cpp — checks and reads the tensors behind a module's weights.
-#include "compiler/WeightLoader.h"
+// io/WeightLoader.cpp — checks and reads the tensors behind a module's weights.
+#include "io/WeightLoader.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"

@@ -1,11 +1,11 @@
-// compiler/KernelCache.cpp — the content-keyed disk cache (see KernelCache.h for the contract).
+// jit/KernelCache.cpp — the content-keyed disk cache (see KernelCache.h for the contract).
 //
 // Entry file, little-endian, format 1:
 //   "MINFERKC" | u32 format | key: 32 bytes | target, name, loweredName, log: u32 length + bytes each
 //   | u64 cubin length + cubin | u64 PTX length + PTX | SHA-256 of every byte before it: 32 bytes
 // An entry is believed only when every field parses inside the file, the digest matches, the key is the
 // one asked for, and the cubin is an ELF for the target's SM.
-#include "compiler/KernelCache.h"
+#include "jit/KernelCache.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -19,6 +19,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -54,16 +56,21 @@ std::string sha256Hex(llvm::StringRef data) {
   return llvm::toHex(h.final(), /*LowerCase=*/true);
 }
 
-// SHA-256 of every embedded template: a template edit changes every key even when minfer's version does not.
-const std::string &templatesDigest() {
-  static const std::string digest = [] {
+// SHA-256 of a source's in-memory headers (the kernel templates): a template edit changes every key even
+// when minfer's version does not. Memoised by the array's address: the headers are static data.
+const std::string &headersDigest(llvm::ArrayRef<EmbeddedHeader> headers) {
+  static std::mutex mu;
+  static std::map<const EmbeddedHeader *, std::string> digests;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string &digest = digests[headers.data()];
+  if (digest.empty()) {
     llvm::SHA256 h;
-    for (const EmbeddedHeader &t : templateHeaders()) {
+    for (const EmbeddedHeader &t : headers) {
       h.update(llvm::StringRef(t.name, std::strlen(t.name) + 1)); // with its NUL: a separator
       h.update(llvm::StringRef(t.text, std::strlen(t.text) + 1));
     }
-    return llvm::toHex(h.final(), true);
-  }();
+    digest = llvm::toHex(h.final(), true);
+  }
   return digest;
 }
 
@@ -303,8 +310,8 @@ llvm::Expected<CacheKey> KernelCache::computeKey(const KernelSource &src, const 
       {"nvrtc", nvrtcVersion(), nvrtcVersion()},
       {"target", target.name, target.name},
       {"options", joined, llvm::join(*options, " ")},
-      {"templates", templatesDigest(),
-       "sha256:" + templatesDigest() + " (" + std::to_string(templateHeaders().size()) + " headers)"},
+      {"templates", headersDigest(src.headers),
+       "sha256:" + headersDigest(src.headers) + " (" + std::to_string(src.headers.size()) + " headers)"},
       {"name", src.name, src.name},
       {"entry", src.entry, src.entry},
       {"source", src.text, "sha256:" + sourceHash + " (" + std::to_string(src.text.size()) + " bytes)"},

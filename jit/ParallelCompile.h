@@ -1,4 +1,4 @@
-// compiler/ParallelCompile.h — compiles a model's kernels in parallel worker processes.
+// jit/ParallelCompile.h — compiles a model's kernels in parallel worker processes.
 //
 // NVRTC serialises heavily inside one process (8 threads measured ≈ 1.4× one thread), so parallelism comes
 // from processes: compileAll forks `jobs` children, each compiles its share through the disk cache, and the
@@ -6,9 +6,9 @@
 // cache, or with jobs <= 1, everything is compiled serially in this process.
 #pragma once
 
-#include "compiler/KernelCache.h"
-#include "compiler/Nvrtc.h"
-#include "compiler/Target.h"
+#include "jit/KernelCache.h"
+#include "jit/Nvrtc.h"
+#include "jit/Target.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"

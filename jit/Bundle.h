@@ -1,4 +1,4 @@
-// compiler/Bundle.h — a compiled model in one file (`minferc model.ir --target sm_89 -o model.mfb`).
+// jit/Bundle.h — a compiled model in one file (`minferc model.ir --target sm_89 -o model.mfb`).
 //
 // A bundle carries everything the runtime needs without a compiler: the module's IR text, the plan, and
 // every kernel's cubin and PTX, with a manifest naming the IR's hash, the target, the NVRTC and minfer

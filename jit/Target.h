@@ -1,4 +1,4 @@
-// compiler/Target.h — the GPU architectures minfer compiles for (`--target sm_89`).
+// jit/Target.h — the GPU architectures minfer compiles for (`--target sm_89`).
 #pragma once
 
 #include "llvm/ADT/ArrayRef.h"

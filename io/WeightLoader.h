@@ -1,11 +1,11 @@
-// compiler/WeightLoader.h — binds a module's weight declarations to a safetensors checkpoint.
+// io/WeightLoader.h — binds a module's weight declarations to a safetensors checkpoint.
 //
 // Every declared weight (each layer of a per-layer one) must be in the checkpoint with the declared
 // dtype and shape (the reversed shape for a `transpose` weight); anything else is an error naming the
 // tensor, the weight, what was expected and what was found.
 #pragma once
 
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 #include "ir/Interpreter.h"
 #include "ir/Module.h"
 

@@ -2,7 +2,7 @@
 // and a small atomic writer. See Safetensors.h for the format; this file checks every number the file
 // supplies before anything indexes with it, so a damaged or hostile checkpoint yields an error, not a
 // crash.
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"

@@ -1,4 +1,4 @@
-// compiler/HFImport.h — builds a minfer IR module from a Hugging Face checkpoint directory.
+// io/HFImport.h — builds a minfer IR module from a Hugging Face checkpoint directory.
 //
 // Reads DIR/config.json for LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM and GPT2LMHeadModel,
 // with each family's quirks (GPT-2's Conv1D weights stored [in, out] and transposed at load, its optional
@@ -8,7 +8,7 @@
 // When the directory holds weights, their dtypes and tensor names are read from the safetensors headers.
 #pragma once
 
-#include "compiler/Safetensors.h"
+#include "io/Safetensors.h"
 #include "ir/Module.h"
 
 #include "llvm/Support/Error.h"

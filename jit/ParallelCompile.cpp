@@ -1,4 +1,4 @@
-// compiler/ParallelCompile.cpp — compileAll: worker processes that compile through the disk cache.
+// jit/ParallelCompile.cpp — compileAll: worker processes that compile through the disk cache.
 //
 // Why processes: NVRTC holds process-wide locks for much of a compile, so threads barely scale. The parent
 // looks every kernel up first, forks up to `jobs` workers for the misses (round-robin shares), and each
@@ -7,7 +7,7 @@
 // every worker, then reads the results back from the cache. Anything still missing afterwards (a worker
 // could not store, a fork failed) is compiled in the parent, so the cache is an accelerator, never a
 // requirement.
-#include "compiler/ParallelCompile.h"
+#include "jit/ParallelCompile.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"

@@ -1,5 +1,5 @@
-// compiler/Target.cpp — parsing `--target`.
-#include "compiler/Target.h"
+// jit/Target.cpp — parsing `--target`.
+#include "jit/Target.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"

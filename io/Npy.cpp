@@ -4,7 +4,7 @@
 // (u16 LE in version 1.0, u32 LE in 2.0 / 3.0), then an ASCII Python dict literal such as
 // "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" padded with spaces and ended by '\n',
 // then the raw data. The reader parses only that dict grammar and checks every length against the file.
-#include "compiler/Npy.h"
+#include "io/Npy.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"

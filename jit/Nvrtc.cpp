@@ -1,10 +1,10 @@
-// compiler/Nvrtc.cpp — the NVRTC driver: generated CUDA C++ in, cubin + PTX + lowered entry name out.
+// jit/Nvrtc.cpp — the NVRTC driver: generated CUDA C++ in, cubin + PTX + lowered entry name out.
 //
-// NVRTC needs no GPU and no driver, so this runs wherever minferc does. The kernel templates travel inside
-// the binary (templateHeaders()) and are handed to NVRTC as in-memory headers; CUDA's own headers are
+// NVRTC needs no GPU and no driver, so this runs wherever minferc does. A source's own headers (the kernel
+// templates, embedded in the binary) are handed to NVRTC from memory; CUDA's own headers are
 // found on disk (cudaIncludeDir()). A failed compile is an llvm::Error carrying the kernel's name, NVRTC's
 // whole log and the path where the source was dumped, so the user can rerun it by hand.
-#include "compiler/Nvrtc.h"
+#include "jit/Nvrtc.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
@@ -229,7 +229,7 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSource &src, const Targ
   for (const std::string &o : *options) optionPtrs.push_back(o.c_str());
 
   std::vector<const char *> headerTexts, headerNames;
-  for (const EmbeddedHeader &h : templateHeaders()) {
+  for (const EmbeddedHeader &h : src.headers) {
     headerNames.push_back(h.name);
     headerTexts.push_back(h.text);
   }

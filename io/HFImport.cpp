@@ -1,5 +1,5 @@
-// compiler/HFImport.cpp — config.json → IR text for the Llama family (Llama, Mistral, Qwen2) and GPT-2.
-#include "compiler/HFImport.h"
+// io/HFImport.cpp — config.json → IR text for the Llama family (Llama, Mistral, Qwen2) and GPT-2.
+#include "io/HFImport.h"
 
 #include "ir/Parser.h"
 #include "ir/Printer.h"

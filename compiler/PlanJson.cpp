@@ -1,0 +1,156 @@
+// compiler/PlanJson.cpp — a Plan as JSON: --emit=plan, --dump-dir's plan.json and a bundle's manifest.
+#include "compiler/Plan.h"
+
+namespace minfer {
+
+llvm::StringRef bufferKindName(BufferKind k) {
+  switch (k) {
+  case BufferKind::Input: return "input";
+  case BufferKind::Activation: return "activation";
+  case BufferKind::Weight: return "weight";
+  case BufferKind::Constant: return "constant";
+  case BufferKind::KvCache: return "kv_cache";
+  case BufferKind::Workspace: return "workspace";
+  case BufferKind::Output: return "output";
+  }
+  return "?";
+}
+
+llvm::StringRef launchRoleName(LaunchRole r) {
+  switch (r) {
+  case LaunchRole::Op: return "op";
+  case LaunchRole::Gather: return "gather";
+  case LaunchRole::Select: return "select";
+  case LaunchRole::Advance: return "advance";
+  }
+  return "?";
+}
+
+namespace {
+
+// A bound value: a buffer's name, a constant, or what the runtime supplies ("rows", "sequence_start", ...).
+llvm::json::Value valueJSON(const Plan &plan, const ParamValue &v) {
+  switch (v.kind) {
+  case ParamValue::Buffer: return v.buffer < 0 ? llvm::json::Value(nullptr) : llvm::json::Value(plan.buffers[v.buffer].name);
+  case ParamValue::Int: return v.i;
+  case ParamValue::Float: return v.f;
+  case ParamValue::Rows: return "rows";
+  case ParamValue::OutRows: return "out_rows";
+  case ParamValue::SequenceStart: return "sequence_start";
+  case ParamValue::Temperature: return "temperature";
+  case ParamValue::TopK: return "top_k";
+  case ParamValue::TopP: return "top_p";
+  case ParamValue::Seed: return "seed";
+  case ParamValue::Epilogue: {
+    const EpilogueArgs &e = v.epi;
+    llvm::json::Object o;
+    auto put = [&](const char *key, int b) {
+      if (b >= 0) o[key] = plan.buffers[b].name;
+    };
+    put("bias", e.bias);
+    put("residual", e.residual);
+    if (e.scale != 1) o["scale"] = e.scale;
+    put("positions", e.positions);
+    put("seq_of", e.seqOf);
+    put("inv_freq", e.invFreq);
+    put("k_cache", e.kCache);
+    put("v_cache", e.vCache);
+    if (e.kCache >= 0) o["max_seq"] = e.maxSeq;
+    put("norm_gamma", e.gamma);
+    put("norm_beta", e.beta);
+    if (e.gamma >= 0) o["norm_eps"] = e.eps;
+    put("argmax_keys", e.argmax);
+    return o;
+  }
+  }
+  return nullptr;
+}
+
+// The launch's bound fields in the Params' order, each as {field: value}.
+llvm::json::Array paramsJSON(const Plan &plan, const PlannedLaunch &l) {
+  const ParamsLayout &layout = plan.kernels[l.kernel]->params();
+  std::vector<const ParamBinding *> bound(layout.fields.size(), nullptr);
+  for (const ParamBinding &b : l.params) bound[b.field] = &b;
+  llvm::json::Array args;
+  for (size_t f = 0; f < bound.size(); ++f)
+    if (bound[f]) args.push_back(llvm::json::Object{{layout.fields[f].name, valueJSON(plan, bound[f]->value)}});
+  return args;
+}
+
+llvm::json::Object phaseJSON(const Plan &plan, const PhasePlan &p) {
+  llvm::json::Array steps;
+  for (const PlannedLaunch &l : p.launches) {
+    llvm::json::Object s{{"kernel", plan.kernels[l.kernel]->name()}, {"op", l.op}, {"args", paramsJSON(plan, l)}};
+    if (l.layer >= 0) s["layer"] = l.layer;
+    if (l.perSequence) s["per_sequence"] = true;
+    if (l.role != LaunchRole::Op) s["role"] = launchRoleName(l.role).str();
+    if (l.skipWhenGreedy) s["skip_when_greedy"] = true;
+    steps.push_back(std::move(s));
+  }
+  return llvm::json::Object{{"launches", static_cast<int64_t>(p.launches.size())},
+                            {"launches_per_layer", p.launchesPerLayer},
+                            {"layers", p.layers},
+                            {"arena_bytes_per_row", p.arenaBytesPerRow},
+                            {"peak_live_bytes_per_row", p.peakLiveBytesPerRow},
+                            {"steps", std::move(steps)}};
+}
+
+} // namespace
+
+
+llvm::json::Object Plan::toJSON() const {
+  llvm::json::Object decodeJSON = phaseJSON(*this, decode);
+  decodeJSON["weight_bytes"] = weightBytes;
+  decodeJSON["flops_per_token"] = decodeFlopsPerToken;
+  llvm::json::Array ks;
+  for (const auto &k : kernels) {
+    llvm::json::Object o = k->toJSON();
+    o["name"] = k->name();
+    auto src = tileSource.find(k->name());
+    if (src != tileSource.end()) o["tile_source"] = src->second;
+    ks.push_back(std::move(o));
+  }
+  llvm::json::Array bufs;
+  for (const PlanBuffer &b : buffers) {
+    llvm::json::Object o{{"name", b.name}, {"kind", bufferKindName(b.kind)}};
+    if (b.bytesPerRow) o["bytes_per_row"] = b.bytesPerRow;
+    if (b.fixedBytes) o["bytes"] = b.fixedBytes;
+    if (b.arenaOffsetPerRow >= 0) o["arena_offset_per_row"] = b.arenaOffsetPerRow;
+    if (b.kind == BufferKind::Weight) {
+      o["weight"] = b.weight;
+      o["layer"] = b.layer;
+      o["dtype"] = ir::dtypeName(b.dtype).str();
+      if (b.transposed) o["transposed"] = true;
+      if (b.layout == PlanBuffer::Layout::RopePairs) o["layout"] = "rope_pairs";
+      if (b.layout == PlanBuffer::Layout::GateUp) o["layout"] = "gate_up";
+    }
+    if (b.kind == BufferKind::KvCache) {
+      o["kv_slot"] = b.kvSlot;
+      o["value"] = b.isValue;
+    }
+    if (!b.constant.empty()) {
+      llvm::json::Array values;
+      for (float f : b.constant) values.push_back(static_cast<double>(f));
+      o["values"] = std::move(values);
+    }
+    bufs.push_back(std::move(o));
+  }
+  return llvm::json::Object{{"target", target.name},
+                            {"fused", fused},
+                            {"max_batch", options.maxBatch},
+                            {"max_prefill_rows", options.maxPrefillRows},
+                            {"max_seq", options.maxSeq},
+                            {"prefill", phaseJSON(*this, prefill)},
+                            {"decode", std::move(decodeJSON)},
+                            {"kernels", std::move(ks)},
+                            {"sample", llvm::json::Object{{"kernel", kernels[sample.kernel]->name()}, {"args", paramsJSON(*this, sample)}}},
+                            {"tuned_tiles", [&] {
+                               llvm::json::Object o;
+                               for (const auto &[k, v] : tunedTiles) o[k] = v;
+                               return o;
+                             }()},
+                            {"buffers", std::move(bufs)}};
+}
+
+
+} // namespace minfer

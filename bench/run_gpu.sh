@@ -9,7 +9,8 @@
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
 # model (time to first token), `minferc autotune` of the model for the benchmark's buckets (unless
 # E2E_TUNE=0), then minfer_e2e_bench on the same weights: fused and tuned, and (unless E2E_UNFUSED=0) unfused
-# with the default tiles.
+# with the default tiles; with E2E_COMPARE_BUILD=DIR, the e2e bench of another prebuilt build (an earlier
+# revision) on the same weights in the same run, into compare_<model>.json.
 #
 # The build directory arrives prebuilt and is used as it is: nothing here builds. $OUT (set by the
 # environment) receives five files:
@@ -109,6 +110,11 @@ run_all() {
         fi
         "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \
           --out "$OUT/e2e_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model")
+        if [[ -n "${E2E_COMPARE_BUILD:-}" ]]; then
+          echo "-- the same, fused and tuned, with the build in $E2E_COMPARE_BUILD (an earlier revision, side by side)"
+          "$E2E_COMPARE_BUILD/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \
+            --out "$OUT/compare_$model.json" ${E2E_ARGS:-} || failed+=("e2e bench $model, compared build")
+        fi
         if [[ "${E2E_NOPDL:-0}" == 1 ]]; then
           echo "-- the same, fused and tuned, without programmatic dependent launch (MINFER_NO_PDL=1)"
           MINFER_NO_PDL=1 "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" \

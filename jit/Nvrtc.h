@@ -26,6 +26,10 @@ struct EmbeddedHeader {
 };
 
 struct KernelSource {
+  // Every field given: a source without the headers it includes would fail only inside NVRTC.
+  KernelSource(std::string name, std::string text, std::string entry, llvm::ArrayRef<EmbeddedHeader> headers)
+      : name(std::move(name)), text(std::move(text)), entry(std::move(entry)), headers(headers) {}
+
   std::string name;   // the spec's name(), for messages and dumps
   std::string text;   // the generated translation unit
   std::string entry;  // the name expression of the __global__ instantiation

@@ -10,7 +10,7 @@ llvm::Expected<Target> deviceTarget() {
 }
 
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &target, KernelCache *cache) {
-  KernelSource src{spec.name(), spec.source(), spec.entry()};
+  KernelSource src = kernelSource(spec);
   auto compiled = cache ? cache->getOrCompile(src, target, {}) : compileKernel(src, target);
   if (!compiled) return compiled.takeError();
   auto module = cuda::Module::load(compiled->cubin, spec.name());

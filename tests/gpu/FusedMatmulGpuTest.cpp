@@ -134,7 +134,7 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
   std::vector<KernelSource> sources;
   std::set<std::string> names;
   for (const Run &r : runs)
-    if (names.insert(r.spec->name()).second) sources.push_back({r.spec->name(), r.spec->source(), r.spec->entry()});
+    if (names.insert(r.spec->name()).second) sources.push_back(kernelSource(*r.spec));
   KernelCache cache = KernelCache::openDefault();
   auto compiled = compileAll(sources, target, {}, cache, std::max(1u, std::thread::hardware_concurrency()));
   ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());

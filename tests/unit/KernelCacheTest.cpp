@@ -448,7 +448,7 @@ TEST_F(KernelCacheTest, CompileAllReportsWorkerErrorsAndNameClashes) {
   KernelCache c = cache();
   Target t = target("sm_80");
   KernelSource broken{"broken_in_worker", "template <int N> __global__ void b(float *p) { p[0] = nope_7; }\n",
-                      "b<1>"};
+                      "b<1>", {}};
   CompileOptions opts;
   opts.dumpDir = root + "/dumps";
   llvm::Expected<std::vector<CompiledKernel>> r = compileAll({scaleKernel("fine"), broken}, t, opts, c, 2);

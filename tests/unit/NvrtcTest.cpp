@@ -59,7 +59,7 @@ TEST(Nvrtc, FindsCudaHeaders) {
                    "template <int N> __global__ void roundtrip(__nv_bfloat16 *p) {\n"
                    "  p[threadIdx.x] = __float2bfloat16_rn(__bfloat162float(p[threadIdx.x]) * N);\n"
                    "}\n",
-                   "roundtrip<2>"};
+                   "roundtrip<2>", {}};
   llvm::Expected<CompiledKernel> k = compileKernel(src, target("sm_89"));
   ASSERT_TRUE(bool(k)) << llvm::toString(k.takeError());
   EXPECT_FALSE(k->cubin.empty());
@@ -112,7 +112,7 @@ TEST(Nvrtc, SyntaxErrorCarriesNameLogAndDumpedSource) {
   opts.dumpDir = dumps.path();
   KernelSource src{"broken_kernel_k7",
                    "template <int N> __global__ void broken(float *p) { p[0] = undeclared_thing_42; }\n",
-                   "broken<1>"};
+                   "broken<1>", {}};
   llvm::Expected<CompiledKernel> k = compileKernel(src, target("sm_80"), opts);
   ASSERT_FALSE(bool(k));
   std::string msg = llvm::toString(k.takeError());

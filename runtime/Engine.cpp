@@ -1,17 +1,10 @@
 // runtime/Engine.cpp — loading a model: the checks without a GPU first, then kernels, then weights.
 #include "runtime/Engine.h"
 
-#include "jit/Bundle.h"
-#include "compiler/Fuse.h"
-#include "compiler/Tuning.h"
-#include "runtime/Autotune.h"
-#include "io/HFImport.h"
-#include "jit/KernelCache.h"
+#include "compiler/Pipeline.h"
 #include "io/Safetensors.h"
 #include "io/WeightLoader.h"
-#include "ir/Parser.h"
-#include "ir/Printer.h"
-#include "ir/Verifier.h"
+#include "runtime/Autotune.h"
 #include "runtime/KernelLoader.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -34,175 +27,71 @@ size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
 
-llvm::Expected<std::unique_ptr<ir::Module>> parseVerified(std::unique_ptr<llvm::MemoryBuffer> buf) {
-  auto m = ir::parseModule(std::move(buf));
-  if (!m) return m.takeError();
-  if (auto e = ir::verifyModule(**m)) return e;
-  return m;
-}
-
-// A bundle's plan sizes, read back from its plan JSON.
-llvm::Expected<PlanOptions> bundlePlanOptions(const Bundle &b, llvm::StringRef path) {
-  PlanOptions o;
-  auto batch = b.plan.getInteger("max_batch"), rows = b.plan.getInteger("max_prefill_rows"),
-       seq = b.plan.getInteger("max_seq");
-  if (!batch || !rows || !seq)
-    return fail(path + ": the bundle's plan lacks max_batch, max_prefill_rows or max_seq");
-  o.maxBatch = *batch;
-  o.maxPrefillRows = *rows;
-  o.maxSeq = *seq;
-  return o;
-}
-
-// The tuned tiles a bundle's plan was built with, as a database the plan can read.
-TuningDb bundleTuning(const Bundle &b) {
-  TuningDb db;
-  if (const llvm::json::Object *tiles = b.plan.getObject("tuned_tiles"))
-    for (const auto &[key, v] : *tiles)
-      if (auto tile = v.getAsString()) db.entries[key.str()].tile = tile->str();
-  return db;
-}
-
 } // namespace
 
-// Builds an engine step by step; each step's failure leaves nothing on the device.
+// Builds an engine step by step over the compiler's Pipeline; each step's failure leaves nothing on the device.
 struct EngineLoader {
   const EngineOptions &opts;
   std::unique_ptr<Engine> engine{new Engine};
-  std::optional<Bundle> bundle;
+  std::optional<Pipeline> pipeline;
   std::string weightsPath;
 
-  llvm::Error parse(llvm::StringRef model) {
-    if (!llvm::sys::fs::exists(model)) return fail("model '" + model + "' does not exist");
+  llvm::Error load(llvm::StringRef model) {
+    PipelineOptions po;
+    po.fuse = opts.fuse;
+    po.plan = opts.plan;
+    po.jobs = opts.jobs;
+    po.cache = opts.cache;
+    auto p = Pipeline::load(model, po);
+    if (!p) return p.takeError();
+    pipeline.emplace(std::move(*p));
     weightsPath = opts.weights;
-    if (llvm::sys::fs::is_directory(model)) {
-      auto m = importHF(model);
-      if (!m) return m.takeError();
-      engine->mod = std::move(*m);
-      engine->st.source = "checkpoint";
-      if (weightsPath.empty()) weightsPath = model.str();
-      return fuse();
-    }
+    if (pipeline->source() == Pipeline::Source::Checkpoint && weightsPath.empty()) weightsPath = model.str();
     if (weightsPath.empty())
-      return fail("model '" + model + "' is " + (isBundleFile(model) ? "a bundle" : "an IR file") +
+      return fail("model '" + model + "' is " + (pipeline->bundle() ? "a bundle" : "an IR file") +
                   "; give its weights (a .safetensors file, an index.json or a directory)");
-    if (isBundleFile(model)) {
-      auto b = readBundle(model);
-      if (!b) return b.takeError();
-      auto m = parseVerified(llvm::MemoryBuffer::getMemBufferCopy(b->irText, model.str() + ":ir"));
-      if (!m) return m.takeError();
-      engine->mod = std::move(*m);
-      engine->st.source = "bundle";
-      engine->st.fused = b->plan.getBoolean("fused").getValueOr(true);
-      bundle = std::move(*b);
-      return llvm::Error::success();
-    }
-    auto buf = llvm::MemoryBuffer::getFile(model, /*IsText=*/true);
-    if (!buf) return fail("cannot read '" + model + "': " + buf.getError().message());
-    auto m = parseVerified(std::move(*buf));
-    if (!m) return m.takeError();
-    engine->mod = std::move(*m);
-    engine->st.source = "ir";
-    return fuse();
-  }
-
-  // The fusion pass (a bundle's IR is already what its plan was built from).
-  llvm::Error fuse() {
-    engine->st.fused = opts.fuse;
-    if (!opts.fuse) return llvm::Error::success();
-    auto stats = fuseModule(*engine->mod);
-    if (!stats) return stats.takeError();
+    engine->st.source = pipeline->sourceName().str();
+    if (auto e = pipeline->runPasses()) return e;
+    engine->st.fused = pipeline->fused();
     return llvm::Error::success();
   }
 
   // The target: a bundle's own, the option, or (only when neither says) the device's.
-  llvm::Expected<Target> target(llvm::StringRef model) {
-    if (bundle) {
-      auto t = parseTarget(bundle->target);
-      if (!t) return t.takeError();
-      if (!opts.target.empty() && opts.target != bundle->target)
-        return fail(model + ": the bundle was built for " + bundle->target + ", but the target is " + opts.target +
-                    "; rebuild it with `minferc MODEL.ir --target " + opts.target + " -o " + model + "`");
-      return *t;
-    }
+  llvm::Expected<Target> target() {
+    if (const Bundle *b = pipeline->bundle()) return parseTarget(opts.target.empty() ? b->target : opts.target);
     if (!opts.target.empty()) return parseTarget(opts.target);
     return deviceTarget();
   }
 
-  llvm::Error plan(llvm::StringRef model, const Target &t) {
-    PlanOptions po = opts.plan;
-    TuningDb tuning;
-    if (bundle) {
-      auto o = bundlePlanOptions(*bundle, model);
-      if (!o) return o.takeError();
-      po = *o;
-      tuning = bundleTuning(*bundle);
-      po.tuning = &tuning;
-      engine->st.tuningDb = "bundle";
-    } else if (opts.tuned && cuda::available()) {
-      // The device's database, when the driver can say which device this is.
+  llvm::Error plan(const Target &t) {
+    // The device's tuning database, when the driver can say which device this is (a bundle has its own).
+    if (!pipeline->bundle() && opts.tuned && cuda::available()) {
       if (auto fp = deviceFingerprint()) {
         std::string path = TuningDb::pathFor(KernelCache::openDefault().dir(), *fp);
-        tuning = TuningDb::load(path, *fp, &engine->st.warning);
-        po.tuning = &tuning;
-        engine->st.tuningDb = path;
+        pipeline->useTuning(TuningDb::load(path, *fp, &engine->st.warning), path);
       } else {
         llvm::consumeError(fp.takeError());
       }
     }
-    auto p = buildPlan(*engine->mod, t, po);
+    auto p = pipeline->plan(t);
     if (!p) return p.takeError();
-    engine->pl = std::move(*p);
-    engine->pl.options.tuning = nullptr; // `tuning` ends here; the plan keeps its choices
-    engine->st.tunedKernels = engine->pl.tunedKernels();
-    engine->st.defaultTileKernels = engine->pl.defaultTileKernels();
+    engine->st.tuningDb = pipeline->tuningFrom();
+    engine->st.tunedKernels = (*p)->tunedKernels();
+    engine->st.defaultTileKernels = (*p)->defaultTileKernels();
     return llvm::Error::success();
   }
 
   llvm::Error checkWeightsExist() {
     auto ckpt = Checkpoint::open(weightsPath);
     if (!ckpt) return ckpt.takeError();
-    return checkWeights(*engine->mod, *ckpt);
+    return checkWeights(pipeline->module(), *ckpt);
   }
 
-  // Cubins by plan kernel index: from the bundle, or compiled through the cache.
-  llvm::Expected<std::vector<CompiledKernel>> kernels(llvm::StringRef model, const Target &t) {
-    const Plan &p = engine->pl;
-    std::vector<CompiledKernel> out;
-    if (bundle) {
-      for (const auto &spec : p.kernels) {
-        std::string n = spec->name();
-        auto it = llvm::find_if(bundle->kernels, [&](const BundleKernel &k) { return k.name == n; });
-        if (it == bundle->kernels.end())
-          return fail(model + ": the bundle has no kernel '" + n +
-                      "' that its plan needs (built by another minfer version? rebuild it)");
-        CompiledKernel k;
-        k.name = it->name;
-        k.loweredName = it->loweredName;
-        k.cubin = std::move(it->cubin); // the bundle is not needed after loading
-        out.push_back(std::move(k));
-      }
-      return out;
-    }
-    std::vector<KernelSource> sources;
-    for (const auto &k : p.kernels) sources.push_back(kernelSource(*k));
-    unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  llvm::Expected<std::vector<CompiledKernel>> kernels(const Target &t) {
     auto t0 = Clock::now();
-    if (opts.cache) {
-      KernelCache cache = KernelCache::openDefault();
-      auto compiled = compileAll(sources, t, {}, cache, jobs, &engine->st.compile);
-      if (!compiled) return compiled.takeError();
-      out = std::move(*compiled);
-    } else {
-      for (const KernelSource &s : sources) {
-        auto k = compileKernel(s, t);
-        if (!k) return k.takeError();
-        out.push_back(std::move(*k));
-      }
-      engine->st.compile.kernels = engine->st.compile.misses = static_cast<unsigned>(sources.size());
-    }
-    engine->st.compileMs = msSince(t0);
-    return out;
+    auto compiled = pipeline->compile(t, &engine->st.compile);
+    if (compiled && !pipeline->bundle()) engine->st.compileMs = msSince(t0);
+    return compiled;
   }
 
   llvm::Error checkDevice(const Target &t) {
@@ -213,7 +102,7 @@ struct EngineLoader {
     if (!devTarget) return devTarget.takeError();
     if (devTarget->name != t.name)
       return fail("the GPU (" + info->name + ") is " + devTarget->name + ", but the kernels are built for " + t.name +
-                  (bundle ? "; rebuild the bundle with --target " + devTarget->name : ""));
+                  (pipeline->bundle() ? "; rebuild the bundle with --target " + devTarget->name : ""));
     return llvm::Error::success();
   }
 
@@ -283,15 +172,17 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
 
 llvm::Expected<std::unique_ptr<Engine>> Engine::load(llvm::StringRef model, const EngineOptions &options) {
   auto t0 = Clock::now();
-  EngineLoader L{options, std::unique_ptr<Engine>(new Engine), std::nullopt, {}};
-  if (auto e = L.parse(model)) return e;
+  EngineLoader L{options};
+  if (auto e = L.load(model)) return e;
   if (auto e = L.checkWeightsExist()) return e;
-  auto target = L.target(model);
+  auto target = L.target();
   if (!target) return target.takeError();
-  if (auto e = L.plan(model, *target)) return e;
+  if (auto e = L.plan(*target)) return e;
   L.engine->st.parseMs = msSince(t0);
-  auto compiled = L.kernels(model, *target);
+  auto compiled = L.kernels(*target);
   if (!compiled) return compiled.takeError();
+  L.engine->pl = L.pipeline->takePlan();
+  L.engine->mod = L.pipeline->takeModule();
   // The GPU from here on.
   if (auto e = L.checkDevice(*target)) return e;
   if (auto e = L.loadModules(*compiled)) return e;

@@ -9,8 +9,8 @@
 //
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
 // user error, with one message and no half-written output file.
+#include "compiler/Pipeline.h"
 #include "jit/Bundle.h"
-#include "compiler/Fuse.h"
 #include "io/HFImport.h"
 #include "jit/KernelCache.h"
 #include "io/Npy.h"
@@ -192,64 +192,54 @@ std::string tileSummary(const Plan &plan, llvm::StringRef from) {
   return s + llvm::formatv(", {0} default", plan.defaultTileKernels()).str();
 }
 
-// The passes before planning: fusion unless --no-fuse, then the module on stderr with --print-after=fuse.
-llvm::Error runPasses(ir::Module &m) {
-  if (!noFuse)
-    if (auto stats = fuseModule(m); !stats) return stats.takeError();
+// The compile pipeline's options from the command line: fusion unless --no-fuse (the module printed to
+// stderr after it with --print-after=fuse), the plan sizes, the workers, the dump directory.
+PipelineOptions compileOptions() {
+  PipelineOptions o;
+  o.fuse = !noFuse;
   if (printAfter == PrintAfter::Fuse)
-    llvm::errs() << "// ----- IR after fuse" << (noFuse ? " (--no-fuse: unchanged)" : "") << "\n" << ir::printModule(m);
-  return llvm::Error::success();
+    o.afterPasses = [](const ir::Module &m) {
+      llvm::errs() << "// ----- IR after fuse" << (noFuse ? " (--no-fuse: unchanged)" : "") << "\n" << ir::printModule(m);
+    };
+  o.plan.maxBatch = maxBatch;
+  o.plan.maxSeq = maxSeq;
+  o.plan.maxPrefillRows = maxPrefill;
+  o.jobs = jobs;
+  if (!dumpDir.empty()) o.compile.dumpDir = dumpDir;
+  return o;
 }
 
-// A model given on the command line: an HF checkpoint directory (imported), a bundle (its IR) or an .ir file.
-llvm::Expected<std::unique_ptr<ir::Module>> loadModelArg(llvm::StringRef path) {
-  if (llvm::sys::fs::is_directory(path)) return importHF(path);
-  if (!llvm::sys::fs::exists(path)) return userError("model '" + path + "' does not exist");
-  auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf) return userError("cannot read '" + path + "': " + buf.getError().message());
-  if (isBundleFile(path)) { // a bundle: its IR
-    auto b = readBundle(path);
-    if (!b) return b.takeError();
-    *buf = llvm::MemoryBuffer::getMemBufferCopy(b->irText, path.str() + ":ir");
-  }
-  return loadVerified(std::move(*buf));
+// A model given on the command line (an .ir file, a bundle or an HF checkpoint directory), loaded by the
+// pipeline and run through its passes (fusion unless `fuse` is false; a bundle's IR as it is).
+llvm::Expected<std::unique_ptr<ir::Module>> loadModelArg(llvm::StringRef path, bool fuse) {
+  PipelineOptions o;
+  o.fuse = fuse;
+  auto p = Pipeline::load(path, o);
+  if (!p) return p.takeError();
+  if (auto e = p->runPasses()) return e;
+  return p->takeModule();
 }
 
 // `minferc model.ir --target sm_XY`: plan, generate, compile (through the cache, in worker processes),
-// and write the plan, the sources or a bundle.
-int compileModule(const ir::Module &m) {
+// and write the plan, the sources or a bundle. The pipeline has run its passes.
+int compileModule(Pipeline &pipeline) {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   if (targetName.empty()) return fail(userError("--emit=" + std::string(emit == Emit::Plan ? "plan" : emit == Emit::Cuda ? "cuda" : "bundle") +
                                                 " needs --target (one of " + llvm::join(validTargets(), ", ") + ")"));
   auto target = parseTarget(targetName);
   if (!target) return fail(target.takeError());
-  PlanOptions opts;
-  opts.maxBatch = maxBatch;
-  opts.maxSeq = maxSeq;
-  opts.maxPrefillRows = maxPrefill;
   // Tuned tiles: the newest tuning database written for this target (by `minferc autotune` on such a GPU).
-  TuningDb tuning;
-  std::string tuningFrom;
-  if (auto path = TuningDb::newestFor(KernelCache::openDefault().dir(), target->name)) {
-    if (auto db = TuningDb::read(*path)) {
-      tuning = std::move(*db);
-      opts.tuning = &tuning;
-      tuningFrom = *path;
-    } else {
-      llvm::consumeError(db.takeError());
-    }
-  }
-  auto plan = buildPlan(m, *target, opts);
-  if (!plan) return fail(plan.takeError());
-  plan->options.tuning = nullptr;
+  pipeline.useNewestTuningFor(*target);
+  auto planned = pipeline.plan(*target);
+  if (!planned) return fail(planned.takeError());
+  const Plan &plan = **planned;
   std::string planText;
-  llvm::raw_string_ostream(planText) << llvm::formatv("{0:2}", llvm::json::Value(plan->toJSON())) << "\n";
+  llvm::raw_string_ostream(planText) << llvm::formatv("{0:2}", llvm::json::Value(plan.toJSON())) << "\n";
 
-  std::vector<KernelSource> sources;
-  for (const auto &k : plan->kernels) sources.push_back(kernelSource(*k));
+  std::vector<KernelSource> sources = pipeline.sources();
   if (!dumpDir.empty()) {
-    if (auto e = writeDump(dumpDir, "module.ir", ir::printModule(m))) return fail(std::move(e));
+    if (auto e = writeDump(dumpDir, "module.ir", ir::printModule(pipeline.module()))) return fail(std::move(e));
     if (auto e = writeDump(dumpDir, "plan.json", planText)) return fail(std::move(e));
     for (const KernelSource &s : sources)
       if (auto e = writeDump(dumpDir, "kernels/" + s.name + ".cu", s.text)) return fail(std::move(e));
@@ -267,36 +257,24 @@ int compileModule(const ir::Module &m) {
 
   // Bundle: compile every kernel.
   if (outputPath == "-") return fail(userError("a bundle is binary: give it a file with -o model.mfb"));
-  CompileOptions copts;
-  if (!dumpDir.empty()) copts.dumpDir = dumpDir;
-  KernelCache cache = KernelCache::openDefault();
   CompileStats stats;
-  unsigned workers = jobs ? jobs.getValue() : std::max(1u, std::thread::hardware_concurrency());
-  auto compiled = compileAll(sources, *target, copts, cache, workers, &stats);
+  auto compiled = pipeline.compile(*target, &stats);
   if (!compiled) return fail(compiled.takeError());
-  Bundle bundle;
-  bundle.irText = ir::printModule(m);
-  bundle.target = target->name;
-  bundle.nvrtcVersion = nvrtcVersion();
-  bundle.minferVersion = MINFER_VERSION;
-  bundle.plan = plan->toJSON();
-  for (CompiledKernel &k : *compiled) {
-    if (!dumpDir.empty()) {
+  if (!dumpDir.empty())
+    for (const CompiledKernel &k : *compiled) {
       if (auto e = writeDump(dumpDir, "kernels/" + k.name + ".cubin", llvm::StringRef(k.cubin.data(), k.cubin.size())))
         return fail(std::move(e));
       if (auto e = writeDump(dumpDir, "kernels/" + k.name + ".ptx", k.ptx)) return fail(std::move(e));
     }
-    bundle.kernels.push_back(BundleKernel{k.name, k.loweredName, std::move(k.cubin), std::move(k.ptx)});
-  }
-  if (auto e = writeBundle(outputPath, bundle)) return fail(std::move(e));
+  if (auto e = writeBundle(outputPath, pipeline.makeBundle(std::move(*compiled)))) return fail(std::move(e));
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   llvm::errs() << llvm::formatv(
       "minferc: {0} for {1}: {2} kernels ({3} from cache, {4} compiled), decode {5} launches per step "
       "({6} per layer x {7} layers), prefill {8} launches; weights {9}, {10:f2} GFLOP per decode token; {11:f2} s; "
       "tiles: {12}\n",
-      outputPath, target->name, stats.kernels, stats.hits, stats.misses, plan->decode.launches.size(),
-      plan->decode.launchesPerLayer, plan->decode.layers, plan->prefill.launches.size(), humanBytes(plan->weightBytes),
-      plan->decodeFlopsPerToken / 1e9, secs, tileSummary(*plan, tuningFrom));
+      outputPath, target->name, stats.kernels, stats.hits, stats.misses, plan.decode.launches.size(),
+      plan.decode.launchesPerLayer, plan.decode.layers, plan.prefill.launches.size(), humanBytes(plan.weightBytes),
+      plan.decodeFlopsPerToken / 1e9, secs, tileSummary(plan, pipeline.tuningFrom()));
   return 0;
 }
 
@@ -335,8 +313,9 @@ int compileMain() {
     if (!m) return fail(m.takeError());
     bool wantsTarget = emit.getNumOccurrences() ? emit != Emit::IR : !targetName.empty();
     if (wantsTarget || printAfter == PrintAfter::Fuse) {
-      if (auto e = runPasses(**m)) return fail(std::move(e));
-      return wantsTarget ? compileModule(**m) : 0;
+      Pipeline pipeline = Pipeline::fromModule(std::move(*m), compileOptions());
+      if (auto e = pipeline.runPasses()) return fail(std::move(e));
+      return wantsTarget ? compileModule(pipeline) : 0;
     }
     if (auto e = writeOutput(outputPath, ir::printModule(**m))) return fail(std::move(e));
     return 0;
@@ -361,7 +340,7 @@ int compileMain() {
     if (m) {
       out += (out.empty() ? "" : "// -----\n") + ir::printModule(**m);
       if (printAfter == PrintAfter::Fuse) // each chunk through the pass, printed to stderr
-        if (llvm::Error e = runPasses(**m)) {
+        if (llvm::Error e = Pipeline::fromModule(std::move(*m), compileOptions()).runPasses()) {
           llvm::errs() << ir::renderError(std::move(e));
           anyFailed = true;
         }
@@ -489,7 +468,8 @@ int runMain() {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   bool isDir = llvm::sys::fs::is_directory(runModel);
-  auto loaded = loadModelArg(runModel);
+  // The reference interpreter runs the module as written (it defines fused ops too, but needs no fusion).
+  auto loaded = loadModelArg(runModel, /*fuse=*/false);
   if (!loaded) return fail(loaded.takeError());
   std::unique_ptr<ir::Module> module = std::move(*loaded);
   std::string wpath = weightsPath.empty() ? (isDir ? runModel.getValue() : std::string()) : weightsPath.getValue();
@@ -560,11 +540,9 @@ int autotuneShow() {
 int autotuneMain() {
   if (tuneShow) return autotuneShow();
   if (tuneModel.empty()) return fail(userError("minferc autotune: give a model (an .ir file, a bundle or a checkpoint dir), or --show"));
-  auto loaded = loadModelArg(tuneModel);
+  auto loaded = loadModelArg(tuneModel, /*fuse=*/!tuneNoFuse);
   if (!loaded) return fail(loaded.takeError());
   std::unique_ptr<ir::Module> m = std::move(*loaded);
-  if (!tuneNoFuse)
-    if (auto stats = fuseModule(*m); !stats) return fail(stats.takeError());
   rt::AutotuneOptions opts;
   if (!tuneBuckets.empty()) {
     opts.buckets.assign(tuneBuckets.begin(), tuneBuckets.end());

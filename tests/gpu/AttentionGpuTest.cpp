@@ -29,12 +29,14 @@ struct HeadConfig {
 // Llama-2-7B, TinyLlama, Qwen2.5-0.5B, and the test fixtures' shapes (MQA 4/1/32, GQA 4/2/16, 8/8/8).
 const HeadConfig kConfigs[] = {{32, 32, 128}, {32, 4, 64}, {14, 2, 64}, {4, 1, 32}, {4, 2, 16}, {8, 8, 8}};
 
-std::string configName(const testing::TestParamInfo<HeadConfig> &info) {
-  const HeadConfig &c = info.param;
+std::string configText(const HeadConfig &c) {
   std::ostringstream s;
   s << "h" << c.heads << "_kv" << c.kvHeads << "_d" << c.headDim;
   return s.str();
 }
+std::string configName(const testing::TestParamInfo<HeadConfig> &info) { return configText(info.param); }
+// CTest lists a parameterised test with its parameter: printed by name, not as bytes.
+[[maybe_unused]] void PrintTo(const HeadConfig &c, std::ostream *os) { *os << configText(c); }
 
 // A module whose one attention op has the config's heads; the rest only feeds it types.
 struct AttentionModule {

@@ -89,6 +89,9 @@ std::string normCaseName(const NormCase &c) {
          "_" + dtypeStr(c.weight) + "_d" + std::to_string(c.dim);
 }
 
+// CTest lists each parameterised test with its parameter: printed by name, not as bytes.
+[[maybe_unused]] void PrintTo(const NormCase &c, std::ostream *os) { *os << normCaseName(c); }
+
 std::vector<NormCase> normCases() {
   std::vector<NormCase> cases;
   for (NormKind k : {NormKind::Rms, NormKind::Layer})
@@ -252,6 +255,10 @@ struct PointwiseCase {
   int64_t cols;
 };
 
+[[maybe_unused]] void PrintTo(const PointwiseCase &c, std::ostream *os) {
+  *os << std::string(pointwiseOpName(c.op)) << "_c" << c.cols;
+}
+
 std::vector<PointwiseCase> pointwiseCases() {
   std::vector<PointwiseCase> cases;
   for (PointwiseOp op : {PointwiseOp::Scale, PointwiseOp::GeluTanh, PointwiseOp::GeluErf, PointwiseOp::Silu,
@@ -338,6 +345,9 @@ std::vector<RopeCase> ropeCases() {
         cases.push_back({st, attrs, label, h, hd});
   return cases;
 }
+
+std::string ropeCaseName(const RopeCase &c);
+[[maybe_unused]] void PrintTo(const RopeCase &c, std::ostream *os) { *os << ropeCaseName(c); }
 
 std::string ropeCaseName(const RopeCase &c) {
   return std::string(c.style == RopeStyle::Half ? "half_" : "interleaved_") + c.label + "_h" + std::to_string(c.heads) +

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
       const int r = (c / CHUNKS) % TILE, ch = c % CHUNKS, pos = first + r;
       const bool valid = pos < s1;
       const bf16 *src = which ? vSeq : kSeq;
-      attn::cpAsync16(dst + (which * TILE + r) * LDS + ch * 8, valid ? src + (size_t)pos * KV_DIM + ch * 8 : src, valid);
+      cpAsync16(dst + (which * TILE + r) * LDS + ch * 8, valid ? src + (size_t)pos * KV_DIM + ch * 8 : src, valid);
     }
   };
 
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
 #pragma unroll
     for (int i = 0; i < STAGES - 1; ++i) {
       if (i < myTiles) loadTile(i, i);
-      attn::cpAsyncCommit();
+      cpAsyncCommit();
     }
     // Q fragments straight from global memory: row r of the tile is query head kvHead*GROUP + pass*16 + r;
     // rows past the group and columns past HEAD_DIM are zero.
@@ -192,8 +192,8 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
     st.init();
     for (int i = 0; i < myTiles; ++i) {
       if (i + STAGES - 1 < myTiles) loadTile(i + STAGES - 1, (i + STAGES - 1) % STAGES);
-      attn::cpAsyncCommit(); // possibly empty: one group per iteration keeps the wait count exact
-      attn::cpAsyncWait<STAGES - 1>(); // this lane's copies of tile i have landed
+      cpAsyncCommit(); // possibly empty: one group per iteration keeps the wait count exact
+      cpAsyncWait<STAGES - 1>(); // this lane's copies of tile i have landed
       __syncwarp();                    // ... and the other lanes' (the ring is private to the warp)
       const bf16 *sK = ring + (i % STAGES) * 2 * TILE * LDS, *sV = sK + TILE * LDS;
       float s[TILE / 8][4];
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
       st.template accumulatePV<TILE>(s, sV);
       __syncwarp(); // the slot is read out before iteration i+1 refills it
     }
-    attn::cpAsyncWait<0>();
+    cpAsyncWait<0>();
     st.finishSums();
 
     // Merge the warps. A warp with no tiles holds m = -inf, l = 0, O = 0 and gets weight 0 below.

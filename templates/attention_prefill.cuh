@@ -22,6 +22,7 @@
 #pragma once
 
 #include "common.cuh"
+#include "ptx.cuh"
 
 namespace minfer {
 
@@ -47,49 +48,6 @@ __host__ __device__ constexpr int paddedHeadDim(int headDim) { return (headDim +
 __host__ __device__ constexpr int smemStride(int paddedDim) { return paddedDim + 8; }
 
 __device__ __forceinline__ float negInf() { return __int_as_float(0xff800000u); }
-
-// ---- cp.async (sm_80+): 16 bytes global -> shared without passing through registers -------------------------
-
-// Copies 16 bytes, or writes 16 zero bytes when !valid (src-size 0: nothing is read from `src`).
-__device__ __forceinline__ void cpAsync16(void *smem, const void *gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int srcBytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(srcBytes));
-}
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N> __device__ __forceinline__ void cpAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// ---- ldmatrix and mma.sync m16n8k16 (bf16 in, fp32 accumulate) ----------------------------------------------
-// Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16"), with g = lane / 4 and t = lane % 4:
-//   A (16x16, row-major): a[0] = (row g,   cols 2t, 2t+1)    a[1] = (row g+8, cols 2t, 2t+1)
-//                         a[2] = (row g,   cols 2t+8, 2t+9)  a[3] = (row g+8, cols 2t+8, 2t+9)
-//   B (16x8, k x n):      b[0] = (k 2t, 2t+1;   col g)       b[1] = (k 2t+8, 2t+9; col g)
-//   C (16x8, fp32):       c[0], c[1] = (row g, cols 2t, 2t+1)  c[2], c[3] = (row g+8, cols 2t, 2t+1)
-// ldmatrix.x4 loads four 8x8 bf16 matrices; lanes 8i .. 8i+7 give the row addresses of matrix i, and
-// without .trans lane l receives (row l/4, cols 2(l%4), 2(l%4)+1) of each; with .trans it receives
-// (rows 2(l%4), 2(l%4)+1; col l/4).
-
-__device__ __forceinline__ void ldmatrixX4(unsigned (&r)[4], const bf16 *smem) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldmatrixX4Trans(unsigned (&r)[4], const bf16 *smem) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-// c += a * b for one m16n8k16 tile.
-__device__ __forceinline__ void mmaBf16(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-               "{%0, %1, %2, %3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // Two floats as a bf16x2 register: `lo` in the low half (the lower column index).
 __device__ __forceinline__ unsigned packBf16(float lo, float hi) {
@@ -287,7 +245,7 @@ __global__ void __launch_bounds__(WARPS * kWarpSize)
   for (int c = tid; c < BLOCK_M * CHUNKS; c += THREADS) {
     const int r = c / CHUNKS, ch = c % CHUNKS, row = m0 + r;
     const bool valid = row < rows;
-    attn::cpAsync16(sQ + r * LDS + ch * 8, valid ? q + (size_t)row * Q_DIM + head * HEAD_DIM + ch * 8 : q, valid);
+    cpAsync16(sQ + r * LDS + ch * 8, valid ? q + (size_t)row * Q_DIM + head * HEAD_DIM + ch * 8 : q, valid);
   }
   // One K and one V tile into stage `stage`; keys at or past kvEnd are zero-filled, never read.
   auto loadKV = [&](int tile, int stage) {
@@ -296,12 +254,12 @@ __global__ void __launch_bounds__(WARPS * kWarpSize)
       const int r = c / CHUNKS, ch = c % CHUNKS, key = tile * BLOCK_N + r;
       const bool valid = key < kvEnd;
       const size_t off = valid ? (size_t)key * KV_DIM + kvHead * HEAD_DIM + ch * 8 : 0;
-      attn::cpAsync16(dK + r * LDS + ch * 8, k_cache + off, valid);
-      attn::cpAsync16(dV + r * LDS + ch * 8, v_cache + off, valid);
+      cpAsync16(dK + r * LDS + ch * 8, k_cache + off, valid);
+      cpAsync16(dV + r * LDS + ch * 8, v_cache + off, valid);
     }
   };
   loadKV(0, 0);
-  attn::cpAsyncCommit(); // group 0: the Q tile and key tile 0
+  cpAsyncCommit(); // group 0: the Q tile and key tile 0
 
   const int warpRow0 = m0 + warp * 16;
   const bool warpActive = warpRow0 < rows;
@@ -316,8 +274,8 @@ __global__ void __launch_bounds__(WARPS * kWarpSize)
 
   for (int tile = 0; tile < numTiles; ++tile) {
     if (tile + 1 < numTiles) loadKV(tile + 1, (tile + 1) & 1); // stage (tile+1)&1 was freed by the last barrier
-    attn::cpAsyncCommit(); // possibly empty: keeps one group per iteration so the wait below stays exact
-    attn::cpAsyncWait<1>(); // this thread's copies of `tile` (and Q) have landed
+    cpAsyncCommit(); // possibly empty: keeps one group per iteration so the wait below stays exact
+    cpAsyncWait<1>(); // this thread's copies of `tile` (and Q) have landed
     __syncthreads();        // ... and everyone else's
     if (tile == 0) attn::loadQFragments<HDP>(qf, sQ + warp * 16 * LDS);
 

@@ -33,6 +33,7 @@
 //   activation rows once per 1-2 rows of W (twice the lm_head's time, measured).
 #pragma once
 
+#include "argmax_key.cuh"
 #include "common.cuh"
 
 namespace minfer {
@@ -131,14 +132,7 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
 
 // The lm_head's epilogue in greedy decode: the logits as EpiPointwise<false, ActNone, false, false> stores
 // them, and each row's argmax folded into p.argmax[row] (gemv.cuh reduces over its block, then one atomicMax
-// per block and row). The key orders by the stored bf16 logit, then by the lower index, as the argmax kernel
-// (sampling.cuh) picks: the lowest index of the largest logit, -0 equal to +0.
-__device__ __forceinline__ unsigned long long argmaxKey(float v, int col) {
-  if (v == 0.f) v = 0.f; // -0 -> +0
-  unsigned u = __float_as_uint(v);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); // monotonic in v
-  return (static_cast<unsigned long long>(u) << 32) | (0xffffffffu - static_cast<unsigned>(col));
-}
+// per block and row) with argmaxKey (argmax_key.cuh).
 
 struct EpiArgmax : EpiPointwise<false, ActNone, false, false> {
   static constexpr bool kArgmax = true;

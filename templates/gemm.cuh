@@ -33,6 +33,7 @@
 
 #include "common.cuh"
 #include "epilogue.cuh"
+#include "ptx.cuh"
 
 namespace minfer {
 
@@ -44,36 +45,6 @@ namespace gemm_detail {
 // Tile rows per raster group: 8 tile rows of A (1024 rows at BM = 128) stay hot in L2 while the blocks
 // of one wave sweep their W columns; Triton's and CUTLASS's usual choice.
 constexpr int kGroupM = 8;
-
-__device__ __forceinline__ unsigned smemAddress(const void *p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte global -> shared copy that bypasses L1 (.cg); `valid == false` reads nothing and zero-fills.
-__device__ __forceinline__ void cpAsync16(unsigned dst, const void *src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most PENDING committed groups are still in flight.
-template <int PENDING> __device__ __forceinline__ void cpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-
-// Four 8x8 b16 matrices; lane l gives the row address of matrix l / 8, row l % 8, and receives in r[q]
-// the two elements (row l / 4, cols 2 (l % 4) and +1) of matrix q.
-__device__ __forceinline__ void ldmatrixX4(unsigned (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// d += a · b for one m16n8k16 fragment: a is 16x16 (row-major), b is 16x8 (column-major, i.e. W rows).
-__device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // Where 16-byte chunk c of row r of a [rows][CPR chunks] tile lives, in chunks from the tile's start.
 // Chunks are grouped in 128-byte lines of 8 (one row when CPR = 8, two rows when CPR = 4, a half row
@@ -94,11 +65,7 @@ template <int CPR> __device__ __forceinline__ int swizzle(int r, int c) {
 template <int N, int K, int BM, int BN, int BK, int STAGES, int WARPS_M, int WARPS_N, class Epi>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
     gemm(const MatmulParams p) {
-  bf16 *C = p.C;
-  const bf16 *__restrict__ A = p.A;
-  const bf16 *__restrict__ W = p.W;
-  const int M = p.rows;
-  const EpiParams &epi = p.epi;
+  const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K], M rows, the epilogue's arguments
   gridDependencyWait();
   using namespace gemm_detail;
   static_assert(N >= 1 && K >= 8, "gemm: N must be at least 1 and K at least 8");

@@ -40,6 +40,7 @@
 
 #include "common.cuh"
 #include "epilogue.cuh"
+#include "ptx.cuh"
 
 namespace minfer {
 
@@ -97,11 +98,7 @@ __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro = ProNone>
 __global__ void __launch_bounds__(WARPS * 32)
     gemv(const MatmulParams p) {
-  bf16 *C = p.C;
-  const bf16 *__restrict__ A = p.A;
-  const bf16 *__restrict__ W = p.W;
-  const int M = p.rows;
-  const EpiParams &epi = p.epi;
+  const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K], M rows, the epilogue's arguments
   using namespace gemv_detail;
   static_assert(N >= 1 && K >= 8, "gemv: N must be at least 1 and K at least 8");
   static_assert(K % 8 == 0, "gemv: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
@@ -227,15 +224,6 @@ __global__ void __launch_bounds__(WARPS * 32)
 
 namespace gemv_detail {
 
-// d += a · b for one m16n8k16 fragment (bf16 in, fp32 accumulate); see gemm.cuh for the layouts.
-__device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // 8 bf16 of an activation row (elements k0..k0+7) through the prologue, repacked.
 template <class Pro>
 __device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, const EpiParams &epi) {
@@ -257,11 +245,7 @@ __device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, 
 template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro = ProNone>
 __global__ void __launch_bounds__(WARPS * 32)
     gemvMma(const MatmulParams p) {
-  bf16 *C = p.C;
-  const bf16 *__restrict__ A = p.A;
-  const bf16 *__restrict__ W = p.W;
-  const int M = p.rows;
-  const EpiParams &epi = p.epi;
+  const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K], M rows, the epilogue's arguments
   using namespace gemv_detail;
   static_assert(N >= 1 && K >= 8, "gemvMma: N must be at least 1 and K at least 8");
   static_assert(K % 8 == 0, "gemvMma: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");

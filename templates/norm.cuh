@@ -109,69 +109,42 @@ __device__ __forceinline__ void normRow(const bf16 *a, const bf16 *b, const Weig
   }
 }
 
+// A norm kernel's block: one row, its pointers taken from the Params.
+template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL>
+__device__ __forceinline__ void normKernel(const NormParams &p) {
+  gridDependencyWait();
+  const long long r = blockIdx.x;
+  if (r >= p.rows) return;
+  normRow<D, THREADS, WeightT, LAYER, RESIDUAL>(p.a + r * D, RESIDUAL ? p.b + r * D : nullptr,
+                                                static_cast<const WeightT *>(p.gamma),
+                                                LAYER ? static_cast<const WeightT *>(p.beta) : nullptr,
+                                                RESIDUAL ? p.sum + r * D : nullptr, p.y + r * D, p.eps);
+}
+
 } // namespace norm_detail
 
+// y = rms_norm(a)
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) rms_norm(const NormParams p) {
-  const bf16 *x = p.a;
-  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
-  bf16 *y = p.y;
-  const int rows = p.rows;
-  const float eps = p.eps;
-  gridDependencyWait();
-  const long long r = blockIdx.x;
-  if (r >= rows) return;
-  norm_detail::normRow<D, THREADS, WeightT, false, false>(x + r * D, nullptr, gamma, nullptr, nullptr, y + r * D,
-                                                          eps);
+  norm_detail::normKernel<D, THREADS, WeightT, false, false>(p);
 }
 
+// y = layer_norm(a)
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) layer_norm(const NormParams p) {
-  const bf16 *x = p.a;
-  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
-  const WeightT *beta = static_cast<const WeightT *>(p.beta);
-  bf16 *y = p.y;
-  const int rows = p.rows;
-  const float eps = p.eps;
-  gridDependencyWait();
-  const long long r = blockIdx.x;
-  if (r >= rows) return;
-  norm_detail::normRow<D, THREADS, WeightT, true, false>(x + r * D, nullptr, gamma, beta, nullptr, y + r * D, eps);
+  norm_detail::normKernel<D, THREADS, WeightT, true, false>(p);
 }
 
-// s = a + b (rounded to bf16, written to `sum`), y = rms_norm(s).
+// sum = a + b (rounded to bf16), y = rms_norm(sum).
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) rms_norm_residual(const NormParams p) {
-  const bf16 *a = p.a;
-  const bf16 *b = p.b;
-  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
-  bf16 *sum = p.sum;
-  bf16 *y = p.y;
-  const int rows = p.rows;
-  const float eps = p.eps;
-  gridDependencyWait();
-  const long long r = blockIdx.x;
-  if (r >= rows) return;
-  norm_detail::normRow<D, THREADS, WeightT, false, true>(a + r * D, b + r * D, gamma, nullptr, sum + r * D,
-                                                         y + r * D, eps);
+  norm_detail::normKernel<D, THREADS, WeightT, false, true>(p);
 }
 
-// s = a + b (rounded to bf16, written to `sum`), y = layer_norm(s).
+// sum = a + b (rounded to bf16), y = layer_norm(sum).
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) layer_norm_residual(const NormParams p) {
-  const bf16 *a = p.a;
-  const bf16 *b = p.b;
-  const WeightT *gamma = static_cast<const WeightT *>(p.gamma);
-  const WeightT *beta = static_cast<const WeightT *>(p.beta);
-  bf16 *sum = p.sum;
-  bf16 *y = p.y;
-  const int rows = p.rows;
-  const float eps = p.eps;
-  gridDependencyWait();
-  const long long r = blockIdx.x;
-  if (r >= rows) return;
-  norm_detail::normRow<D, THREADS, WeightT, true, true>(a + r * D, b + r * D, gamma, beta, sum + r * D, y + r * D,
-                                                        eps);
+  norm_detail::normKernel<D, THREADS, WeightT, true, true>(p);
 }
 
 } // namespace minfer

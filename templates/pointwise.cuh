@@ -103,43 +103,35 @@ constexpr int kPointwiseThreads = 256;
 
 template <typename Op, int COLS>
 __global__ void __launch_bounds__(kPointwiseThreads) unary(const PointwiseParams p) {
-  const bf16 *x = p.a;
-  bf16 *y = p.y;
-  const int rows = p.rows;
-  const float arg = p.arg;
   gridDependencyWait();
   static_assert(COLS > 0, "unary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
   // rows * COLS is a multiple of VEC, so the flat tensor is whole vectors.
-  const long long n = static_cast<long long>(rows) * (COLS / VEC);
+  const long long n = static_cast<long long>(p.rows) * (COLS / VEC);
   for (long long i = blockIdx.x * static_cast<long long>(kPointwiseThreads) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * kPointwiseThreads) {
     float v[VEC];
-    loadFloats<VEC>(x + i * VEC, v);
+    loadFloats<VEC>(p.a + i * VEC, v);
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) v[e] = Op::apply(v[e], arg);
-    storeBf16<VEC>(y + i * VEC, v);
+    for (int e = 0; e < VEC; ++e) v[e] = Op::apply(v[e], p.arg);
+    storeBf16<VEC>(p.y + i * VEC, v);
   }
 }
 
 template <typename Op, int COLS>
 __global__ void __launch_bounds__(kPointwiseThreads) binary(const PointwiseParams p) {
-  const bf16 *a = p.a;
-  const bf16 *b = p.b;
-  bf16 *y = p.y;
-  const int rows = p.rows;
   gridDependencyWait();
   static_assert(COLS > 0, "binary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
-  const long long n = static_cast<long long>(rows) * (COLS / VEC);
+  const long long n = static_cast<long long>(p.rows) * (COLS / VEC);
   for (long long i = blockIdx.x * static_cast<long long>(kPointwiseThreads) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * kPointwiseThreads) {
     float va[VEC], vb[VEC];
-    loadFloats<VEC>(a + i * VEC, va);
-    loadFloats<VEC>(b + i * VEC, vb);
+    loadFloats<VEC>(p.a + i * VEC, va);
+    loadFloats<VEC>(p.b + i * VEC, vb);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) va[e] = Op::apply(va[e], vb[e]);
-    storeBf16<VEC>(y + i * VEC, va);
+    storeBf16<VEC>(p.y + i * VEC, va);
   }
 }
 

@@ -131,60 +131,40 @@ template <int KVD> __device__ __forceinline__ void copyRow(const bf16 *src, bf16
 
 template <int HEADS, int HEAD_DIM, RopeStyle STYLE>
 __global__ void rope(const RopeParams p) {
-  const bf16 *x = p.x;
-  bf16 *y = p.y;
-  const int *positions = p.positions;
-  const float *inv_freq = p.inv_freq;
-  const int rows = p.rows;
   gridDependencyWait();
   __shared__ float cosT[HEAD_DIM / 2], sinT[HEAD_DIM / 2];
   const long long r = blockIdx.x;
-  if (r >= rows) return;
+  if (r >= p.rows) return;
   constexpr int W = HEADS * HEAD_DIM;
-  rope_detail::ropeRow<HEADS, HEAD_DIM, STYLE>(x + r * W, y + r * W, positions[r], inv_freq, cosT, sinT);
+  rope_detail::ropeRow<HEADS, HEAD_DIM, STYLE>(p.x + r * W, p.y + r * W, p.positions[r], p.inv_freq, cosT, sinT);
 }
 
 template <int KV_HEADS, int HEAD_DIM>
 __global__ void kv_write(const KvWriteParams p) {
-  const bf16 *k = p.k;
-  const bf16 *v = p.v;
-  bf16 *k_cache = p.k_cache;
-  bf16 *v_cache = p.v_cache;
-  const int *seq_of = p.seq_of;
-  const int *pos_of = p.pos_of;
-  const int rows = p.rows, max_seq = p.max_seq;
   gridDependencyWait();
   constexpr int KVD = KV_HEADS * HEAD_DIM;
   static_assert(KV_HEADS > 0 && HEAD_DIM > 0, "kv_write: KV_HEADS and HEAD_DIM must be positive");
   const long long r = blockIdx.x;
-  if (r >= rows) return;
-  const long long dst = rope_detail::cacheRow<KVD>(seq_of[r], pos_of[r], max_seq);
+  if (r >= p.rows) return;
+  const long long dst = rope_detail::cacheRow<KVD>(p.seq_of[r], p.pos_of[r], p.max_seq);
   if (dst < 0) return;
-  rope_detail::copyRow<KVD>(k + r * KVD, k_cache + dst);
-  rope_detail::copyRow<KVD>(v + r * KVD, v_cache + dst);
+  rope_detail::copyRow<KVD>(p.k + r * KVD, p.k_cache + dst);
+  rope_detail::copyRow<KVD>(p.v + r * KVD, p.v_cache + dst);
 }
 
 // kv_write with k roped at its cache position on the way in.
 template <int KV_HEADS, int HEAD_DIM, RopeStyle STYLE>
 __global__ void rope_kv_write(const KvWriteParams p) {
-  const bf16 *k = p.k;
-  const bf16 *v = p.v;
-  bf16 *k_cache = p.k_cache;
-  bf16 *v_cache = p.v_cache;
-  const int *seq_of = p.seq_of;
-  const int *pos_of = p.pos_of;
-  const float *inv_freq = p.inv_freq;
-  const int rows = p.rows, max_seq = p.max_seq;
   gridDependencyWait();
   constexpr int KVD = KV_HEADS * HEAD_DIM;
   __shared__ float cosT[HEAD_DIM / 2], sinT[HEAD_DIM / 2];
   const long long r = blockIdx.x;
-  if (r >= rows) return;
-  const int pos = pos_of[r];
-  const long long dst = rope_detail::cacheRow<KVD>(seq_of[r], pos, max_seq);
+  if (r >= p.rows) return;
+  const int pos = p.pos_of[r];
+  const long long dst = rope_detail::cacheRow<KVD>(p.seq_of[r], pos, p.max_seq);
   if (dst < 0) return; // uniform over the block: ropeRow's barrier is skipped by all or none
-  rope_detail::copyRow<KVD>(v + r * KVD, v_cache + dst);
-  rope_detail::ropeRow<KV_HEADS, HEAD_DIM, STYLE>(k + r * KVD, k_cache + dst, pos, inv_freq, cosT, sinT);
+  rope_detail::copyRow<KVD>(p.v + r * KVD, p.v_cache + dst);
+  rope_detail::ropeRow<KV_HEADS, HEAD_DIM, STYLE>(p.k + r * KVD, p.k_cache + dst, pos, p.inv_freq, cosT, sinT);
 }
 
 } // namespace minfer

@@ -1,10 +1,9 @@
 // templates/sampling.cuh — the next token of each row of logits: greedy argmax, and temperature / top-k /
 // top-p sampling with a counter-based random number, reproducible bit for bit on the host.
 //
-//   argmax<V, THREADS>(const bf16 *logits [rows, V], int *out [rows], int rows)
-//   sample<V, THREADS>(const bf16 *logits [rows, V], int *out [rows], int rows, float temperature,
-//                      int top_k, float top_p, unsigned long long seed, unsigned long long step,
-//                      const int *step_offset /* nullable, added to step */)
+//   argmax<V, THREADS>(ArgmaxParams: logits [rows, V], out [rows], rows)
+//   sample<V, THREADS>(SampleParams: logits [rows, V], out [rows], rows, temperature, top_k, top_p, seed,
+//                      step, step_offset (nullable, added to step))
 //
 // One block of THREADS threads per row (ArgmaxSpec: 1024, SampleSpec: 512; RowOps.h says why).
 //
@@ -70,17 +69,6 @@ struct SampleParams {
   const int *step_offset; // nullable: added to `step` (the advance kernel's counter)
 };
 
-struct AdvanceParams {
-  const int *next;        // [rows] this step's tokens
-  int *tokens;            // [rows] the next step's input
-  int *positions;         // [rows]
-  int *context_len;       // [rows]
-  int *history;           // [history_steps, rows]
-  int *step;              // [1] steps recorded so far
-  int rows;
-  int history_steps;
-  unsigned long long *keys; // nullable: the lm_head's argmax keys (EpiArgmax), read instead of next
-};
 
 namespace sampling {
 
@@ -605,42 +593,6 @@ __global__ void __launch_bounds__(THREADS) sample(const SampleParams p) {
     const int i = argmaxRow<V, THREADS>(row, sh.redF, sh.redI);
     if (threadIdx.x == 0) out[r] = i;
   }
-}
-
-// Feeds a decode step's chosen tokens back: one block of THREADS >= rows threads. Row b's token becomes the
-// next step's input, its position and context length advance by one, and the token is recorded in
-// history[step][b]; then the step counter advances. Everything is read from and written to device memory,
-// so a captured decode step replays with no host work between steps.
-template <int THREADS>
-__global__ void __launch_bounds__(THREADS) advance_tokens(const AdvanceParams p) {
-  const int *next = p.next;
-  int *tokens = p.tokens;
-  int *positions = p.positions;
-  int *context_len = p.context_len;
-  int *history = p.history;
-  int *step = p.step;
-  const int rows = p.rows, history_steps = p.history_steps;
-  unsigned long long *keys = p.keys; // nullable, see below
-  gridDependencyWait();
-  const int s = *step;
-  const int b = threadIdx.x;
-  if (b < rows) {
-    // With `keys` (greedy decode whose lm_head folded the argmax, epilogue.cuh EpiArgmax), the token is in
-    // the low word of the row's key; the key goes back to zero for the next step's atomicMax.
-    int t;
-    if (keys) {
-      t = static_cast<int>(0xffffffffu - static_cast<unsigned>(keys[b] & 0xffffffffu));
-      keys[b] = 0;
-    } else {
-      t = next[b];
-    }
-    tokens[b] = t;
-    positions[b] += 1;
-    context_len[b] += 1;
-    if (s < history_steps) history[static_cast<long long>(s) * rows + b] = t;
-  }
-  __syncthreads(); // every thread has read *step
-  if (threadIdx.x == 0) *step = s + 1;
 }
 
 } // namespace minfer

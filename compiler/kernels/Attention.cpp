@@ -227,22 +227,18 @@ llvm::json::Object AttentionCombineSpec::toJSON() const {
   return llvm::json::Object{{"family", "attention_decode_combine"}, {"heads", heads}, {"head_dim", headDim}};
 }
 
-const ParamsLayout &AttentionPrefillParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(AttentionPrefillParams, q, Ptr), MINFER_PARAM(AttentionPrefillParams, k_cache, Ptr), MINFER_PARAM(AttentionPrefillParams, v_cache, Ptr), MINFER_PARAM(AttentionPrefillParams, out, Ptr), MINFER_PARAM(AttentionPrefillParams, rows, I32), MINFER_PARAM(AttentionPrefillParams, start_pos, I32), MINFER_PARAM(AttentionPrefillParams, scale, F32)};
-  static const ParamsLayout layout{"minfer::AttentionPrefillParams", sizeof(AttentionPrefillParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(AttentionPrefillParams,
+                     MINFER_FIELD(q, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
+                     MINFER_FIELD(out, Ptr), MINFER_FIELD(rows, I32), MINFER_FIELD(start_pos, I32),
+                     MINFER_FIELD(scale, F32))
 
-const ParamsLayout &AttentionDecodeParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(AttentionDecodeParams, q, Ptr), MINFER_PARAM(AttentionDecodeParams, k_cache, Ptr), MINFER_PARAM(AttentionDecodeParams, v_cache, Ptr), MINFER_PARAM(AttentionDecodeParams, partial_out, Ptr), MINFER_PARAM(AttentionDecodeParams, partial_lse, Ptr), MINFER_PARAM(AttentionDecodeParams, context_len, Ptr), MINFER_PARAM(AttentionDecodeParams, max_seq, I32), MINFER_PARAM(AttentionDecodeParams, scale, F32)};
-  static const ParamsLayout layout{"minfer::AttentionDecodeParams", sizeof(AttentionDecodeParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(AttentionDecodeParams,
+                     MINFER_FIELD(q, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
+                     MINFER_FIELD(partial_out, Ptr), MINFER_FIELD(partial_lse, Ptr), MINFER_FIELD(context_len, Ptr),
+                     MINFER_FIELD(max_seq, I32), MINFER_FIELD(scale, F32))
 
-const ParamsLayout &AttentionCombineParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(AttentionCombineParams, partial_out, Ptr), MINFER_PARAM(AttentionCombineParams, partial_lse, Ptr), MINFER_PARAM(AttentionCombineParams, context_len, Ptr), MINFER_PARAM(AttentionCombineParams, out, Ptr), MINFER_PARAM(AttentionCombineParams, num_splits, I32), MINFER_PARAM(AttentionCombineParams, split_tokens, I32)};
-  static const ParamsLayout layout{"minfer::AttentionCombineParams", sizeof(AttentionCombineParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(AttentionCombineParams,
+                     MINFER_FIELD(partial_out, Ptr), MINFER_FIELD(partial_lse, Ptr), MINFER_FIELD(context_len, Ptr),
+                     MINFER_FIELD(out, Ptr), MINFER_FIELD(num_splits, I32), MINFER_FIELD(split_tokens, I32))
 
 } // namespace minfer

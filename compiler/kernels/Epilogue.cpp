@@ -140,25 +140,15 @@ std::string Prologue::policy() const {
   return llvm::formatv("minfer::ProNorm<{0}, {1}>", boolArg(kind == Kind::Layer), t).str();
 }
 
-const ParamsLayout &EpiParams::layout() {
-  static const ParamField fields[] = {
-      MINFER_PARAM(EpiParams, bias, Ptr),      MINFER_PARAM(EpiParams, residual, Ptr),
-      MINFER_PARAM(EpiParams, scale, F32),     MINFER_PARAM(EpiParams, max_seq, I32),
-      MINFER_PARAM(EpiParams, positions, Ptr), MINFER_PARAM(EpiParams, seq_of, Ptr),
-      MINFER_PARAM(EpiParams, inv_freq, Ptr),  MINFER_PARAM(EpiParams, k_cache, Ptr),
-      MINFER_PARAM(EpiParams, v_cache, Ptr),   MINFER_PARAM(EpiParams, gamma, Ptr),
-      MINFER_PARAM(EpiParams, beta, Ptr),      MINFER_PARAM(EpiParams, eps, F32),
-      MINFER_PARAM(EpiParams, argmax, Ptr)};
-  static const ParamsLayout layout{"minfer::EpiParams", sizeof(EpiParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(EpiParams,
+                     MINFER_FIELD(bias, Ptr), MINFER_FIELD(residual, Ptr), MINFER_FIELD(scale, F32),
+                     MINFER_FIELD(max_seq, I32), MINFER_FIELD(positions, Ptr), MINFER_FIELD(seq_of, Ptr),
+                     MINFER_FIELD(inv_freq, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
+                     MINFER_FIELD(gamma, Ptr), MINFER_FIELD(beta, Ptr), MINFER_FIELD(eps, F32),
+                     MINFER_FIELD(argmax, Ptr))
 
-const ParamsLayout &MatmulParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(MatmulParams, C, Ptr), MINFER_PARAM(MatmulParams, A, Ptr),
-                                      MINFER_PARAM(MatmulParams, W, Ptr), MINFER_PARAM(MatmulParams, rows, I32),
-                                      MINFER_PARAM_STRUCT(MatmulParams, epi, EpiParams::layout())};
-  static const ParamsLayout layout{"minfer::MatmulParams", sizeof(MatmulParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(MatmulParams,
+                     MINFER_FIELD(C, Ptr), MINFER_FIELD(A, Ptr), MINFER_FIELD(W, Ptr), MINFER_FIELD(rows, I32),
+                     MINFER_FIELD_STRUCT(epi, EpiParams::layout()))
 
 } // namespace minfer

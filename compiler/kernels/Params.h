@@ -49,11 +49,21 @@ struct ParamsLayout {
   std::string layoutChecks() const;
 };
 
-// ParamField{"gamma", ParamType::Ptr, offsetof(NormParams, gamma)} without repeating the name.
-#define MINFER_PARAM(S, field, type)                                                                         \
-  ::minfer::ParamField { #field, ::minfer::ParamType::type, static_cast<uint32_t>(offsetof(S, field)) }
-#define MINFER_PARAM_STRUCT(S, field, layout)                                                                \
-  ::minfer::ParamField { #field, ::minfer::ParamType::Struct, static_cast<uint32_t>(offsetof(S, field)), &(layout) }
+// Defines S::layout() from S's fields, each MINFER_FIELD(name, type) (or MINFER_FIELD_STRUCT(name, layout)
+// for a nested struct), e.g. MINFER_PARAMS_LAYOUT(RopeParams, MINFER_FIELD(x, Ptr), ..., MINFER_FIELD(rows, I32)).
+#define MINFER_PARAMS_LAYOUT(S, ...)                                                                         \
+  const ::minfer::ParamsLayout &S::layout() {                                                                \
+    using Self = S;                                                                                          \
+    static const ::minfer::ParamField fields[] = {__VA_ARGS__};                                              \
+    static const ::minfer::ParamsLayout layout{"minfer::" #S, sizeof(S), fields};                            \
+    return layout;                                                                                           \
+  }
+#define MINFER_FIELD(field, type)                                                                            \
+  ::minfer::ParamField { #field, ::minfer::ParamType::type, static_cast<uint32_t>(offsetof(Self, field)) }
+#define MINFER_FIELD_STRUCT(field, nestedLayout)                                                             \
+  ::minfer::ParamField {                                                                                     \
+    #field, ::minfer::ParamType::Struct, static_cast<uint32_t>(offsetof(Self, field)), &(nestedLayout)       \
+  }
 
 // The largest Params struct of any family: what a launch's argument buffer holds.
 constexpr size_t kMaxParamsBytes = 256;

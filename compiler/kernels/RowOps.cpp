@@ -443,52 +443,37 @@ std::vector<double> sampleDistribution(llvm::ArrayRef<uint16_t> logits, const Sa
   return prob;
 }
 
-const ParamsLayout &NormParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(NormParams, a, Ptr), MINFER_PARAM(NormParams, b, Ptr), MINFER_PARAM(NormParams, gamma, Ptr), MINFER_PARAM(NormParams, beta, Ptr), MINFER_PARAM(NormParams, sum, Ptr), MINFER_PARAM(NormParams, y, Ptr), MINFER_PARAM(NormParams, rows, I32), MINFER_PARAM(NormParams, eps, F32)};
-  static const ParamsLayout layout{"minfer::NormParams", sizeof(NormParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(NormParams,
+                     MINFER_FIELD(a, Ptr), MINFER_FIELD(b, Ptr), MINFER_FIELD(gamma, Ptr), MINFER_FIELD(beta, Ptr),
+                     MINFER_FIELD(sum, Ptr), MINFER_FIELD(y, Ptr), MINFER_FIELD(rows, I32), MINFER_FIELD(eps, F32))
 
-const ParamsLayout &PointwiseParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(PointwiseParams, a, Ptr), MINFER_PARAM(PointwiseParams, b, Ptr), MINFER_PARAM(PointwiseParams, y, Ptr), MINFER_PARAM(PointwiseParams, rows, I32), MINFER_PARAM(PointwiseParams, arg, F32)};
-  static const ParamsLayout layout{"minfer::PointwiseParams", sizeof(PointwiseParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(PointwiseParams,
+                     MINFER_FIELD(a, Ptr), MINFER_FIELD(b, Ptr), MINFER_FIELD(y, Ptr), MINFER_FIELD(rows, I32),
+                     MINFER_FIELD(arg, F32))
 
-const ParamsLayout &EmbeddingParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(EmbeddingParams, ids, Ptr), MINFER_PARAM(EmbeddingParams, table, Ptr), MINFER_PARAM(EmbeddingParams, out, Ptr), MINFER_PARAM(EmbeddingParams, rows, I32), MINFER_PARAM(EmbeddingParams, table_rows, I32)};
-  static const ParamsLayout layout{"minfer::EmbeddingParams", sizeof(EmbeddingParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(EmbeddingParams,
+                     MINFER_FIELD(ids, Ptr), MINFER_FIELD(table, Ptr), MINFER_FIELD(out, Ptr),
+                     MINFER_FIELD(rows, I32), MINFER_FIELD(table_rows, I32))
 
-const ParamsLayout &RopeParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(RopeParams, x, Ptr), MINFER_PARAM(RopeParams, y, Ptr), MINFER_PARAM(RopeParams, positions, Ptr), MINFER_PARAM(RopeParams, inv_freq, Ptr), MINFER_PARAM(RopeParams, rows, I32)};
-  static const ParamsLayout layout{"minfer::RopeParams", sizeof(RopeParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(RopeParams,
+                     MINFER_FIELD(x, Ptr), MINFER_FIELD(y, Ptr), MINFER_FIELD(positions, Ptr),
+                     MINFER_FIELD(inv_freq, Ptr), MINFER_FIELD(rows, I32))
 
-const ParamsLayout &KvWriteParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(KvWriteParams, k, Ptr), MINFER_PARAM(KvWriteParams, v, Ptr), MINFER_PARAM(KvWriteParams, k_cache, Ptr), MINFER_PARAM(KvWriteParams, v_cache, Ptr), MINFER_PARAM(KvWriteParams, seq_of, Ptr), MINFER_PARAM(KvWriteParams, pos_of, Ptr), MINFER_PARAM(KvWriteParams, inv_freq, Ptr), MINFER_PARAM(KvWriteParams, rows, I32), MINFER_PARAM(KvWriteParams, max_seq, I32)};
-  static const ParamsLayout layout{"minfer::KvWriteParams", sizeof(KvWriteParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(KvWriteParams,
+                     MINFER_FIELD(k, Ptr), MINFER_FIELD(v, Ptr), MINFER_FIELD(k_cache, Ptr),
+                     MINFER_FIELD(v_cache, Ptr), MINFER_FIELD(seq_of, Ptr), MINFER_FIELD(pos_of, Ptr),
+                     MINFER_FIELD(inv_freq, Ptr), MINFER_FIELD(rows, I32), MINFER_FIELD(max_seq, I32))
 
-const ParamsLayout &ArgmaxParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(ArgmaxParams, logits, Ptr), MINFER_PARAM(ArgmaxParams, out, Ptr), MINFER_PARAM(ArgmaxParams, rows, I32)};
-  static const ParamsLayout layout{"minfer::ArgmaxParams", sizeof(ArgmaxParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(ArgmaxParams, MINFER_FIELD(logits, Ptr), MINFER_FIELD(out, Ptr), MINFER_FIELD(rows, I32))
 
-const ParamsLayout &SampleParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(SampleParams, logits, Ptr), MINFER_PARAM(SampleParams, out, Ptr), MINFER_PARAM(SampleParams, rows, I32), MINFER_PARAM(SampleParams, temperature, F32), MINFER_PARAM(SampleParams, top_k, I32), MINFER_PARAM(SampleParams, top_p, F32), MINFER_PARAM(SampleParams, seed, U64), MINFER_PARAM(SampleParams, step, U64), MINFER_PARAM(SampleParams, step_offset, Ptr)};
-  static const ParamsLayout layout{"minfer::SampleParams", sizeof(SampleParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(SampleParams,
+                     MINFER_FIELD(logits, Ptr), MINFER_FIELD(out, Ptr), MINFER_FIELD(rows, I32),
+                     MINFER_FIELD(temperature, F32), MINFER_FIELD(top_k, I32), MINFER_FIELD(top_p, F32),
+                     MINFER_FIELD(seed, U64), MINFER_FIELD(step, U64), MINFER_FIELD(step_offset, Ptr))
 
-const ParamsLayout &AdvanceParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(AdvanceParams, next, Ptr), MINFER_PARAM(AdvanceParams, tokens, Ptr), MINFER_PARAM(AdvanceParams, positions, Ptr), MINFER_PARAM(AdvanceParams, context_len, Ptr), MINFER_PARAM(AdvanceParams, history, Ptr), MINFER_PARAM(AdvanceParams, step, Ptr), MINFER_PARAM(AdvanceParams, rows, I32), MINFER_PARAM(AdvanceParams, history_steps, I32), MINFER_PARAM(AdvanceParams, keys, Ptr)};
-  static const ParamsLayout layout{"minfer::AdvanceParams", sizeof(AdvanceParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(AdvanceParams,
+                     MINFER_FIELD(next, Ptr), MINFER_FIELD(tokens, Ptr), MINFER_FIELD(positions, Ptr),
+                     MINFER_FIELD(context_len, Ptr), MINFER_FIELD(history, Ptr), MINFER_FIELD(step, Ptr),
+                     MINFER_FIELD(rows, I32), MINFER_FIELD(history_steps, I32), MINFER_FIELD(keys, Ptr))
 
 } // namespace minfer

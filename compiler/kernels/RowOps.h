@@ -1,6 +1,7 @@
 // compiler/kernels/RowOps.h — the specs of the row-wise kernels: norms (templates/norm.cuh), embedding
 // (embedding.cuh), pointwise ops (pointwise.cuh), rope and the KV-cache write (rope.cuh), argmax and
-// sampling (sampling.cuh); and the host copy of the sampling algorithm that the kernel is tested against.
+// sampling (sampling.cuh), the decode step's token feedback (decode_step.cuh); and the host copy of the
+// sampling algorithm that the kernel is tested against.
 //
 // Activations are always bf16, so a name carries a dtype only where one varies: the weight's, for norms
 // and embeddings (`rms_norm_bf16_d2048_t256` reads bf16 gammas). Every dim but the rows (tokens this step,
@@ -88,7 +89,7 @@ struct SampleParams { // sampling.cuh: sample (the algorithm: SampleSettings, sa
   static const ParamsLayout &layout();
 };
 
-struct AdvanceParams { // sampling.cuh: advance_tokens
+struct AdvanceParams { // decode_step.cuh: advance_tokens
   uint64_t next = 0, tokens = 0, positions = 0, context_len = 0; // i32 [rows]
   uint64_t history = 0;                                          // i32 [history_steps, rows]
   uint64_t step = 0;                                             // i32 [1]
@@ -263,14 +264,14 @@ struct SampleSpec : KernelSpec {
   llvm::Error validate(const Target &) const override { return verify(); }
 };
 
-// Feeds a decode step's tokens back (sampling.cuh advance_tokens): one block whose threads cover the batch.
+// Feeds a decode step's tokens back (decode_step.cuh advance_tokens): one block whose threads cover the batch.
 struct AdvanceSpec : KernelSpec {
   int threads = 32;
 
   explicit AdvanceSpec(int threads) : threads(threads) {}
   static AdvanceSpec forBatch(int64_t batch); // whole warps covering `batch` rows, at most 1024
   std::string name() const override;          // advance_tokens_t32
-  std::string header() const override { return "sampling.cuh"; }
+  std::string header() const override { return "decode_step.cuh"; }
   const ParamsLayout &params() const override { return AdvanceParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // one block, whatever the rows

@@ -43,10 +43,8 @@ llvm::Error SplitSpec::validate(const Target &) const {
   return llvm::Error::success();
 }
 
-const ParamsLayout &SplitParams::layout() {
-  static const ParamField fields[] = {MINFER_PARAM(SplitParams, x, Ptr), MINFER_PARAM(SplitParams, y0, Ptr), MINFER_PARAM(SplitParams, y1, Ptr), MINFER_PARAM(SplitParams, y2, Ptr), MINFER_PARAM(SplitParams, y3, Ptr), MINFER_PARAM(SplitParams, rows, I32)};
-  static const ParamsLayout layout{"minfer::SplitParams", sizeof(SplitParams), fields};
-  return layout;
-}
+MINFER_PARAMS_LAYOUT(SplitParams,
+                     MINFER_FIELD(x, Ptr), MINFER_FIELD(y0, Ptr), MINFER_FIELD(y1, Ptr), MINFER_FIELD(y2, Ptr),
+                     MINFER_FIELD(y3, Ptr), MINFER_FIELD(rows, I32))
 
 } // namespace minfer

@@ -1,0 +1,69 @@
+// templates/ptx.cuh — the PTX primitives the kernel templates share, each defined once here.
+//
+//   cp.async (sm_80+)   16 bytes global -> shared without passing through registers, in commit groups
+//   ldmatrix            four 8x8 b16 matrices from shared memory into mma fragments (.trans: transposed)
+//   mma.sync m16n8k16   bf16 in, fp32 accumulate
+//
+// Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16"), with g = lane / 4 and t = lane % 4:
+//   A (16x16, row-major): a[0] = (row g,   cols 2t, 2t+1)    a[1] = (row g+8, cols 2t, 2t+1)
+//                         a[2] = (row g,   cols 2t+8, 2t+9)  a[3] = (row g+8, cols 2t+8, 2t+9)
+//   B (16x8, k x n):      b[0] = (k 2t, 2t+1;   col g)       b[1] = (k 2t+8, 2t+9; col g)
+//   C (16x8, fp32):       c[0], c[1] = (row g, cols 2t, 2t+1)  c[2], c[3] = (row g+8, cols 2t, 2t+1)
+// ldmatrix.x4: lanes 8i .. 8i+7 give the row addresses of matrix i; without .trans lane l receives
+// (row l/4, cols 2(l%4), 2(l%4)+1) of each matrix, with .trans (rows 2(l%4), 2(l%4)+1; col l/4).
+//
+// The cp.async commit and wait carry a "memory" clobber: shared-memory reads of the landed data must not be
+// moved above the wait. mma is plain `asm` (no side effects, so the compiler may schedule it freely);
+// ldmatrix is volatile, ordered with the barriers around the shared memory it reads.
+#pragma once
+
+#include "common.cuh"
+
+namespace minfer {
+
+__device__ __forceinline__ unsigned smemAddress(const void *p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Copies 16 bytes to shared address `dst`, bypassing L1 (.cg); `valid == false` reads nothing from `src`
+// (src-size 0) and writes 16 zero bytes.
+__device__ __forceinline__ void cpAsync16(unsigned dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cpAsync16(void *smem, const void *src, bool valid) {
+  cpAsync16(smemAddress(smem), src, valid);
+}
+__device__ __forceinline__ void cpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most PENDING of this thread's committed groups are still in flight.
+template <int PENDING> __device__ __forceinline__ void cpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrixX4(unsigned (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrixX4(unsigned (&r)[4], const bf16 *smem) { ldmatrixX4(r, smemAddress(smem)); }
+__device__ __forceinline__ void ldmatrixX4Trans(unsigned (&r)[4], const bf16 *smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smemAddress(smem)));
+}
+
+// d += a · b for one m16n8k16 fragment: a is 16x16 (row-major), b is 16x8 (k x n, i.e. W rows as columns).
+__device__ __forceinline__ void mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  mma16816(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+__device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  mma16816(d, a[0], a[1], a[2], a[3], b[0], b[1]);
+}
+
+} // namespace minfer

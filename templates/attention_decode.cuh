@@ -117,11 +117,7 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
   constexpr float kLog2e = 1.4426950408889634f;
 
   extern __shared__ __align__(16) unsigned char smemRaw[];
-  {
-    unsigned given;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
-    if (given < unsigned(attn::decodeSmemBytes(HEAD_DIM, THREADS))) __trap(); // a host/spec mismatch
-  }
+  requireDynamicShared(attn::decodeSmemBytes(HEAD_DIM, THREADS));
 
   const int split = blockIdx.x, kvHead = blockIdx.y, b = blockIdx.z;
   const int numSplits = gridDim.x;

@@ -218,11 +218,7 @@ __global__ void __launch_bounds__(WARPS * kWarpSize)
   constexpr float kLog2e = 1.4426950408889634f;
 
   extern __shared__ __align__(16) unsigned char smemRaw[];
-  {
-    unsigned given;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
-    if (given < unsigned(attn::prefillSmemBytes(HEAD_DIM, BLOCK_M, BLOCK_N))) __trap(); // a host/spec mismatch
-  }
+  requireDynamicShared(attn::prefillSmemBytes(HEAD_DIM, BLOCK_M, BLOCK_N));
   bf16 *sQ = reinterpret_cast<bf16 *>(smemRaw); // [BLOCK_M][LDS]
   bf16 *sK = sQ + BLOCK_M * LDS;                 // [2][BLOCK_N][LDS]
   bf16 *sV = sK + 2 * BLOCK_N * LDS;             // [2][BLOCK_N][LDS]

@@ -21,6 +21,14 @@
 
 namespace minfer {
 
+// Traps unless the launch gave the block at least `bytes` of dynamic shared memory: a host/spec mismatch
+// must not turn into reads past the end of shared memory.
+__device__ __forceinline__ void requireDynamicShared(unsigned bytes) {
+  unsigned given;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(given));
+  if (given < bytes) __trap();
+}
+
 __device__ __forceinline__ unsigned smemAddress(const void *p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }

@@ -1,4 +1,6 @@
 // compiler/Plan.cpp — lowering a verified module to the launches of a prefill and of a decode step.
+// (Over 650 lines: one class, Lowering, whose per-op cases share its buffer and binding helpers; the plan
+// JSON is in PlanJson.cpp.)
 //
 // One op becomes one launch (attention: a KV write and the attention kernel, plus a combine in decode;
 // split: one copy writing every part), fused ops included: matmul, matmul_residual, gated_matmul and qkv

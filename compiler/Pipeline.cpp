@@ -1,5 +1,6 @@
 // compiler/Pipeline.cpp — load → passes → tuning → plan → sources → compile, for the Engine and minferc.
 #include "compiler/Pipeline.h"
+#include "ir/Diagnostics.h"
 
 #include "compiler/Fuse.h"
 #include "io/HFImport.h"
@@ -20,7 +21,6 @@
 namespace minfer {
 namespace {
 
-llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 llvm::Expected<std::unique_ptr<ir::Module>> parseVerified(std::unique_ptr<llvm::MemoryBuffer> buf) {
   auto m = ir::parseModule(std::move(buf));
@@ -34,7 +34,7 @@ llvm::Expected<PlanOptions> bundlePlanOptions(const Bundle &b, llvm::StringRef p
   PlanOptions o;
   auto batch = b.plan.getInteger("max_batch"), rows = b.plan.getInteger("max_prefill_rows"),
        seq = b.plan.getInteger("max_seq");
-  if (!batch || !rows || !seq) return fail(path + ": the bundle's plan lacks max_batch, max_prefill_rows or max_seq");
+  if (!batch || !rows || !seq) return ir::makeError(path + ": the bundle's plan lacks max_batch, max_prefill_rows or max_seq");
   o.maxBatch = *batch;
   o.maxPrefillRows = *rows;
   o.maxSeq = *seq;
@@ -53,7 +53,7 @@ TuningDb bundleTuning(const Bundle &b) {
 } // namespace
 
 llvm::Expected<Pipeline> Pipeline::load(llvm::StringRef path, PipelineOptions options) {
-  if (!llvm::sys::fs::exists(path)) return fail("model '" + path + "' does not exist");
+  if (!llvm::sys::fs::exists(path)) return ir::makeError("model '" + path + "' does not exist");
   if (llvm::sys::fs::is_directory(path)) {
     auto m = importHF(path);
     if (!m) return m.takeError();
@@ -62,7 +62,7 @@ llvm::Expected<Pipeline> Pipeline::load(llvm::StringRef path, PipelineOptions op
     return p;
   }
   auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf) return fail("cannot read '" + path + "': " + buf.getError().message());
+  if (!buf) return ir::makeError("cannot read '" + path + "': " + buf.getError().message());
   if (isBundleFile(path)) {
     auto b = readBundle(path);
     if (!b) return b.takeError();
@@ -125,7 +125,7 @@ void Pipeline::useNewestTuningFor(const Target &target) {
 
 llvm::Expected<const Plan *> Pipeline::plan(const Target &target) {
   if (bundle_ && bundle_->target != target.name)
-    return fail(path_ + ": the bundle was built for " + bundle_->target + ", but the target is " + target.name +
+    return ir::makeError(path_ + ": the bundle was built for " + bundle_->target + ", but the target is " + target.name +
                 "; rebuild it with `minferc MODEL.ir --target " + target.name + " -o " + path_ + "`");
   PlanOptions po = options_.plan;
   po.tuning = tuning_ ? &*tuning_ : nullptr;
@@ -149,7 +149,7 @@ llvm::Expected<std::vector<CompiledKernel>> Pipeline::compile(const Target &targ
       std::string n = spec->name();
       auto it = llvm::find_if(bundle_->kernels, [&](const BundleKernel &k) { return k.name == n; });
       if (it == bundle_->kernels.end())
-        return fail(path_ + ": the bundle has no kernel '" + n +
+        return ir::makeError(path_ + ": the bundle has no kernel '" + n +
                     "' that its plan needs (built by another minfer version? rebuild it)");
       CompiledKernel k;
       k.name = it->name;

@@ -12,6 +12,7 @@
 // weights and biases are read as bf16, converted at load when the checkpoint stores another type, packed and
 // reordered as the epilogue reads them (rowOrder).
 #include "compiler/Plan.h"
+#include "ir/Diagnostics.h"
 
 #include "compiler/MemoryPlanner.h"
 #include "compiler/Tuning.h"
@@ -670,23 +671,22 @@ llvm::Error Lowering::run() {
 // The session sizes must fit the model: positions past a learned position table, or a prefill larger than
 // the caches can hold, would fail silently on the GPU (NaN rows, skipped cache writes).
 llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
-  auto fail = [](const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); };
   if (o.maxBatch <= 0 || o.maxPrefillRows <= 0 || o.maxSeq <= 0)
-    return fail("plan: batch, prefill rows and max_seq must be positive");
+    return ir::makeError("plan: batch, prefill rows and max_seq must be positive");
   if (o.maxBatch > kMaxDecodeBatch)
-    return fail("--max-batch " + llvm::Twine(o.maxBatch) + " exceeds " + llvm::Twine(kMaxDecodeBatch) +
+    return ir::makeError("--max-batch " + llvm::Twine(o.maxBatch) + " exceeds " + llvm::Twine(kMaxDecodeBatch) +
                 " (a decode step feeds its tokens back in one block of threads)");
   llvm::Error found = llvm::Error::success();
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
     if (found || op.kind != ir::OpKind::Embedding || m.value(op.operands[0].id).name != "positions") return;
     const ir::WeightDecl &table = m.weights[op.operands[1].id];
     if (o.maxSeq > table.type.shape[0].value)
-      found = fail("--max-seq " + llvm::Twine(o.maxSeq) + " exceeds the " + llvm::Twine(table.type.shape[0].value) +
+      found = ir::makeError("--max-seq " + llvm::Twine(o.maxSeq) + " exceeds the " + llvm::Twine(table.type.shape[0].value) +
                    " rows of the learned position table @" + table.name);
   });
   if (found) return found;
   if (o.maxPrefillRows > o.maxBatch * o.maxSeq)
-    return fail("--max-prefill-tokens " + llvm::Twine(o.maxPrefillRows) + " exceeds what the caches hold (" +
+    return ir::makeError("--max-prefill-tokens " + llvm::Twine(o.maxPrefillRows) + " exceeds what the caches hold (" +
                 llvm::Twine(o.maxBatch) + " sequences of " + llvm::Twine(o.maxSeq) + " tokens)");
   return llvm::Error::success();
 }
@@ -755,7 +755,7 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
     plan.options.maxPrefillRows = std::min<int64_t>(2048, plan.options.maxBatch * plan.options.maxSeq);
   // Matmul weights and biases are read as bf16 (converted at load when stored otherwise).
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
-    if (op.kind > ir::OpKind::Attention || op.attr("act") || op.attr("scale") || op.attr("fold")) plan.fused = true;
+    if (op.info().fused || op.attr("act") || op.attr("scale") || op.attr("fold")) plan.fused = true;
   });
   ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {
     if (!ir::isMatmulFamily(op.kind)) return;

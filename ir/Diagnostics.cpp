@@ -27,4 +27,8 @@ std::string renderError(llvm::Error err) {
   return out + "\n";
 }
 
+llvm::Error makeError(const llvm::Twine &msg) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
+}
+
 } // namespace minfer::ir

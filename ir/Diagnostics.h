@@ -27,6 +27,10 @@ private:
 llvm::Error diagnosticAt(const llvm::SourceMgr &sm, llvm::SMLoc loc, const llvm::Twine &msg,
                          llvm::SMLoc noteLoc = {}, const llvm::Twine &note = "");
 
+// A plain error carrying `msg`: the one helper for errors without a source location (what the rooms above
+// used to define locally as `fail`).
+llvm::Error makeError(const llvm::Twine &msg);
+
 // Renders any error for a terminal: a DiagnosticError as it is, anything else as `error: msg`, with
 // exactly one trailing newline. Consumes the error.
 std::string renderError(llvm::Error err);

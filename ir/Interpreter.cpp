@@ -1,5 +1,6 @@
 // ir/Interpreter.cpp — eval<Id> for every row of Ops.def, and the step loop around them.
 #include "ir/Interpreter.h"
+#include "ir/Diagnostics.h"
 
 #include "llvm/ADT/DenseMap.h"
 
@@ -357,10 +358,9 @@ Interpreter::~Interpreter() = default;
 
 llvm::Expected<std::unique_ptr<Interpreter>> Interpreter::create(const Module &m, const WeightSet &weights,
                                                                  int64_t batch, int64_t maxSeq) {
-  auto fail = [&](const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); };
-  if (batch <= 0 || maxSeq <= 0) return fail("interpreter: batch and max_seq must be positive");
+  if (batch <= 0 || maxSeq <= 0) return makeError("interpreter: batch and max_seq must be positive");
   if (weights.byDecl.size() != m.weights.size())
-    return fail("interpreter: " + llvm::Twine(weights.byDecl.size()) + " weights given, module declares " +
+    return makeError("interpreter: " + llvm::Twine(weights.byDecl.size()) + " weights given, module declares " +
                 llvm::Twine(m.weights.size()));
   auto st = std::make_unique<State>(m, weights, maxSeq);
   // Check every weight tensor against its declaration; note each attention op's KV slots.
@@ -381,12 +381,12 @@ llvm::Expected<std::unique_ptr<Interpreter>> Interpreter::create(const Module &m
       for (const Dim &d : w.type.shape) t.shape.push_back(d.value);
       for (int p : w.parts) {
         const std::vector<Tensor> &part = weights.byDecl[p];
-        if (part.empty()) return fail("interpreter: @" + m.weights[p].name + " (a part of @" + w.name + ") is missing");
+        if (part.empty()) return makeError("interpreter: @" + m.weights[p].name + " (a part of @" + w.name + ") is missing");
         const Tensor &src = part.size() == 1 ? part[0] : part[static_cast<size_t>(l)];
         t.data.insert(t.data.end(), src.data.begin(), src.data.end());
       }
       if (t.numel() != static_cast<int64_t>(Tensor::numelOf(t.shape)))
-        return fail("interpreter: the parts of @" + w.name + " do not stack to " + w.type.str());
+        return makeError("interpreter: the parts of @" + w.name + " do not stack to " + w.type.str());
       st->packed[i].push_back(std::move(t));
     }
   }
@@ -394,12 +394,12 @@ llvm::Expected<std::unique_ptr<Interpreter>> Interpreter::create(const Module &m
     const WeightDecl &w = m.weights[i];
     if (w.packed()) continue;
     if (static_cast<int64_t>(weights.byDecl[i].size()) != layersOf[i])
-      return fail("interpreter: @" + w.name + " needs " + llvm::Twine(layersOf[i]) + " tensor(s), got " +
+      return makeError("interpreter: @" + w.name + " needs " + llvm::Twine(layersOf[i]) + " tensor(s), got " +
                   llvm::Twine(weights.byDecl[i].size()));
     for (const Tensor &t : weights.byDecl[i]) {
       bool same = t.shape.size() == w.type.shape.size();
       for (size_t d = 0; same && d < t.shape.size(); ++d) same = t.shape[d] == w.type.shape[d].value;
-      if (!same) return fail("interpreter: @" + w.name + " tensor does not have the declared shape " + w.type.str());
+      if (!same) return makeError("interpreter: @" + w.name + " tensor does not have the declared shape " + w.type.str());
     }
   }
   st->vocab = *m.value(m.outputs[0]).type.lastDim();
@@ -413,14 +413,13 @@ llvm::Expected<std::unique_ptr<Interpreter>> Interpreter::create(const Module &m
 }
 
 llvm::Expected<Tensor> Interpreter::step(int64_t seqIdx, llvm::ArrayRef<int32_t> tokens) {
-  auto fail = [&](const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); };
   if (seqIdx < 0 || seqIdx >= batch())
-    return fail("sequence " + llvm::Twine(seqIdx) + " is outside the batch of " + llvm::Twine(batch()));
-  if (tokens.empty()) return fail("a step needs at least one token");
+    return makeError("sequence " + llvm::Twine(seqIdx) + " is outside the batch of " + llvm::Twine(batch()));
+  if (tokens.empty()) return makeError("a step needs at least one token");
   State::Sequence &seq = s->seqs[seqIdx];
   int64_t T = static_cast<int64_t>(tokens.size());
   if (seq.length + T > s->maxSeq)
-    return fail("sequence " + llvm::Twine(seqIdx) + " would hold " + llvm::Twine(seq.length + T) +
+    return makeError("sequence " + llvm::Twine(seqIdx) + " would hold " + llvm::Twine(seq.length + T) +
                 " tokens, more than max_seq " + llvm::Twine(s->maxSeq));
 
   const Module &m = s->m;

@@ -57,9 +57,10 @@ int resultCount(llvm::StringRef spec) {
 
 std::vector<OpInfo> buildTable() {
   std::vector<OpInfo> table;
-#define OP(Id, Mnemonic, Operands, Attrs, Results, Summary)                                        \
+  constexpr bool plain = false, fused = true; // the `fused` column's two values
+#define OP(Id, Mnemonic, Operands, Attrs, Results, Fused, Summary)                                 \
   table.push_back(OpInfo{OpKind::Id, Mnemonic, parseOperands(Operands), parseAttrs(Attrs),           \
-                         resultCount(Results), Summary});
+                         resultCount(Results), Fused, Summary});
 #include "ir/Ops.def"
   return table;
 }

@@ -39,6 +39,7 @@ struct OpInfo {
   std::vector<OperandSpec> operands;
   std::vector<AttrSpec> attrs;
   int results = 1; // the number of results; -1: one per entry of `sizes`
+  bool fused = false; // written only by the fusion pass (compiler/Fuse.cpp): the `fused` column of Ops.def
   llvm::StringRef summary;
 
   size_t minOperands() const;

@@ -95,7 +95,6 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
                                      MatmulBuffers &b, int64_t rows, const AutotuneOptions &opts) {
   auto kernel = loadKernel(spec, target, &cache);
   if (!kernel) return kernel.takeError();
-  const cuda::Function &fn = kernel->fn;
   MatmulParams p;
   p.C = b.c.ptr();
   p.A = b.a.ptr();

@@ -12,6 +12,8 @@
 // primary context while static objects may still free memory at exit is worse than leaving them).
 #include "runtime/DriverApi.h"
 
+#include "ir/Diagnostics.h"
+
 #include "llvm/ADT/ScopeExit.h"
 
 #include <dlfcn.h>
@@ -149,7 +151,7 @@ llvm::Error initialise(State &s) {
 
 } // namespace
 
-llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
+llvm::Error fail(const llvm::Twine &msg) { return ir::makeError(msg); }
 std::string num(int64_t v) { return std::to_string(v); }
 
 llvm::Error check(const Api &api, CUresult r, llvm::StringRef call, const llvm::Twine &context) {

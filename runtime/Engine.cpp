@@ -1,5 +1,6 @@
 // runtime/Engine.cpp — loading a model: the checks without a GPU first, then kernels, then weights.
 #include "runtime/Engine.h"
+#include "ir/Diagnostics.h"
 
 #include "compiler/Pipeline.h"
 #include "io/Safetensors.h"
@@ -20,7 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 constexpr size_t kAlign = 256;
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -48,7 +48,7 @@ struct EngineLoader {
     weightsPath = opts.weights;
     if (pipeline->source() == Pipeline::Source::Checkpoint && weightsPath.empty()) weightsPath = model.str();
     if (weightsPath.empty())
-      return fail("model '" + model + "' is " + (pipeline->bundle() ? "a bundle" : "an IR file") +
+      return ir::makeError("model '" + model + "' is " + (pipeline->bundle() ? "a bundle" : "an IR file") +
                   "; give its weights (a .safetensors file, an index.json or a directory)");
     engine->st.source = pipeline->sourceName().str();
     if (auto e = pipeline->runPasses()) return e;
@@ -101,7 +101,7 @@ struct EngineLoader {
     auto devTarget = deviceTarget();
     if (!devTarget) return devTarget.takeError();
     if (devTarget->name != t.name)
-      return fail("the GPU (" + info->name + ") is " + devTarget->name + ", but the kernels are built for " + t.name +
+      return ir::makeError("the GPU (" + info->name + ") is " + devTarget->name + ", but the kernels are built for " + t.name +
                   (pipeline->bundle() ? "; rebuild the bundle with --target " + devTarget->name : ""));
     return llvm::Error::success();
   }
@@ -141,7 +141,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   auto mem = cuda::memoryInfo();
   if (!mem) return mem.takeError();
   if (total > mem->free)
-    return fail("out of device memory: the weights need " + gib(double(total)) + " but " + info.name + " has " +
+    return ir::makeError("out of device memory: the weights need " + gib(double(total)) + " but " + info.name + " has " +
                 gib(double(mem->free)) + " free of " + gib(double(mem->total)));
   auto buf = cuda::DeviceBuffer::alloc(total);
   if (!buf) return buf.takeError();
@@ -162,7 +162,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     std::vector<int64_t> order = rowOrder(b, mod->weights[b.weight].type.shape[0].value);
     if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink, order)) return e;
     if (written != static_cast<size_t>(b.fixedBytes))
-      return fail("weight " + b.name + ": " + std::to_string(written) + " bytes loaded, the plan expects " +
+      return ir::makeError("weight " + b.name + ": " + std::to_string(written) + " bytes loaded, the plan expects " +
                   std::to_string(b.fixedBytes));
   }
   st.weightBytes = total;

@@ -1,5 +1,6 @@
 // runtime/Session.cpp — a batch of sequences through prefill and decode.
 #include "runtime/Session.h"
+#include "ir/Diagnostics.h"
 
 #include "compiler/kernels/Epilogue.h"
 
@@ -16,7 +17,6 @@
 namespace minfer::rt {
 namespace {
 
-llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 constexpr size_t kAlign = 256;
 size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
@@ -86,12 +86,12 @@ llvm::Error Session::allocate() {
           if (ownBytes.emplace(std::make_pair(ph, id), bytes).second) mem.io += bytes;
         }
   }
-  if (plan.prefill.logits < 0 || plan.decode.logits < 0) return fail("the plan has no logits output");
+  if (plan.prefill.logits < 0 || plan.decode.logits < 0) return ir::makeError("the plan has no logits output");
 
   auto info = cuda::memoryInfo();
   if (!info) return info.takeError();
   if (mem.total() > info->free)
-    return fail("out of device memory: the session needs " + gib(double(mem.total())) + " (KV cache " +
+    return ir::makeError("out of device memory: the session needs " + gib(double(mem.total())) + " (KV cache " +
                 gib(double(mem.kvCache)) + ", arenas " + gib(double(mem.arenas)) + ", workspaces and I/O " +
                 gib(double(mem.workspaces + mem.io)) + ") but " + gib(double(info->free)) +
                 " is free; lower --max-seq, --max-batch or --max-prefill-tokens");
@@ -219,26 +219,26 @@ llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts
 llvm::Error Session::checkPrompts(const std::vector<std::vector<int32_t>> &prompts, const GenerateOptions &opts) const {
   const PlanOptions &po = engine.plan().options;
   int64_t vocab = engine.vocab();
-  if (prompts.empty()) return fail("generate: no prompts");
+  if (prompts.empty()) return ir::makeError("generate: no prompts");
   if (static_cast<int64_t>(prompts.size()) > po.maxBatch)
-    return fail("generate: " + std::to_string(prompts.size()) + " prompts, but the engine was planned for a batch of " +
+    return ir::makeError("generate: " + std::to_string(prompts.size()) + " prompts, but the engine was planned for a batch of " +
                 std::to_string(po.maxBatch) + " (raise --max-batch / EngineOptions::plan.maxBatch)");
-  if (opts.maxNewTokens < 0) return fail("generate: max_new_tokens must not be negative");
+  if (opts.maxNewTokens < 0) return ir::makeError("generate: max_new_tokens must not be negative");
   if (opts.temperature > 0.f && !(opts.topP > 0.f && opts.topP <= 1.f))
-    return fail("generate: top_p must be in (0, 1], got " + std::to_string(opts.topP));
+    return ir::makeError("generate: top_p must be in (0, 1], got " + std::to_string(opts.topP));
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto &p = prompts[i];
     std::string which = "prompt " + std::to_string(i);
-    if (p.empty()) return fail("generate: " + which + " is empty");
+    if (p.empty()) return ir::makeError("generate: " + which + " is empty");
     // The last generated token is not fed back, so it needs no cache position.
     int64_t needed = static_cast<int64_t>(p.size()) + std::max<int64_t>(opts.maxNewTokens - 1, 0);
     if (needed > po.maxSeq)
-      return fail("generate: " + which + " has " + std::to_string(p.size()) + " tokens; with " +
+      return ir::makeError("generate: " + which + " has " + std::to_string(p.size()) + " tokens; with " +
                   std::to_string(opts.maxNewTokens) + " new tokens it needs " + std::to_string(needed) +
                   " cache positions, but max_seq is " + std::to_string(po.maxSeq));
     for (int32_t t : p)
       if (t < 0 || t >= vocab)
-        return fail("generate: " + which + " has token id " + std::to_string(t) + ", outside the vocabulary [0, " +
+        return ir::makeError("generate: " + which + " has token id " + std::to_string(t) + ", outside the vocabulary [0, " +
                     std::to_string(vocab) + ")");
   }
   return llvm::Error::success();

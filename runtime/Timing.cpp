@@ -6,6 +6,7 @@
 // keeps the GPU busy, checks afterwards that the GPU had not got through that block by the time the host
 // finished enqueueing (so no run waited on the host), and retries with a longer block if it had.
 #include "runtime/Timing.h"
+#include "ir/Diagnostics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +16,6 @@ namespace minfer::timing {
 namespace {
 
 
-llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 // The busy block: copies between the halves of a 256 MiB scratch buffer. 128 MiB a copy is ~2.6x the
 // 50 MiB L2 of an H100/H200, so each copy streams DRAM for ~80-100 us there (longer on smaller GPUs).
@@ -60,7 +60,7 @@ double median(std::vector<double> v) {
 
 llvm::Expected<double> timeMedian(const std::function<llvm::Error(int)> &launch, int warmup, int iters) {
   if (iters < 1 || warmup < 0)
-    return fail("timeMedian: need iters >= 1 and warmup >= 0, got iters=" + llvm::Twine(iters) +
+    return ir::makeError("timeMedian: need iters >= 1 and warmup >= 0, got iters=" + llvm::Twine(iters) +
                 " warmup=" + llvm::Twine(warmup));
   int run = 0; // the `i` given to launch: counts every run, warm-up and retries included
   for (; run < warmup; ++run)

@@ -34,43 +34,41 @@ __device__ __forceinline__ void gridDependencyWait() {
 #endif
 }
 
-__device__ __forceinline__ float warpSum(float v) {
+// Reductions: Sum and Max, each an operation and its identity.
+struct SumOp {
+  __device__ __forceinline__ static float apply(float a, float b) { return a + b; }
+  __device__ __forceinline__ static float identity() { return 0.f; }
+};
+struct MaxOp {
+  __device__ __forceinline__ static float apply(float a, float b) { return fmaxf(a, b); }
+  __device__ __forceinline__ static float identity() { return __int_as_float(0xff800000); } // -inf (no INFINITY in NVRTC)
+};
+
+template <class Op> __device__ __forceinline__ float warpReduce(float v) {
 #pragma unroll
-  for (int off = kWarpSize / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  for (int off = kWarpSize / 2; off > 0; off /= 2) v = Op::apply(v, __shfl_xor_sync(0xffffffffu, v, off));
   return v;
 }
+__device__ __forceinline__ float warpSum(float v) { return warpReduce<SumOp>(v); }
+__device__ __forceinline__ float warpMax(float v) { return warpReduce<MaxOp>(v); }
 
-__device__ __forceinline__ float warpMax(float v) {
-#pragma unroll
-  for (int off = kWarpSize / 2; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
-// Sum over a block of THREADS threads; every thread gets the result. `scratch` holds THREADS/32 floats.
-template <int THREADS> __device__ __forceinline__ float blockSum(float v, float *scratch) {
+// Op over a block of THREADS threads; every thread gets the result. `scratch` holds THREADS/32 floats.
+template <class Op, int THREADS> __device__ __forceinline__ float blockReduce(float v, float *scratch) {
   static_assert(THREADS % kWarpSize == 0 && THREADS <= 1024, "block must be whole warps, at most 1024 threads");
   constexpr int kWarps = THREADS / kWarpSize;
-  v = warpSum(v);
+  v = warpReduce<Op>(v);
   if (kWarps == 1) return v;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   __syncthreads(); // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
-  float total = lane < kWarps ? scratch[lane] : 0.f;
-  return warpSum(total);
+  return warpReduce<Op>(lane < kWarps ? scratch[lane] : Op::identity());
 }
-
+template <int THREADS> __device__ __forceinline__ float blockSum(float v, float *scratch) {
+  return blockReduce<SumOp, THREADS>(v, scratch);
+}
 template <int THREADS> __device__ __forceinline__ float blockMax(float v, float *scratch) {
-  static_assert(THREADS % kWarpSize == 0 && THREADS <= 1024, "block must be whole warps, at most 1024 threads");
-  constexpr int kWarps = THREADS / kWarpSize;
-  v = warpMax(v);
-  if (kWarps == 1) return v;
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float m = lane < kWarps ? scratch[lane] : __int_as_float(0xff800000); // -inf (NVRTC has no INFINITY macro)
-  return warpMax(m);
+  return blockReduce<MaxOp, THREADS>(v, scratch);
 }
 
 } // namespace minfer

@@ -29,6 +29,10 @@ struct LaunchDims {
   unsigned sharedBytes = 0;
 };
 
+// A flat grid-stride launch over `work` items, one per thread of `threads`-wide blocks: at least one block,
+// at most `maxBlocks` (the kernel's grid-stride loop covers the rest).
+LaunchDims gridStride(int64_t work, unsigned threads, int64_t maxBlocks);
+
 class KernelSpec {
 public:
   virtual ~KernelSpec() = default;

@@ -196,12 +196,7 @@ std::string PointwiseSpec::entry() const {
 LaunchDims PointwiseSpec::launch(int64_t rows) const {
   // One 16-byte vector per thread; the kernel's grid-stride loop makes any grid correct, and the cap is
   // only the hardware's limit on grid.x.
-  int64_t vectors = std::max<int64_t>(rows, 0) * (cols / vecWidth(cols));
-  int64_t blocks = std::clamp<int64_t>((vectors + kThreads - 1) / kThreads, 1, 0x7fffffff);
-  LaunchDims d;
-  d.grid = {static_cast<unsigned>(blocks), 1, 1};
-  d.block = {kThreads, 1, 1};
-  return d;
+  return gridStride(std::max<int64_t>(rows, 0) * (cols / vecWidth(cols)), kThreads, 0x7fffffff);
 }
 
 llvm::json::Object PointwiseSpec::toJSON() const {

@@ -19,13 +19,8 @@ std::string SplitSpec::entry() const {
 
 LaunchDims SplitSpec::launch(int64_t rows) const {
   bool vec = std::all_of(sizes.begin(), sizes.end(), [](int64_t s) { return s % 8 == 0; });
-  int64_t work = rows * (vec ? cols / 8 : cols);
   // One element (or vector) per thread, capped: the grid-stride loop covers the rest.
-  int64_t blocks = std::clamp<int64_t>((work + kThreads - 1) / kThreads, 1, 65535);
-  LaunchDims d;
-  d.grid = {static_cast<unsigned>(blocks), 1, 1};
-  d.block = {kThreads, 1, 1};
-  return d;
+  return gridStride(rows * (vec ? cols / 8 : cols), kThreads, 65535);
 }
 
 llvm::json::Object SplitSpec::toJSON() const {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 using namespace minfer;
 
@@ -94,6 +95,13 @@ TEST(OpTable, EachOpRoundTripsAndRuns) {
     EXPECT_EQ(out->shape[0], 3);
     for (float v : out->data) EXPECT_TRUE(std::isfinite(v));
   }
+}
+
+// The `fused` column marks exactly the ops the fusion pass writes (DESIGN.md; compiler/Fuse.cpp).
+TEST(OpTable, TheFusedColumnMarksTheFusionPassOps) {
+  const std::set<llvm::StringRef> written = {"matmul_residual", "gated_matmul", "add_rms_norm", "add_layer_norm", "qkv"};
+  for (const ir::OpInfo &info : ir::allOps())
+    EXPECT_EQ(info.fused, written.count(info.mnemonic) == 1) << info.mnemonic.str();
 }
 
 TEST(OpTable, SplitRejectsAZeroSize) {

@@ -6,6 +6,8 @@
 // then the raw data. The reader parses only that dict grammar and checks every length against the file.
 #include "io/Npy.h"
 
+#include "io/Files.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
@@ -33,10 +35,6 @@ constexpr StringRef kMagic("\x93NUMPY", 6);
 constexpr size_t kDataAlign = 64;
 constexpr size_t kPreamble1 = 10; // magic 6 + version 2 + u16 header length
 
-template <typename... Ts> llvm::Error fail(StringRef path, const char *fmt, Ts &&...vals) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "'" + path + "': " + llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
-}
 
 /// Python tuple spelling of a shape: "()", "(5,)", "(2, 3)".
 std::string shapeTuple(llvm::ArrayRef<int64_t> shape) {
@@ -129,34 +127,34 @@ llvm::Expected<Header> parseHeaderDict(StringRef path, StringRef text) {
   Header h;
   std::set<std::string> seen;
   if (!c.eat('{'))
-    return fail(path, "header must be a Python dict literal starting with '{{', found '{0}'", text.take_front(20));
+    return fileError(path, "header must be a Python dict literal starting with '{{', found '{0}'", text.take_front(20));
   while (!c.eat('}')) { // each pass reads one  key: value  pair
     std::optional<std::string> key = c.quoted();
-    if (!key) return fail(path, "expected a quoted key in the header dict at byte {0}", c.pos());
-    if (!seen.insert(*key).second) return fail(path, "duplicate key '{0}' in the header dict", *key);
-    if (!c.eat(':')) return fail(path, "expected ':' after key '{0}' in the header dict", *key);
+    if (!key) return fileError(path, "expected a quoted key in the header dict at byte {0}", c.pos());
+    if (!seen.insert(*key).second) return fileError(path, "duplicate key '{0}' in the header dict", *key);
+    if (!c.eat(':')) return fileError(path, "expected ':' after key '{0}' in the header dict", *key);
     if (*key == "descr") {
       std::optional<std::string> v = c.quoted();
-      if (!v) return fail(path, "'descr' must be a quoted dtype string such as '<f4'");
+      if (!v) return fileError(path, "'descr' must be a quoted dtype string such as '<f4'");
       h.descr = *v;
     } else if (*key == "fortran_order") {
       std::optional<bool> v = c.boolean();
-      if (!v) return fail(path, "'fortran_order' must be True or False");
+      if (!v) return fileError(path, "'fortran_order' must be True or False");
       h.fortranOrder = *v;
     } else if (*key == "shape") {
       std::optional<std::vector<int64_t>> v = c.shapeTuple();
-      if (!v) return fail(path, "'shape' must be a tuple of non-negative integers such as (2, 3), (5,) or ()");
+      if (!v) return fileError(path, "'shape' must be a tuple of non-negative integers such as (2, 3), (5,) or ()");
       h.shape = std::move(*v);
     } else {
-      return fail(path, "unknown key '{0}' in the header dict (expected descr, fortran_order, shape)", *key);
+      return fileError(path, "unknown key '{0}' in the header dict (expected descr, fortran_order, shape)", *key);
     }
     if (c.eat(',')) continue;
     if (c.eat('}')) break;
-    return fail(path, "expected ',' or '}' after the value of '{0}' in the header dict", *key);
+    return fileError(path, "expected ',' or '}' after the value of '{0}' in the header dict", *key);
   }
-  if (!c.atEnd()) return fail(path, "unexpected text after the header dict at byte {0}", c.pos());
+  if (!c.atEnd()) return fileError(path, "unexpected text after the header dict at byte {0}", c.pos());
   for (const char *key : {"descr", "fortran_order", "shape"})
-    if (!seen.count(key)) return fail(path, "the header dict has no '{0}' key", key);
+    if (!seen.count(key)) return fileError(path, "the header dict has no '{0}' key", key);
   return h;
 }
 
@@ -164,22 +162,17 @@ llvm::Expected<Header> parseHeaderDict(StringRef path, StringRef text) {
 
 llvm::Error writeNpyF32(llvm::StringRef path, llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<float> data) {
   std::optional<uint64_t> n = elementCount(shape);
-  if (!n) return fail(path, "cannot write shape {0}: a dim is negative or the size overflows", shapeTuple(shape));
+  if (!n) return fileError(path, "cannot write shape {0}: a dim is negative or the size overflows", shapeTuple(shape));
   if (*n != data.size())
-    return fail(path, "cannot write: shape {0} holds {1} elements but {2} floats were given", shapeTuple(shape), *n,
+    return fileError(path, "cannot write: shape {0} holds {1} elements but {2} floats were given", shapeTuple(shape), *n,
                 data.size());
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shapeTuple(shape) + ", }";
   header.append((kDataAlign - (kPreamble1 + header.size() + 1) % kDataAlign) % kDataAlign, ' ');
   header += '\n';
   if (header.size() > UINT16_MAX)
-    return fail(path, "cannot write: shape of rank {0} makes the header too long for NPY 1.0", shape.size());
+    return fileError(path, "cannot write: shape of rank {0} makes the header too long for NPY 1.0", shape.size());
 
-  StringRef dir = llvm::sys::path::parent_path(path);
-  if (!dir.empty() && !llvm::sys::fs::is_directory(dir)) // LLVM's error would not say why
-    return fail(path, "cannot write file: directory '{0}' does not exist", dir);
-  llvm::SmallString<256> model(path);
-  model += ".tmp-%%%%%%%%";
-  llvm::Error e = llvm::writeFileAtomically(model, path, [&](llvm::raw_ostream &os) {
+  return writeAtomically(path, [&](llvm::raw_ostream &os) {
     char preamble[kPreamble1];
     std::copy(kMagic.begin(), kMagic.end(), preamble);
     preamble[6] = 1; // version 1.0
@@ -196,48 +189,45 @@ llvm::Error writeNpyF32(llvm::StringRef path, llvm::ArrayRef<int64_t> shape, llv
         os.write(le, 4);
       }
     }
-    return llvm::Error::success();
   });
-  if (e) return fail(path, "cannot write file: {0}", llvm::toString(std::move(e)));
-  return llvm::Error::success();
 }
 
 llvm::Expected<NpyArray> readNpyF32(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buffer) return fail(path, "cannot open .npy file: {0}", buffer.getError().message());
+  if (!buffer) return fileError(path, "cannot open .npy file: {0}", buffer.getError().message());
   StringRef all = (*buffer)->getBuffer();
-  if (!all.startswith(kMagic)) return fail(path, "not an NPY file: it does not start with the magic \"\\x93NUMPY\"");
+  if (!all.startswith(kMagic)) return fileError(path, "not an NPY file: it does not start with the magic \"\\x93NUMPY\"");
   if (all.size() < kPreamble1)
-    return fail(path, "file is {0} bytes, too short for the {1}-byte NPY preamble", all.size(), kPreamble1);
+    return fileError(path, "file is {0} bytes, too short for the {1}-byte NPY preamble", all.size(), kPreamble1);
   unsigned major = uint8_t(all[6]), minor = uint8_t(all[7]);
   if (major < 1 || major > 3 || minor != 0)
-    return fail(path, "unsupported NPY format version {0}.{1} (supported: 1.0, 2.0, 3.0)", major, minor);
+    return fileError(path, "unsupported NPY format version {0}.{1} (supported: 1.0, 2.0, 3.0)", major, minor);
   size_t preamble = major == 1 ? kPreamble1 : kPreamble1 + 2; // 2.0 and 3.0 use a u32 header length
   if (all.size() < preamble)
-    return fail(path, "file is {0} bytes, too short for the {1}-byte NPY {2}.0 preamble", all.size(), preamble,
+    return fileError(path, "file is {0} bytes, too short for the {1}-byte NPY {2}.0 preamble", all.size(), preamble,
                 major);
   uint64_t headerLen = major == 1 ? endian::read16le(all.data() + 8) : endian::read32le(all.data() + 8);
   if (headerLen > all.size() - preamble)
-    return fail(path, "header length {0} runs past the end of the file ({1} bytes follow the preamble)", headerLen,
+    return fileError(path, "header length {0} runs past the end of the file ({1} bytes follow the preamble)", headerLen,
                 all.size() - preamble);
 
   llvm::Expected<Header> h = parseHeaderDict(path, all.substr(preamble, headerLen));
   if (!h) return h.takeError();
   if (h->descr != "<f4")
-    return fail(path, "dtype '{0}' is not supported; only '<f4' (little-endian float32) is", h->descr);
+    return fileError(path, "dtype '{0}' is not supported; only '<f4' (little-endian float32) is", h->descr);
   if (h->fortranOrder)
-    return fail(path, "Fortran-order arrays (fortran_order: True) are not supported; only C order");
+    return fileError(path, "Fortran-order arrays (fortran_order: True) are not supported; only C order");
   std::optional<uint64_t> n = elementCount(h->shape);
-  if (!n) return fail(path, "shape {0} is too large (byte count overflows 64 bits)", shapeTuple(h->shape));
+  if (!n) return fileError(path, "shape {0} is too large (byte count overflows 64 bits)", shapeTuple(h->shape));
 
   uint64_t have = all.size() - preamble - headerLen, need = *n * sizeof(float);
   if (have < need)
-    return fail(path,
+    return fileError(path,
                 "file is truncated: shape {0} of float32 needs {1} data bytes but only {2} follow the "
                 "header",
                 shapeTuple(h->shape), need, have);
   if (have > need)
-    return fail(path, "{0} trailing bytes after the {1} data bytes of shape {2}", have - need, need,
+    return fileError(path, "{0} trailing bytes after the {1} data bytes of shape {2}", have - need, need,
                 shapeTuple(h->shape));
   NpyArray out;
   out.shape = std::move(h->shape);

@@ -4,6 +4,8 @@
 // crash.
 #include "io/Safetensors.h"
 
+#include "io/Files.h"
+
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Endian.h"
@@ -55,11 +57,6 @@ const DTypeRow &row(StDType dtype) {
   return kDTypes[0]; // unreachable: every enumerator has a row
 }
 
-/// An error whose text starts with the file it is about: "'dir/x.safetensors': <what>".
-template <typename... Ts> llvm::Error fail(StringRef path, const char *fmt, Ts &&...vals) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                 "'" + path + "': " + llvm::formatv(fmt, std::forward<Ts>(vals)...).str());
-}
 
 /// A JSON value for an error message, cut short so a huge value cannot flood the message.
 std::string describe(const json::Value &v) {
@@ -116,7 +113,7 @@ llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text, StringRef what
     char c = text[i];
     if (c == '{' || c == '[') {
       if (stack.size() >= size_t(kMaxJsonDepth))
-        return fail(path, "{0} JSON nests deeper than {1} levels", what, kMaxJsonDepth);
+        return fileError(path, "{0} JSON nests deeper than {1} levels", what, kMaxJsonDepth);
       stack.push_back(Frame{c == '{', c == '{', "", {}});
       ++i;
     } else if (c == '}' || c == ']') {
@@ -157,8 +154,8 @@ llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text, StringRef what
 /// Parses `text`, which must be a JSON object; `what` names it in errors.
 llvm::Expected<json::Value> parseObject(StringRef path, StringRef text, StringRef what) {
   llvm::Expected<json::Value> v = json::parse(text);
-  if (!v) return fail(path, "{0} is not valid JSON: {1}", what, llvm::toString(v.takeError()));
-  if (!v->getAsObject()) return fail(path, "{0} must be a JSON object, found {1}", what, describe(*v));
+  if (!v) return fileError(path, "{0} is not valid JSON: {1}", what, llvm::toString(v.takeError()));
+  if (!v->getAsObject()) return fileError(path, "{0} must be a JSON object, found {1}", what, describe(*v));
   return v;
 }
 
@@ -172,20 +169,20 @@ std::vector<std::string> sortedKeys(const json::Object &o) {
 /// Reads a JSON array of non-negative integers (a shape or data_offsets) of tensor `name`.
 llvm::Error readIntArray(StringRef path, StringRef name, StringRef field, const json::Value *v, const JsonScan &scan,
                          std::vector<int64_t> &out) {
-  if (!v) return fail(path, "tensor '{0}': missing key '{1}'", name, field);
+  if (!v) return fileError(path, "tensor '{0}': missing key '{1}'", name, field);
   const json::Array *a = v->getAsArray();
   if (!a)
-    return fail(path, "tensor '{0}': '{1}' must be an array of non-negative integers, found {2}", name, field,
+    return fileError(path, "tensor '{0}': '{1}' must be an array of non-negative integers, found {2}", name, field,
                 describe(*v));
   auto bad = scan.nonIntegers.find({name.str(), field.str()});
   if (bad != scan.nonIntegers.end())
-    return fail(path, "tensor '{0}': '{1}' must hold non-negative integers (within int64), found '{2}'", name, field,
+    return fileError(path, "tensor '{0}': '{1}' must hold non-negative integers (within int64), found '{2}'", name, field,
                 bad->second);
   for (const json::Value &e : *a) {
     std::optional<int64_t> i;
     if (auto x = e.getAsInteger()) i = *x;
     if (!i || *i < 0)
-      return fail(path, "tensor '{0}': '{1}' must hold non-negative integers, found {2}", name, field, describe(e));
+      return fileError(path, "tensor '{0}': '{1}' must hold non-negative integers, found {2}", name, field, describe(e));
     out.push_back(*i);
   }
   return llvm::Error::success();
@@ -193,22 +190,22 @@ llvm::Error readIntArray(StringRef path, StringRef name, StringRef field, const 
 
 llvm::Expected<TensorInfo> readEntry(StringRef path, StringRef name, const json::Value &v, const JsonScan &scan) {
   const json::Object *entry = v.getAsObject();
-  if (!entry) return fail(path, "tensor '{0}': entry must be a JSON object, found {1}", name, describe(v));
+  if (!entry) return fileError(path, "tensor '{0}': entry must be a JSON object, found {1}", name, describe(v));
   for (const std::string &key : sortedKeys(*entry))
     if (key != "dtype" && key != "shape" && key != "data_offsets")
-      return fail(path, "tensor '{0}': unknown key '{1}' (expected dtype, shape, data_offsets)", name, key);
+      return fileError(path, "tensor '{0}': unknown key '{1}' (expected dtype, shape, data_offsets)", name, key);
 
   TensorInfo t;
   t.name = name.str();
   const json::Value *dtype = entry->get("dtype");
-  if (!dtype) return fail(path, "tensor '{0}': missing key 'dtype'", name);
+  if (!dtype) return fileError(path, "tensor '{0}': missing key 'dtype'", name);
   llvm::Optional<StringRef> dtypeName = dtype->getAsString();
-  if (!dtypeName) return fail(path, "tensor '{0}': 'dtype' must be a string, found {1}", name, describe(*dtype));
+  if (!dtypeName) return fileError(path, "tensor '{0}': 'dtype' must be a string, found {1}", name, describe(*dtype));
   std::optional<StDType> parsed = parseStDType(*dtypeName);
   if (!parsed) {
     std::string known;
     for (const DTypeRow &r : kDTypes) known += (known.empty() ? "" : ", ") + std::string(r.name);
-    return fail(path, "tensor '{0}': unknown dtype '{1}' (known: {2})", name, *dtypeName, known);
+    return fileError(path, "tensor '{0}': unknown dtype '{1}' (known: {2})", name, *dtypeName, known);
   }
   t.dtype = *parsed;
 
@@ -216,19 +213,19 @@ llvm::Expected<TensorInfo> readEntry(StringRef path, StringRef name, const json:
   std::vector<int64_t> offsets;
   if (llvm::Error e = readIntArray(path, name, "data_offsets", entry->get("data_offsets"), scan, offsets)) return e;
   if (offsets.size() != 2)
-    return fail(path, "tensor '{0}': 'data_offsets' must hold exactly 2 integers [begin, end], found {1}", name,
+    return fileError(path, "tensor '{0}': 'data_offsets' must hold exactly 2 integers [begin, end], found {1}", name,
                 offsets.size());
   if (offsets[0] > offsets[1])
-    return fail(path, "tensor '{0}': data_offsets [{1}, {2}] end before they begin", name, offsets[0], offsets[1]);
+    return fileError(path, "tensor '{0}': data_offsets [{1}, {2}] end before they begin", name, offsets[0], offsets[1]);
   t.begin = uint64_t(offsets[0]);
   t.end = uint64_t(offsets[1]);
 
   std::optional<uint64_t> bytes = byteSize(t.shape, t.dtype);
   if (!bytes)
-    return fail(path, "tensor '{0}': shape {1} of {2} is too large (byte count overflows 64 bits)", name,
+    return fileError(path, "tensor '{0}': shape {1} of {2} is too large (byte count overflows 64 bits)", name,
                 shapeString(t.shape), stDTypeName(t.dtype));
   if (*bytes != t.end - t.begin)
-    return fail(path, "tensor '{0}': shape {1} of {2} needs {3} bytes but data_offsets [{4}, {5}] span {6}", name,
+    return fileError(path, "tensor '{0}': shape {1} of {2} needs {3} bytes but data_offsets [{4}, {5}] span {6}", name,
                 shapeString(t.shape), stDTypeName(t.dtype), *bytes, t.begin, t.end, t.end - t.begin);
   return t;
 }
@@ -241,20 +238,20 @@ llvm::Error parseHeader(StringRef path, StringRef text, uint64_t dataSize, std::
   llvm::Expected<json::Value> root = parseObject(path, text, "header");
   if (!root) return root.takeError();
   const std::vector<std::string> &dup = scan->duplicatePath;
-  if (dup.size() == 1) return fail(path, "duplicate tensor name '{0}' in header", dup[0]);
-  if (dup.size() == 2 && dup[0] == "__metadata__") return fail(path, "duplicate metadata key '{0}'", dup[1]);
-  if (dup.size() == 2) return fail(path, "tensor '{0}': duplicate key '{1}'", dup[0], dup[1]);
-  if (!dup.empty()) return fail(path, "duplicate key '{0}' in header", dup.back());
+  if (dup.size() == 1) return fileError(path, "duplicate tensor name '{0}' in header", dup[0]);
+  if (dup.size() == 2 && dup[0] == "__metadata__") return fileError(path, "duplicate metadata key '{0}'", dup[1]);
+  if (dup.size() == 2) return fileError(path, "tensor '{0}': duplicate key '{1}'", dup[0], dup[1]);
+  if (!dup.empty()) return fileError(path, "duplicate key '{0}' in header", dup.back());
 
   const json::Object &obj = *root->getAsObject();
   for (const std::string &name : sortedKeys(obj)) {
     const json::Value &v = *obj.get(name);
     if (name == "__metadata__") {
       const json::Object *m = v.getAsObject();
-      if (!m) return fail(path, "'__metadata__' must be an object of strings, found {0}", describe(v));
+      if (!m) return fileError(path, "'__metadata__' must be an object of strings, found {0}", describe(v));
       for (const std::string &key : sortedKeys(*m)) {
         llvm::Optional<StringRef> s = m->get(key)->getAsString();
-        if (!s) return fail(path, "metadata key '{0}' must map to a string, found {1}", key, describe(*m->get(key)));
+        if (!s) return fileError(path, "metadata key '{0}' must map to a string, found {1}", key, describe(*m->get(key)));
         metadata[key] = s->str();
       }
       continue;
@@ -272,43 +269,29 @@ llvm::Error parseHeader(StringRef path, StringRef text, uint64_t dataSize, std::
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorInfo &t = tensors[i];
     if (i == 0 && t.begin != 0)
-      return fail(path, "gap of {0} bytes at the start of the data section: first tensor '{1}' begins at {0}",
+      return fileError(path, "gap of {0} bytes at the start of the data section: first tensor '{1}' begins at {0}",
                   t.begin, t.name);
     if (i > 0 && t.begin > at)
-      return fail(path, "gap of {0} bytes between tensor '{1}' (ends at {2}) and tensor '{3}' (begins at {4})",
+      return fileError(path, "gap of {0} bytes between tensor '{1}' (ends at {2}) and tensor '{3}' (begins at {4})",
                   t.begin - at, tensors[i - 1].name, at, t.name, t.begin);
     if (i > 0 && t.begin < at)
-      return fail(path, "tensor '{0}' [{1}, {2}) overlaps tensor '{3}' [{4}, {5})", tensors[i - 1].name,
+      return fileError(path, "tensor '{0}' [{1}, {2}) overlaps tensor '{3}' [{4}, {5})", tensors[i - 1].name,
                   tensors[i - 1].begin, at, t.name, t.begin, t.end);
     at = t.end;
   }
   if (at > dataSize)
-    return fail(path,
+    return fileError(path,
                 "file is truncated: tensor '{0}' ends at byte {1} of the data section, which has only "
                 "{2} bytes",
                 tensors.back().name, at, dataSize);
   if (at < dataSize)
-    return fail(path,
+    return fileError(path,
                 "{0} trailing bytes after the last tensor{1}: tensors end at byte {2} of a {3}-byte "
                 "data section",
                 dataSize - at, tensors.empty() ? "" : " '" + tensors.back().name + "'", at, dataSize);
   return llvm::Error::success();
 }
 
-/// Writes `path` through a temporary file in the same directory and a rename.
-llvm::Error writeAtomically(StringRef path, llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  StringRef dir = llvm::sys::path::parent_path(path);
-  if (!dir.empty() && !llvm::sys::fs::is_directory(dir)) // LLVM's error would not say why
-    return fail(path, "cannot write file: directory '{0}' does not exist", dir);
-  llvm::SmallString<256> model(path);
-  model += ".tmp-%%%%%%%%";
-  llvm::Error e = llvm::writeFileAtomically(model, path, [&](llvm::raw_ostream &os) {
-    write(os);
-    return llvm::Error::success();
-  });
-  if (e) return fail(path, "cannot write file: {0}", llvm::toString(std::move(e)));
-  return llvm::Error::success();
-}
 
 } // namespace
 
@@ -378,14 +361,14 @@ uint16_t floatToF16(float value) {
 
 llvm::Expected<std::unique_ptr<SafetensorsFile>> SafetensorsFile::open(llvm::StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buffer) return fail(path, "cannot open safetensors file: {0}", buffer.getError().message());
+  if (!buffer) return fileError(path, "cannot open safetensors file: {0}", buffer.getError().message());
   StringRef all = (*buffer)->getBuffer();
-  if (all.size() < 8) return fail(path, "file is {0} bytes, shorter than the 8-byte header length", all.size());
+  if (all.size() < 8) return fileError(path, "file is {0} bytes, shorter than the 8-byte header length", all.size());
   uint64_t headerLen = endian::read64le(all.data());
   if (headerLen > kMaxHeaderBytes)
-    return fail(path, "header length {0} exceeds the limit of {1} bytes (100 MB)", headerLen, kMaxHeaderBytes);
+    return fileError(path, "header length {0} exceeds the limit of {1} bytes (100 MB)", headerLen, kMaxHeaderBytes);
   if (headerLen > all.size() - 8)
-    return fail(path, "header length {0} runs past the end of the file ({1} bytes follow the length)", headerLen,
+    return fileError(path, "header length {0} runs past the end of the file ({1} bytes follow the length)", headerLen,
                 all.size() - 8);
 
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
@@ -436,7 +419,7 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
   cp.Path = path.str();
   llvm::sys::fs::file_status status;
   if (std::error_code ec = llvm::sys::fs::status(path, status))
-    return fail(path, "cannot open checkpoint: {0}", ec.message());
+    return fileError(path, "cannot open checkpoint: {0}", ec.message());
 
   llvm::SmallString<256> indexPath, singlePath;
   if (llvm::sys::fs::is_directory(status)) {
@@ -447,7 +430,7 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
     if (!llvm::sys::fs::exists(indexPath)) {
       indexPath.clear();
       if (!llvm::sys::fs::exists(singlePath))
-        return fail(path, "checkpoint directory holds neither {0} nor {1}", kIndexName, kSingleName);
+        return fileError(path, "checkpoint directory holds neither {0} nor {1}", kIndexName, kSingleName);
     }
   } else if (path.endswith(".json")) {
     indexPath = path;
@@ -465,7 +448,7 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
 
   // Sharded: {"metadata": {...}, "weight_map": {tensor: shard file name}}.
   auto buffer = llvm::MemoryBuffer::getFile(indexPath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buffer) return fail(indexPath, "cannot open checkpoint index: {0}", buffer.getError().message());
+  if (!buffer) return fileError(indexPath, "cannot open checkpoint index: {0}", buffer.getError().message());
   StringRef text = (*buffer)->getBuffer();
   llvm::Expected<JsonScan> scan = scanJson(indexPath, text, "checkpoint index");
   if (!scan) return scan.takeError();
@@ -473,20 +456,20 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
   if (!root) return root.takeError();
   const std::vector<std::string> &dup = scan->duplicatePath;
   if (dup.size() == 2 && dup[0] == "weight_map")
-    return fail(indexPath, "duplicate tensor '{0}' in weight_map", dup[1]);
-  if (!dup.empty()) return fail(indexPath, "duplicate key '{0}' in checkpoint index", dup.back());
+    return fileError(indexPath, "duplicate tensor '{0}' in weight_map", dup[1]);
+  if (!dup.empty()) return fileError(indexPath, "duplicate key '{0}' in checkpoint index", dup.back());
   const json::Object &obj = *root->getAsObject();
   for (const std::string &key : sortedKeys(obj))
     if (key != "metadata" && key != "weight_map")
-      return fail(indexPath, "unknown key '{0}' in checkpoint index (expected metadata, weight_map)", key);
+      return fileError(indexPath, "unknown key '{0}' in checkpoint index (expected metadata, weight_map)", key);
   if (const json::Value *m = obj.get("metadata"); m && !m->getAsObject())
-    return fail(indexPath, "'metadata' must be an object, found {0}", describe(*m));
+    return fileError(indexPath, "'metadata' must be an object, found {0}", describe(*m));
   const json::Value *wm = obj.get("weight_map");
-  if (!wm) return fail(indexPath, "missing key 'weight_map'");
+  if (!wm) return fileError(indexPath, "missing key 'weight_map'");
   const json::Object *weightMap = wm->getAsObject();
   if (!weightMap)
-    return fail(indexPath, "'weight_map' must be an object of tensor name -> shard file, found {0}", describe(*wm));
-  if (weightMap->empty()) return fail(indexPath, "'weight_map' is empty");
+    return fileError(indexPath, "'weight_map' must be an object of tensor name -> shard file, found {0}", describe(*wm));
+  if (weightMap->empty()) return fileError(indexPath, "'weight_map' is empty");
 
   llvm::SmallString<256> dir = llvm::sys::path::parent_path(indexPath);
   llvm::StringMap<const SafetensorsFile *> shards;
@@ -494,9 +477,9 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
     const json::Value &v = *weightMap->get(name);
     llvm::Optional<StringRef> shard = v.getAsString();
     if (!shard)
-      return fail(indexPath, "tensor '{0}': shard must be a file name string, found {1}", name, describe(v));
+      return fileError(indexPath, "tensor '{0}': shard must be a file name string, found {1}", name, describe(v));
     if (shard->empty() || shard->contains('/') || shard->contains('\\') || *shard == "." || *shard == "..")
-      return fail(indexPath, "tensor '{0}': shard '{1}' is not a plain file name in the index's directory", name,
+      return fileError(indexPath, "tensor '{0}': shard '{1}' is not a plain file name in the index's directory", name,
                   *shard);
     auto it = shards.find(*shard);
     if (it == shards.end()) {
@@ -504,14 +487,14 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
       llvm::sys::path::append(shardPath, *shard);
       auto file = SafetensorsFile::open(shardPath);
       if (!file)
-        return fail(indexPath, "shard '{0}' (holding tensor '{1}'): {2}", *shard, name,
+        return fileError(indexPath, "shard '{0}' (holding tensor '{1}'): {2}", *shard, name,
                     llvm::toString(file.takeError()));
       it = shards.try_emplace(*shard, file->get()).first;
       cp.Files.push_back(std::move(*file));
     }
     const TensorInfo *info = it->second->find(name);
     if (!info)
-      return fail(indexPath, "tensor '{0}' is mapped to shard '{1}', which does not contain it", name, *shard);
+      return fileError(indexPath, "tensor '{0}' is mapped to shard '{1}', which does not contain it", name, *shard);
     cp.ByName[name] = Ref{it->second, info};
   }
   return cp;
@@ -521,11 +504,11 @@ llvm::Expected<Checkpoint> Checkpoint::open(llvm::StringRef path) {
 
 llvm::Expected<std::vector<float>> readAsFloat32(const SafetensorsFile &file, const TensorInfo &info) {
   if (info.dtype != StDType::BF16 && info.dtype != StDType::F16 && info.dtype != StDType::F32)
-    return fail(file.path(), "tensor '{0}' has dtype {1}; readAsFloat32 supports BF16, F16 and F32", info.name,
+    return fileError(file.path(), "tensor '{0}' has dtype {1}; readAsFloat32 supports BF16, F16 and F32", info.name,
                 stDTypeName(info.dtype));
   llvm::ArrayRef<uint8_t> raw = file.bytes(info);
   size_t n = size_t(info.numel()), size = stDTypeSize(info.dtype);
-  if (raw.size() != n * size) return fail(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
+  if (raw.size() != n * size) return fileError(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
   std::vector<float> out(n);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t *p = raw.data() + i * size;
@@ -541,11 +524,11 @@ llvm::Expected<std::vector<float>> readAsFloat32(const SafetensorsFile &file, co
 
 llvm::Expected<std::vector<int64_t>> readAsInt64(const SafetensorsFile &file, const TensorInfo &info) {
   if (info.dtype != StDType::I32 && info.dtype != StDType::I64)
-    return fail(file.path(), "tensor '{0}' has dtype {1}; readAsInt64 supports I32 and I64", info.name,
+    return fileError(file.path(), "tensor '{0}' has dtype {1}; readAsInt64 supports I32 and I64", info.name,
                 stDTypeName(info.dtype));
   llvm::ArrayRef<uint8_t> raw = file.bytes(info);
   size_t n = size_t(info.numel()), size = stDTypeSize(info.dtype);
-  if (raw.size() != n * size) return fail(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
+  if (raw.size() != n * size) return fileError(file.path(), "tensor '{0}' is not one of this file's tensors", info.name);
   std::vector<int64_t> out(n);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t *p = raw.data() + i * size;
@@ -563,17 +546,17 @@ llvm::Error writeSafetensors(llvm::StringRef path, llvm::ArrayRef<OwnedTensor> t
   uint64_t offset = 0;
   for (const OwnedTensor &t : tensors) {
     if (t.name.empty() || t.name == "__metadata__" || !json::isUTF8(t.name))
-      return fail(path,
+      return fileError(path,
                   "cannot write tensor named '{0}': names must be non-empty UTF-8 other than "
                   "'__metadata__'",
                   t.name);
-    if (!seen.insert(t.name).second) return fail(path, "cannot write: duplicate tensor name '{0}'", t.name);
+    if (!seen.insert(t.name).second) return fileError(path, "cannot write: duplicate tensor name '{0}'", t.name);
     std::optional<uint64_t> bytes = byteSize(t.shape, t.dtype);
     if (!bytes)
-      return fail(path, "cannot write tensor '{0}': shape {1} has a negative dim or is too large", t.name,
+      return fileError(path, "cannot write tensor '{0}': shape {1} has a negative dim or is too large", t.name,
                   shapeString(t.shape));
     if (*bytes != t.data.size())
-      return fail(path, "cannot write tensor '{0}': shape {1} of {2} needs {3} bytes but data holds {4}", t.name,
+      return fileError(path, "cannot write tensor '{0}': shape {1} of {2} needs {3} bytes but data holds {4}", t.name,
                   shapeString(t.shape), stDTypeName(t.dtype), *bytes, t.data.size());
     json::Array shape;
     for (int64_t d : t.shape) shape.push_back(d);
@@ -586,7 +569,7 @@ llvm::Error writeSafetensors(llvm::StringRef path, llvm::ArrayRef<OwnedTensor> t
     json::Object m;
     for (const auto &[key, value] : metadata) {
       if (!json::isUTF8(key) || !json::isUTF8(value))
-        return fail(path, "cannot write metadata key '{0}': keys and values must be UTF-8", key);
+        return fileError(path, "cannot write metadata key '{0}': keys and values must be UTF-8", key);
       m[key] = value;
     }
     header["__metadata__"] = std::move(m);

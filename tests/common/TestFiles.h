@@ -22,6 +22,16 @@
 
 namespace minfer::test {
 
+// Passes when `e` is an error whose message contains every one of `parts` (the message is shown either way).
+inline testing::AssertionResult failsMentioning(llvm::Error e, std::initializer_list<llvm::StringRef> parts) {
+  if (!e) return testing::AssertionFailure() << "expected an error, got success";
+  std::string msg = llvm::toString(std::move(e));
+  for (llvm::StringRef p : parts)
+    if (!llvm::StringRef(msg).contains(p))
+      return testing::AssertionFailure() << "error message\n    " << msg << "\ndoes not mention '" << p.str() << "'";
+  return testing::AssertionSuccess() << msg;
+}
+
 inline std::string readFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -3,6 +3,7 @@
 // API entry returning init()'s error instead of crashing when called without init. With a GPU present
 // the no-driver cases skip; tests/gpu/DriverGpuTest.cpp covers the GPU side.
 #include "runtime/Driver.h"
+#include "common/TestFiles.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -21,14 +22,7 @@ namespace {
 // A path that cannot exist, for "the library is missing".
 constexpr const char *kMissingLibrary = "/nonexistent/minfer-test/libcuda.so.1";
 
-testing::AssertionResult failsMentioning(llvm::Error e, std::initializer_list<StringRef> parts) {
-  if (!e) return testing::AssertionFailure() << "expected an error, got success";
-  std::string msg = llvm::toString(std::move(e));
-  for (StringRef p : parts)
-    if (!StringRef(msg).contains(p))
-      return testing::AssertionFailure() << "error message\n    " << msg << "\ndoes not mention '" << p.str() << "'";
-  return testing::AssertionSuccess() << msg;
-}
+using test::failsMentioning;
 template <typename T>
 testing::AssertionResult failsMentioning(llvm::Expected<T> v, std::initializer_list<StringRef> parts) {
   if (v) return testing::AssertionFailure() << "expected an error, got a value";

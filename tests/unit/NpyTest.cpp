@@ -21,14 +21,7 @@ using llvm::StringRef;
 
 namespace {
 
-testing::AssertionResult failsMentioning(llvm::Error e, std::initializer_list<StringRef> parts) {
-  if (!e) return testing::AssertionFailure() << "expected an error, got success";
-  std::string msg = llvm::toString(std::move(e));
-  for (StringRef p : parts)
-    if (!StringRef(msg).contains(p))
-      return testing::AssertionFailure() << "error message\n    " << msg << "\ndoes not mention '" << p.str() << "'";
-  return testing::AssertionSuccess() << msg;
-}
+using test::failsMentioning;
 testing::AssertionResult failsMentioning(llvm::Expected<NpyArray> v, std::initializer_list<StringRef> parts) {
   if (v) return testing::AssertionFailure() << "expected an error, got an array";
   return failsMentioning(v.takeError(), parts);

@@ -27,15 +27,7 @@ using llvm::StringRef;
 namespace {
 
 /// Success if `e` is an error whose message contains every string in `parts`.
-testing::AssertionResult failsMentioning(llvm::Error e, std::initializer_list<StringRef> parts) {
-  if (!e) return testing::AssertionFailure() << "expected an error, got success";
-  std::string msg = llvm::toString(std::move(e));
-  for (StringRef p : parts)
-    if (!StringRef(msg).contains(p))
-      return testing::AssertionFailure() << "error message\n    " << msg << "\ndoes not mention '" << p.str()
-                                         << "'";
-  return testing::AssertionSuccess() << msg;
-}
+using test::failsMentioning;
 template <typename T>
 testing::AssertionResult failsMentioning(llvm::Expected<T> v, std::initializer_list<StringRef> parts) {
   if (v) return testing::AssertionFailure() << "expected an error, got a value";

@@ -101,38 +101,46 @@ struct SiluMul {
 // over a few SMs. PointwiseSpec launches one vector per thread; the grid-stride loop makes any grid correct.
 constexpr int kPointwiseThreads = 256;
 
+namespace pw {
+// Calls f(i) for every 16-byte vector i (VEC elements) of a [rows, COLS] tensor, grid-stride: rows * COLS is
+// a multiple of VEC, so the flat tensor is whole vectors.
+template <int COLS, class F> __device__ __forceinline__ void forEachVector(int rows, F f) {
+  static_assert(COLS > 0, "pointwise: COLS must be positive");
+  constexpr int VEC = vecWidth<bf16, COLS>();
+  const long long n = static_cast<long long>(rows) * (COLS / VEC);
+  for (long long i = blockIdx.x * static_cast<long long>(kPointwiseThreads) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * kPointwiseThreads)
+    f(i * VEC);
+}
+} // namespace pw
+
+// y = Op(a, arg) elementwise.
 template <typename Op, int COLS>
 __global__ void __launch_bounds__(kPointwiseThreads) unary(const PointwiseParams p) {
   gridDependencyWait();
-  static_assert(COLS > 0, "unary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
-  // rows * COLS is a multiple of VEC, so the flat tensor is whole vectors.
-  const long long n = static_cast<long long>(p.rows) * (COLS / VEC);
-  for (long long i = blockIdx.x * static_cast<long long>(kPointwiseThreads) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * kPointwiseThreads) {
+  pw::forEachVector<COLS>(p.rows, [&](long long at) {
     float v[VEC];
-    loadFloats<VEC>(p.a + i * VEC, v);
+    loadFloats<VEC>(p.a + at, v);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) v[e] = Op::apply(v[e], p.arg);
-    storeBf16<VEC>(p.y + i * VEC, v);
-  }
+    storeBf16<VEC>(p.y + at, v);
+  });
 }
 
+// y = Op(a, b) elementwise.
 template <typename Op, int COLS>
 __global__ void __launch_bounds__(kPointwiseThreads) binary(const PointwiseParams p) {
   gridDependencyWait();
-  static_assert(COLS > 0, "binary: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
-  const long long n = static_cast<long long>(p.rows) * (COLS / VEC);
-  for (long long i = blockIdx.x * static_cast<long long>(kPointwiseThreads) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * kPointwiseThreads) {
+  pw::forEachVector<COLS>(p.rows, [&](long long at) {
     float va[VEC], vb[VEC];
-    loadFloats<VEC>(p.a + i * VEC, va);
-    loadFloats<VEC>(p.b + i * VEC, vb);
+    loadFloats<VEC>(p.a + at, va);
+    loadFloats<VEC>(p.b + at, vb);
 #pragma unroll
     for (int e = 0; e < VEC; ++e) va[e] = Op::apply(va[e], vb[e]);
-    storeBf16<VEC>(p.y + i * VEC, va);
-  }
+    storeBf16<VEC>(p.y + at, va);
+  });
 }
 
 } // namespace minfer

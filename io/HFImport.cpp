@@ -25,48 +25,44 @@ public:
   llvm::Error fail(const llvm::Twine &msg) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), path + ": " + msg);
   }
-  bool has(llvm::StringRef key) const {
+  // The field's value; null when it is absent or JSON null.
+  const llvm::json::Value *value(llvm::StringRef key) const {
     const llvm::json::Value *v = obj.get(key);
-    return v && v->kind() != llvm::json::Value::Null;
+    return v && v->kind() != llvm::json::Value::Null ? v : nullptr;
   }
+  bool has(llvm::StringRef key) const { return value(key) != nullptr; }
   llvm::Expected<int64_t> integer(llvm::StringRef key, std::optional<int64_t> fallback = std::nullopt) const {
-    const llvm::json::Value *v = obj.get(key);
-    if (!v || v->kind() == llvm::json::Value::Null) {
-      if (fallback) return *fallback;
-      return fail("missing field '" + key + "' (an integer)");
-    }
+    const llvm::json::Value *v = value(key);
+    if (!v) return fallback ? llvm::Expected<int64_t>(*fallback) : fail("missing field '" + key + "' (an integer)");
     auto i = v->getAsInteger();
     if (!i) return fail("field '" + key + "' must be an integer");
     if (*i <= 0) return fail("field '" + key + "' must be positive, got " + std::to_string(*i));
     return *i;
   }
   llvm::Expected<double> number(llvm::StringRef key, std::optional<double> fallback = std::nullopt) const {
-    const llvm::json::Value *v = obj.get(key);
-    if (!v || v->kind() == llvm::json::Value::Null) {
-      if (fallback) return *fallback;
-      return fail("missing field '" + key + "' (a number)");
-    }
+    const llvm::json::Value *v = value(key);
+    if (!v) return fallback ? llvm::Expected<double>(*fallback) : fail("missing field '" + key + "' (a number)");
     auto d = v->getAsNumber();
     if (!d || !std::isfinite(*d)) return fail("field '" + key + "' must be a number");
     return *d;
   }
   llvm::Expected<bool> boolean(llvm::StringRef key, bool fallback) const {
-    const llvm::json::Value *v = obj.get(key);
-    if (!v || v->kind() == llvm::json::Value::Null) return fallback;
+    const llvm::json::Value *v = value(key);
+    if (!v) return fallback;
     auto b = v->getAsBoolean();
     if (!b) return fail("field '" + key + "' must be true or false");
     return *b;
   }
   llvm::Expected<std::string> string(llvm::StringRef key, llvm::StringRef fallback) const {
-    const llvm::json::Value *v = obj.get(key);
-    if (!v || v->kind() == llvm::json::Value::Null) return fallback.str();
+    const llvm::json::Value *v = value(key);
+    if (!v) return fallback.str();
     auto s = v->getAsString();
     if (!s) return fail("field '" + key + "' must be a string");
     return s->str();
   }
   llvm::Expected<const llvm::json::Object *> object(llvm::StringRef key) const {
-    const llvm::json::Value *v = obj.get(key);
-    if (!v || v->kind() == llvm::json::Value::Null) return nullptr;
+    const llvm::json::Value *v = value(key);
+    if (!v) return nullptr;
     const llvm::json::Object *o = v->getAsObject();
     if (!o) return fail("field '" + key + "' must be an object or null");
     return o;

@@ -1,9 +1,9 @@
 // compiler/Pipeline.cpp — load → passes → tuning → plan → sources → compile, for the Engine and minferc.
 #include "compiler/Pipeline.h"
-#include "ir/Diagnostics.h"
 
 #include "compiler/Fuse.h"
 #include "io/HFImport.h"
+#include "ir/Diagnostics.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"

@@ -74,7 +74,6 @@ public:
   bool fused() const { return fused_; }
   const Bundle *bundle() const { return bundle_ ? &*bundle_ : nullptr; }
   const std::string &tuningFrom() const { return tuningFrom_; } // "" (none), a path, or "bundle"
-  const Plan &currentPlan() const { return *plan_; }
   Plan takePlan() { return std::move(*plan_); }
 
 private:

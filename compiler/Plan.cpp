@@ -12,7 +12,6 @@
 // weights and biases are read as bf16, converted at load when the checkpoint stores another type, packed and
 // reordered as the epilogue reads them (rowOrder).
 #include "compiler/Plan.h"
-#include "ir/Diagnostics.h"
 
 #include "compiler/MemoryPlanner.h"
 #include "compiler/Tuning.h"
@@ -22,6 +21,7 @@
 #include "compiler/kernels/Gemv.h"
 #include "compiler/kernels/RowOps.h"
 #include "compiler/kernels/Split.h"
+#include "ir/Diagnostics.h"
 #include "ir/Interpreter.h"
 
 #include "llvm/ADT/DenseMap.h"

@@ -1,5 +1,6 @@
 // ir/Interpreter.cpp — eval<Id> for every row of Ops.def, and the step loop around them.
 #include "ir/Interpreter.h"
+
 #include "ir/Diagnostics.h"
 
 #include "llvm/ADT/DenseMap.h"

@@ -1,10 +1,10 @@
 // runtime/Engine.cpp — loading a model: the checks without a GPU first, then kernels, then weights.
 #include "runtime/Engine.h"
-#include "ir/Diagnostics.h"
 
 #include "compiler/Pipeline.h"
 #include "io/Safetensors.h"
 #include "io/WeightLoader.h"
+#include "ir/Diagnostics.h"
 #include "runtime/Autotune.h"
 #include "runtime/KernelLoader.h"
 
@@ -37,6 +37,11 @@ struct EngineLoader {
   std::string weightsPath;
 
   llvm::Error load(llvm::StringRef model) {
+    // The cheap check first: an .ir file or a bundle names no weights of its own.
+    weightsPath = opts.weights;
+    if (weightsPath.empty() && llvm::sys::fs::exists(model) && !llvm::sys::fs::is_directory(model))
+      return ir::makeError("model '" + model + "' is " + (isBundleFile(model) ? "a bundle" : "an IR file") +
+                           "; give its weights (a .safetensors file, an index.json or a directory)");
     PipelineOptions po;
     po.fuse = opts.fuse;
     po.plan = opts.plan;
@@ -45,11 +50,7 @@ struct EngineLoader {
     auto p = Pipeline::load(model, po);
     if (!p) return p.takeError();
     pipeline.emplace(std::move(*p));
-    weightsPath = opts.weights;
-    if (pipeline->source() == Pipeline::Source::Checkpoint && weightsPath.empty()) weightsPath = model.str();
-    if (weightsPath.empty())
-      return ir::makeError("model '" + model + "' is " + (pipeline->bundle() ? "a bundle" : "an IR file") +
-                  "; give its weights (a .safetensors file, an index.json or a directory)");
+    if (weightsPath.empty()) weightsPath = model.str(); // a checkpoint directory holds its weights
     engine->st.source = pipeline->sourceName().str();
     if (auto e = pipeline->runPasses()) return e;
     engine->st.fused = pipeline->fused();

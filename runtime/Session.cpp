@@ -1,8 +1,8 @@
 // runtime/Session.cpp — a batch of sequences through prefill and decode.
 #include "runtime/Session.h"
-#include "ir/Diagnostics.h"
 
 #include "compiler/kernels/Epilogue.h"
+#include "ir/Diagnostics.h"
 
 #include "io/Safetensors.h"
 

@@ -6,6 +6,7 @@
 // keeps the GPU busy, checks afterwards that the GPU had not got through that block by the time the host
 // finished enqueueing (so no run waited on the host), and retries with a longer block if it had.
 #include "runtime/Timing.h"
+
 #include "ir/Diagnostics.h"
 
 #include <algorithm>

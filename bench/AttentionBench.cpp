@@ -19,6 +19,9 @@
 #include "runtime/KernelLoader.h"
 #include "jit/KernelCache.h"
 #include "compiler/kernels/Attention.h"
+#include "ir/Diagnostics.h"
+
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,8 +31,6 @@
 
 namespace minfer::bench {
 namespace {
-
-llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 std::string shape(int batch, int heads, int kvHeads, int headDim, int context, int tokens = 0) {
   std::ostringstream s;
@@ -152,7 +153,7 @@ llvm::Expected<std::vector<Result>> runAttention(const Ceilings &) {
   if (!info) return info.takeError();
   std::vector<Result> results;
   auto add = [&](llvm::Expected<Result> r, const std::string &what) -> llvm::Error {
-    if (!r) return fail(what + ": " + llvm::toString(r.takeError()));
+    if (!r) return ir::makeError(what + ": " + llvm::toString(r.takeError()));
     results.push_back(std::move(*r));
     return llvm::Error::success();
   };
@@ -165,7 +166,7 @@ llvm::Expected<std::vector<Result>> runAttention(const Ceilings &) {
       // Other split lengths, for tuning chooseSplitTokens.
       int chosen = AttentionDecodeSpec::chooseSplitTokens(h.kvHeads, h.headDim, kContext, batch, info->smCount);
       for (int split : {chosen / 4, chosen / 2, chosen * 2, chosen * 4})
-        if (split >= 16 && split % 16 == 0 && (kContext + split - 1) / split <= AttentionDecodeSpec::kMaxSplits)
+        if (split >= 16 && split % 16 == 0 && llvm::divideCeil(kContext, split) <= AttentionDecodeSpec::kMaxSplits)
           if (auto e = add(benchDecode(h, batch, kContext, split, info->smCount), what + " split " + std::to_string(split)))
             return e;
       if (std::getenv("MINFER_ATTN_BENCH_PARTS"))

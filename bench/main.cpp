@@ -9,12 +9,10 @@
 // bench/torch_baseline.py to time PyTorch on the same shapes. Progress and the device go to stderr. A
 // failing suite is reported and the others still run; the exit code is then 1.
 #include "bench/Bench.h"
+#include "jit/AtomicFile.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FileUtilities.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace minfer;
@@ -56,20 +54,10 @@ void addShapeDims(StringRef shape, llvm::json::Object &into) {
 }
 
 llvm::Error writeJSON(StringRef path, llvm::json::Value value) {
-  StringRef dir = llvm::sys::path::parent_path(path);
-  if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot write '" + path + "': directory '" + dir + "' does not exist");
-  llvm::SmallString<256> model(path);
-  model += ".tmp-%%%%%%%%";
-  llvm::Error e = llvm::writeFileAtomically(model, path, [&](llvm::raw_ostream &os) {
+  return writeAtomically(path, [&](llvm::raw_ostream &os) {
     os << llvm::formatv("{0:2}", value) << "\n";
     return llvm::Error::success();
   });
-  if (e)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "cannot write '" + path + "': " + llvm::toString(std::move(e)));
-  return llvm::Error::success();
 }
 
 } // namespace

@@ -1,6 +1,8 @@
 // compiler/MemoryPlanner.cpp — greedy best-fit arena placement by liveness.
 #include "compiler/MemoryPlanner.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -9,7 +11,7 @@ namespace minfer {
 ArenaLayout planArena(const std::vector<LiveRange> &ranges, int64_t align) {
   ArenaLayout out;
   out.offsetsPerRow.assign(ranges.size(), 0);
-  auto rounded = [align](int64_t b) { return (b + align - 1) / align * align; };
+  auto rounded = [align](int64_t b) { return int64_t(llvm::alignTo(b, align)); };
 
   // Lower bound: the most bytes live at any one launch.
   int lastLaunch = 0;

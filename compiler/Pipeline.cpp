@@ -12,8 +12,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 
-#include <thread>
-
 #ifndef MINFER_VERSION
 #define MINFER_VERSION "unknown"
 #endif
@@ -169,7 +167,7 @@ llvm::Expected<std::vector<CompiledKernel>> Pipeline::compile(const Target &targ
     if (stats) stats->kernels = stats->misses = static_cast<unsigned>(srcs.size());
     return out;
   }
-  unsigned jobs = options_.jobs ? options_.jobs : std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = options_.jobs ? options_.jobs : defaultJobs();
   KernelCache cache = KernelCache::openDefault();
   return compileAll(srcs, target, options_.compile, cache, jobs, stats);
 }

@@ -1,8 +1,10 @@
 // compiler/Tuning.cpp — buckets, fingerprints, the tuning database file and the search (Tuning.h).
 #include "compiler/Tuning.h"
 
+#include "ir/Diagnostics.h"
+#include "jit/AtomicFile.h"
+
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -12,8 +14,6 @@
 
 namespace minfer {
 namespace {
-
-llvm::Error failure(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 // The format of the file; a different one is read as foreign.
 constexpr int64_t kFormat = 1;
@@ -122,19 +122,19 @@ llvm::json::Object TuningDb::toJSON() const {
 
 llvm::Expected<TuningDb> TuningDb::read(llvm::StringRef path) {
   auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
-  if (!buf) return failure(path + ": " + buf.getError().message());
+  if (!buf) return ir::makeError(path + ": " + buf.getError().message());
   auto json = llvm::json::parse((*buf)->getBuffer());
-  if (!json) return failure(path + ": not JSON: " + llvm::toString(json.takeError()));
+  if (!json) return ir::makeError(path + ": not JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *o = json->getAsObject();
-  if (!o) return failure(path + ": expected a JSON object");
+  if (!o) return ir::makeError(path + ": expected a JSON object");
   if (o->getInteger("format") != kFormat)
-    return failure(path + ": tuning database format " + llvm::Twine(o->getInteger("format").getValueOr(-1)) +
-                   ", expected " + llvm::Twine(kFormat));
+    return ir::makeError(path + ": tuning database format " + llvm::Twine(o->getInteger("format").getValueOr(-1)) +
+                         ", expected " + llvm::Twine(kFormat));
   const llvm::json::Object *dev = o->getObject("device");
   std::optional<DeviceFingerprint> fp = dev ? DeviceFingerprint::fromJSON(*dev) : std::nullopt;
-  if (!fp) return failure(path + ": the device fingerprint is missing or incomplete");
+  if (!fp) return ir::makeError(path + ": the device fingerprint is missing or incomplete");
   const llvm::json::Object *es = o->getObject("entries");
-  if (!es) return failure(path + ": no \"entries\" object");
+  if (!es) return ir::makeError(path + ": no \"entries\" object");
   TuningDb db;
   db.device = *fp;
   for (const auto &[key, v] : *es) {
@@ -142,7 +142,7 @@ llvm::Expected<TuningDb> TuningDb::read(llvm::StringRef path) {
     auto tile = e ? e->getString("tile") : llvm::None;
     auto us = e ? e->getNumber("us") : llvm::None;
     if (!tile || !us || key.str().find('@') == std::string::npos)
-      return failure(path + ": entry '" + key.str() + "' needs a key `spec@bucket`, a \"tile\" and \"us\"");
+      return ir::makeError(path + ": entry '" + key.str() + "' needs a key `spec@bucket`, a \"tile\" and \"us\"");
     TuningEntry t;
     t.tile = tile->str();
     t.us = *us;
@@ -194,12 +194,11 @@ std::optional<std::string> TuningDb::newestFor(llvm::StringRef cacheDir, llvm::S
 
 llvm::Error TuningDb::save(llvm::StringRef path) const {
   if (auto ec = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
-    return failure("cannot create " + llvm::sys::path::parent_path(path) + ": " + ec.message());
-  std::string text;
-  llvm::raw_string_ostream(text) << llvm::formatv("{0:2}", llvm::json::Value(toJSON())) << "\n";
-  if (auto e = llvm::writeFileAtomically(path.str() + ".tmp%%%%%%", path, text))
-    return failure("cannot write " + path + ": " + llvm::toString(std::move(e)));
-  return llvm::Error::success();
+    return ir::makeError("cannot create " + llvm::sys::path::parent_path(path) + ": " + ec.message());
+  return writeAtomically(path, [&](llvm::raw_ostream &os) {
+    os << llvm::formatv("{0:2}", llvm::json::Value(toJSON())) << "\n";
+    return llvm::Error::success();
+  });
 }
 
 SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected<double>(size_t)> &time,

@@ -8,13 +8,9 @@
 
 #include "io/Files.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/SwapByteOrder.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -160,36 +156,36 @@ llvm::Expected<Header> parseHeaderDict(StringRef path, StringRef text) {
 
 } // namespace
 
-llvm::Error writeNpyF32(llvm::StringRef path, llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<float> data) {
+llvm::Error writeNpyF32(llvm::raw_ostream &os, llvm::StringRef path, llvm::ArrayRef<int64_t> shape,
+                        llvm::ArrayRef<float> data) {
   std::optional<uint64_t> n = elementCount(shape);
   if (!n) return fileError(path, "cannot write shape {0}: a dim is negative or the size overflows", shapeTuple(shape));
   if (*n != data.size())
-    return fileError(path, "cannot write: shape {0} holds {1} elements but {2} floats were given", shapeTuple(shape), *n,
-                data.size());
+    return fileError(path, "cannot write: shape {0} holds {1} elements but {2} floats were given", shapeTuple(shape),
+                     *n, data.size());
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shapeTuple(shape) + ", }";
   header.append((kDataAlign - (kPreamble1 + header.size() + 1) % kDataAlign) % kDataAlign, ' ');
   header += '\n';
   if (header.size() > UINT16_MAX)
     return fileError(path, "cannot write: shape of rank {0} makes the header too long for NPY 1.0", shape.size());
 
-  return writeAtomically(path, [&](llvm::raw_ostream &os) {
-    char preamble[kPreamble1];
-    std::copy(kMagic.begin(), kMagic.end(), preamble);
-    preamble[6] = 1; // version 1.0
-    preamble[7] = 0;
-    endian::write16le(preamble + 8, uint16_t(header.size()));
-    os.write(preamble, sizeof preamble);
-    os << header;
-    if (llvm::sys::IsLittleEndianHost) {
-      os.write(reinterpret_cast<const char *>(data.data()), data.size() * sizeof(float));
-    } else {
-      for (float f : data) {
-        char le[4];
-        endian::write32le(le, std::bit_cast<uint32_t>(f));
-        os.write(le, 4);
-      }
+  char preamble[kPreamble1];
+  std::copy(kMagic.begin(), kMagic.end(), preamble);
+  preamble[6] = 1; // version 1.0
+  preamble[7] = 0;
+  endian::write16le(preamble + 8, uint16_t(header.size()));
+  os.write(preamble, sizeof preamble);
+  os << header;
+  if (llvm::sys::IsLittleEndianHost) {
+    os.write(reinterpret_cast<const char *>(data.data()), data.size() * sizeof(float));
+  } else {
+    for (float f : data) {
+      char le[4];
+      endian::write32le(le, std::bit_cast<uint32_t>(f));
+      os.write(le, 4);
     }
-  });
+  }
+  return llvm::Error::success();
 }
 
 llvm::Expected<NpyArray> readNpyF32(llvm::StringRef path) {

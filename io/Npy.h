@@ -8,6 +8,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <vector>
@@ -19,10 +20,12 @@ struct NpyArray {
   std::vector<float> data;    // C (row-major) order, product(shape) elements
 };
 
-/// Writes NPY format 1.0, dtype '<f4', C order; the header is padded with spaces so the data starts at
-/// a multiple of 64 bytes. `data` must hold exactly product(shape) floats. Written to a temporary file
-/// in the same directory and renamed, so a failure never leaves a partial file.
-llvm::Error writeNpyF32(llvm::StringRef path, llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<float> data);
+/// Writes NPY format 1.0, dtype '<f4', C order, to `os`; the header is padded with spaces so the data starts
+/// at a multiple of 64 bytes. `data` must hold exactly product(shape) floats: otherwise the error names
+/// `path` (the file `os` goes to; only named) and nothing is written. Files are written through
+/// writeAtomically (jit/AtomicFile.h), so a failure never leaves a partial file.
+llvm::Error writeNpyF32(llvm::raw_ostream &os, llvm::StringRef path, llvm::ArrayRef<int64_t> shape,
+                        llvm::ArrayRef<float> data);
 
 /// Reads a '<f4', C-order .npy file (format versions 1.0, 2.0, 3.0). Validates the magic, version,
 /// header dict (exactly descr, fortran_order, shape) and that the data is exactly product(shape) floats.

@@ -10,7 +10,6 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -539,7 +538,7 @@ llvm::Expected<std::vector<int64_t>> readAsInt64(const SafetensorsFile &file, co
 
 // ---- writer ------------------------------------------------------------------------------------------
 
-llvm::Error writeSafetensors(llvm::StringRef path, llvm::ArrayRef<OwnedTensor> tensors,
+llvm::Error writeSafetensors(llvm::raw_ostream &os, llvm::StringRef path, llvm::ArrayRef<OwnedTensor> tensors,
                              const std::map<std::string, std::string> &metadata) {
   json::Object header;
   llvm::StringSet<> seen;
@@ -578,13 +577,12 @@ llvm::Error writeSafetensors(llvm::StringRef path, llvm::ArrayRef<OwnedTensor> t
   llvm::raw_string_ostream(text) << json::Value(std::move(header));
   text.append((8 - text.size() % 8) % 8, ' '); // pad so the data section starts 8-byte aligned
 
-  return writeAtomically(path, [&](llvm::raw_ostream &os) {
-    char len[8];
-    endian::write64le(len, text.size());
-    os.write(len, 8);
-    os << text;
-    for (const OwnedTensor &t : tensors) os.write(reinterpret_cast<const char *>(t.data.data()), t.data.size());
-  });
+  char len[8];
+  endian::write64le(len, text.size());
+  os.write(len, 8);
+  os << text;
+  for (const OwnedTensor &t : tensors) os.write(reinterpret_cast<const char *>(t.data.data()), t.data.size());
+  return llvm::Error::success();
 }
 
 } // namespace minfer

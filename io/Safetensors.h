@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <map>
@@ -111,10 +112,11 @@ struct OwnedTensor {
   std::vector<uint8_t> data;
 };
 
-/// Writes a .safetensors file with the tensors in the given order (header padded to 8 bytes).
-/// Validates the tensors first (unique non-empty names, non-negative dims, data size); writes to a
-/// temporary file in the same directory and renames it, so a failure never leaves a partial file.
-llvm::Error writeSafetensors(llvm::StringRef path, llvm::ArrayRef<OwnedTensor> tensors,
+/// Writes a .safetensors file's bytes to `os`, the tensors in the given order (header padded to 8 bytes).
+/// Validates the tensors first (unique non-empty names, non-negative dims, data size): an invalid one is an
+/// error naming `path` (the file `os` goes to; only named) and nothing is written. Files are written through
+/// writeAtomically (jit/AtomicFile.h), so a failure never leaves a partial file.
+llvm::Error writeSafetensors(llvm::raw_ostream &os, llvm::StringRef path, llvm::ArrayRef<OwnedTensor> tensors,
                              const std::map<std::string, std::string> &metadata = {});
 
 } // namespace minfer

@@ -3,10 +3,11 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/ThreadPool.h"
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 namespace minfer {
 namespace {
@@ -174,8 +175,11 @@ llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight
     }
   };
   // Conversion runs at ~200 M elements a second a core (Llama-2-7B's f16 matmul weights took 34 s on one),
-  // so a chunk's rows are split over up to 16 threads.
-  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+  // so a chunk's rows are split over up to 16 threads (the pool starts them on first use).
+  llvm::ThreadPoolStrategy upTo16 = llvm::hardware_concurrency(16);
+  upTo16.Limit = true; // fewer on a machine with fewer hardware threads
+  llvm::ThreadPool pool(upTo16);
+  const unsigned threads = pool.getThreadCount();
   for (int64_t r0 = 0; r0 < totalRows; r0 += rowsPerChunk) {
     int64_t n = std::min(rowsPerChunk, totalRows - r0);
     auto convertRows = [&](int64_t first, int64_t last) {
@@ -184,11 +188,10 @@ llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight
     if (threads == 1 || n < 2 || n * cols < (int64_t(1) << 20)) {
       convertRows(r0, r0 + n);
     } else {
-      std::vector<std::thread> pool;
-      int64_t per = (n + threads - 1) / threads;
+      int64_t per = llvm::divideCeil(n, threads);
       for (int64_t first = r0; first < r0 + n; first += per)
-        pool.emplace_back(convertRows, first, std::min(first + per, r0 + n));
-      for (std::thread &t : pool) t.join();
+        pool.async(convertRows, first, std::min(first + per, r0 + n));
+      pool.wait();
     }
     size_t bytes = static_cast<size_t>(n * cols) * outSize;
     if (auto e = sink(llvm::ArrayRef<uint8_t>(buf.data(), bytes), static_cast<size_t>(r0 * cols) * outSize)) return e;

@@ -1,15 +1,16 @@
 // jit/Bundle.cpp — writing and verifying .mfb bundles.
 #include "jit/Bundle.h"
 
+#include "jit/AtomicFile.h"
+#include "jit/Hash.h"
 #include "jit/Nvrtc.h"
 #include "jit/Target.h"
 
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
 
 namespace minfer {
 namespace {
@@ -19,16 +20,12 @@ constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8;
 // A manifest holds the IR text and the plan: generous, but a corrupt length must not allocate gigabytes.
 constexpr uint64_t kMaxManifestBytes = 256ull << 20;
 
-llvm::Error fail(llvm::StringRef path, const llvm::Twine &msg) {
+// "bundle 'dir/m.mfb': <msg>": every problem in reading one names the file.
+llvm::Error bundleError(llvm::StringRef path, const llvm::Twine &msg) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), "bundle '" + path + "': " + msg);
 }
 
 } // namespace
-
-std::string sha256Hex(llvm::StringRef bytes) {
-  auto h = llvm::SHA256::hash(llvm::arrayRefFromStringRef(bytes));
-  return llvm::toHex(llvm::StringRef(reinterpret_cast<const char *>(h.data()), h.size()), /*LowerCase=*/true);
-}
 
 std::string Bundle::irHash() const { return sha256Hex(irText); }
 
@@ -59,19 +56,16 @@ llvm::Error writeBundle(llvm::StringRef path, const Bundle &b) {
   std::string manifestText;
   llvm::raw_string_ostream(manifestText) << llvm::json::Value(std::move(manifest));
 
-  std::string out(kMagic, sizeof kMagic);
-  char word[8];
-  llvm::support::endian::write32le(word, kBundleFormatVersion);
-  out.append(word, 4);
-  llvm::support::endian::write32le(word, 0);
-  out.append(word, 4);
-  llvm::support::endian::write64le(word, manifestText.size());
-  out.append(word, 8);
-  out += manifestText;
-  out += blobs;
-  if (auto e = llvm::writeFileAtomically(path.str() + ".tmp%%%%%%", path, out))
-    return fail(path, "cannot write: " + llvm::toString(std::move(e)));
-  return llvm::Error::success();
+  return writeAtomically(path, [&](llvm::raw_ostream &os) {
+    char header[kHeaderBytes];
+    std::copy(std::begin(kMagic), std::end(kMagic), header);
+    llvm::support::endian::write32le(header + 8, kBundleFormatVersion);
+    llvm::support::endian::write32le(header + 12, 0);
+    llvm::support::endian::write64le(header + 16, manifestText.size());
+    os.write(header, sizeof header);
+    os << manifestText << blobs;
+    return llvm::Error::success();
+  });
 }
 
 bool isBundleFile(llvm::StringRef path) {
@@ -81,30 +75,30 @@ bool isBundleFile(llvm::StringRef path) {
 
 llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
   auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
-  if (!buf) return fail(path, "cannot read: " + buf.getError().message());
+  if (!buf) return bundleError(path, "cannot read: " + buf.getError().message());
   llvm::StringRef data = (*buf)->getBuffer();
   if (data.size() < kHeaderBytes || !data.startswith(llvm::StringRef(kMagic, sizeof kMagic)))
-    return fail(path, "not a minfer bundle (no MINFERBD magic)");
+    return bundleError(path, "not a minfer bundle (no MINFERBD magic)");
   uint32_t version = llvm::support::endian::read32le(data.data() + 8);
   if (version != kBundleFormatVersion)
-    return fail(path, "format version " + llvm::Twine(version) + ", this minfer reads version " +
-                          llvm::Twine(kBundleFormatVersion));
+    return bundleError(path, "format version " + llvm::Twine(version) + ", this minfer reads version " +
+                                 llvm::Twine(kBundleFormatVersion));
   if (llvm::support::endian::read32le(data.data() + 12) != 0)
-    return fail(path, "reserved header word is not zero: corrupt");
+    return bundleError(path, "reserved header word is not zero: corrupt");
   uint64_t manifestLen = llvm::support::endian::read64le(data.data() + 16);
   if (manifestLen > kMaxManifestBytes || manifestLen > data.size() - kHeaderBytes)
-    return fail(path, "manifest length " + llvm::Twine(manifestLen) + " runs past the end of the file (" +
-                          llvm::Twine(data.size()) + " bytes): truncated or corrupt");
+    return bundleError(path, "manifest length " + llvm::Twine(manifestLen) + " runs past the end of the file (" +
+                                 llvm::Twine(data.size()) + " bytes): truncated or corrupt");
   auto manifest = llvm::json::parse(data.substr(kHeaderBytes, manifestLen));
-  if (!manifest) return fail(path, "manifest is not valid JSON: " + llvm::toString(manifest.takeError()));
+  if (!manifest) return bundleError(path, "manifest is not valid JSON: " + llvm::toString(manifest.takeError()));
   const llvm::json::Object *m = manifest->getAsObject();
-  if (!m) return fail(path, "manifest is not a JSON object");
+  if (!m) return bundleError(path, "manifest is not a JSON object");
   llvm::StringRef blobs = data.substr(kHeaderBytes + manifestLen);
 
   Bundle b;
   auto str = [&](const char *key, std::string &out) -> llvm::Error {
     auto s = m->getString(key);
-    if (!s) return fail(path, llvm::Twine("manifest has no string '") + key + "'");
+    if (!s) return bundleError(path, llvm::Twine("manifest has no string '") + key + "'");
     out = s->str();
     return llvm::Error::success();
   };
@@ -112,25 +106,25 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
                             {"minfer_version", &b.minferVersion}})
     if (auto e = str(key, *field)) return e;
   if (m->getInteger("format_version") != static_cast<int64_t>(kBundleFormatVersion))
-    return fail(path, "manifest format_version does not match the header's");
+    return bundleError(path, "manifest format_version does not match the header's");
   auto target = parseTarget(b.target);
-  if (!target) return fail(path, "target: " + llvm::toString(target.takeError()));
+  if (!target) return bundleError(path, "target: " + llvm::toString(target.takeError()));
   std::string irHash;
   if (auto e = str("ir_sha256", irHash)) return e;
-  if (irHash != b.irHash()) return fail(path, "the IR text does not match its recorded SHA-256");
+  if (irHash != b.irHash()) return bundleError(path, "the IR text does not match its recorded SHA-256");
   auto blobsLen = m->getInteger("blobs_length");
   if (!blobsLen || static_cast<uint64_t>(*blobsLen) != blobs.size())
-    return fail(path, "holds " + llvm::Twine(blobs.size()) + " bytes of kernels, the manifest says " +
-                          llvm::Twine(blobsLen ? *blobsLen : -1) + ": truncated or corrupt");
+    return bundleError(path, "holds " + llvm::Twine(blobs.size()) + " bytes of kernels, the manifest says " +
+                                 llvm::Twine(blobsLen ? *blobsLen : -1) + ": truncated or corrupt");
   if (const llvm::json::Object *plan = m->getObject("plan")) b.plan = *plan;
-  else return fail(path, "manifest has no plan");
+  else return bundleError(path, "manifest has no plan");
 
   const llvm::json::Array *kernels = m->getArray("kernels");
-  if (!kernels) return fail(path, "manifest has no kernel list");
+  if (!kernels) return bundleError(path, "manifest has no kernel list");
   for (const llvm::json::Value &kv : *kernels) {
     const llvm::json::Object *k = kv.getAsObject();
     if (!k || !k->getString("name") || !k->getString("lowered_name"))
-      return fail(path, "a kernel entry lacks its name or lowered name");
+      return bundleError(path, "a kernel entry lacks its name or lowered name");
     BundleKernel bk;
     bk.name = k->getString("name")->str();
     bk.loweredName = k->getString("lowered_name")->str();
@@ -141,9 +135,10 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
       auto sha = o ? o->getString("sha256") : llvm::None;
       if (!off || !len || !sha || *off < 0 || *len < 0 || static_cast<uint64_t>(*off) > blobs.size() ||
           static_cast<uint64_t>(*len) > blobs.size() - *off)
-        return fail(path, "kernel " + bk.name + ": " + which + " lies outside the file");
+        return bundleError(path, "kernel " + bk.name + ": " + which + " lies outside the file");
       llvm::StringRef bytes = blobs.substr(*off, *len);
-      if (sha256Hex(bytes) != *sha) return fail(path, "kernel " + bk.name + ": " + which + " checksum mismatch (corrupt)");
+      if (sha256Hex(bytes) != *sha)
+        return bundleError(path, "kernel " + bk.name + ": " + which + " checksum mismatch (corrupt)");
       out = bytes.str();
       return llvm::Error::success();
     };
@@ -155,9 +150,9 @@ llvm::Expected<Bundle> readBundle(llvm::StringRef path) {
     // later, or not at all.
     std::optional<int> sm = cubinSmVersion(bk.cubin);
     if (!sm || *sm != target->smVersion())
-      return fail(path, "kernel " + bk.name + ": cubin is not an " + b.target + " binary");
+      return bundleError(path, "kernel " + bk.name + ": cubin is not an " + b.target + " binary");
     for (const BundleKernel &other : b.kernels)
-      if (other.name == bk.name) return fail(path, "kernel " + bk.name + " appears twice");
+      if (other.name == bk.name) return bundleError(path, "kernel " + bk.name + " appears twice");
     b.kernels.push_back(std::move(bk));
   }
   return b;

@@ -34,13 +34,11 @@ struct Bundle {
 
 constexpr uint32_t kBundleFormatVersion = 1;
 
-// Writes through a temporary file and a rename: a failure leaves nothing behind.
+// Writes atomically (jit/AtomicFile.h): a failure leaves nothing behind.
 llvm::Error writeBundle(llvm::StringRef path, const Bundle &);
 // Reads and verifies a bundle; every problem is an error naming the file and what is wrong.
 llvm::Expected<Bundle> readBundle(llvm::StringRef path);
 // True when `path` starts with the bundle magic (cheap: reads 8 bytes; verifies nothing else).
 bool isBundleFile(llvm::StringRef path);
-
-std::string sha256Hex(llvm::StringRef bytes);
 
 } // namespace minfer

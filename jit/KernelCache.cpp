@@ -7,13 +7,15 @@
 // one asked for, and the cubin is an ELF for the target's SM.
 #include "jit/KernelCache.h"
 
+#include "jit/AtomicFile.h"
+#include "jit/Hash.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
@@ -50,12 +52,6 @@ void warnOnce(const llvm::Twine &what) {
   llvm::errs() << "minfer: warning: " << what << "; compiling kernels without the disk cache\n";
 }
 
-std::string sha256Hex(llvm::StringRef data) {
-  llvm::SHA256 h;
-  h.update(data);
-  return llvm::toHex(h.final(), /*LowerCase=*/true);
-}
-
 // SHA-256 of a source's in-memory headers (the kernel templates): a template edit changes every key even
 // when minfer's version does not. Memoised by the array's address: the headers are static data.
 const std::string &headersDigest(llvm::ArrayRef<EmbeddedHeader> headers) {
@@ -64,12 +60,12 @@ const std::string &headersDigest(llvm::ArrayRef<EmbeddedHeader> headers) {
   std::lock_guard<std::mutex> lock(mu);
   std::string &digest = digests[headers.data()];
   if (digest.empty()) {
-    llvm::SHA256 h;
+    std::string all;
     for (const EmbeddedHeader &t : headers) {
-      h.update(llvm::StringRef(t.name, std::strlen(t.name) + 1)); // with its NUL: a separator
-      h.update(llvm::StringRef(t.text, std::strlen(t.text) + 1));
+      all.append(t.name, std::strlen(t.name) + 1); // with its NUL: a separator
+      all.append(t.text, std::strlen(t.text) + 1);
     }
-    digest = llvm::toHex(h.final(), true);
+    digest = sha256Hex(all);
   }
   return digest;
 }
@@ -141,9 +137,7 @@ llvm::Expected<ParsedEntry> parseEntry(llvm::StringRef data, llvm::StringRef wan
   llvm::StringRef digest = r.bytes(kDigestBytes);
   if (r.truncated) return bad("truncated (a length runs past the end of the file)");
   if (r.pos != data.size()) return bad(llvm::Twine(data.size() - r.pos) + " stray bytes after the entry");
-  llvm::SHA256 h;
-  h.update(data.take_front(bodyEnd));
-  if (h.final() != digest) return bad("checksum mismatch (corrupted)");
+  if (llvm::toStringRef(sha256(data.take_front(bodyEnd))) != digest) return bad("checksum mismatch (corrupted)");
   if (e.keyHex != wantKey) return bad("holds key " + e.keyHex + ", expected " + wantKey);
   e.kernel.cubin.assign(cubin.begin(), cubin.end());
 
@@ -316,17 +310,15 @@ llvm::Expected<CacheKey> KernelCache::computeKey(const KernelSource &src, const 
       {"entry", src.entry, src.entry},
       {"source", src.text, "sha256:" + sourceHash + " (" + std::to_string(src.text.size()) + " bytes)"},
   };
-  llvm::SHA256 h;
+  std::string stream; // what is hashed: per component its label and length, then its value
   CacheKey key;
   for (const auto &[label, value, shown] : parts) {
-    std::string framed;
-    putString(framed, label);
-    putU64(framed, value.size());
-    h.update(framed);
-    h.update(value);
+    putString(stream, label);
+    putU64(stream, value.size());
+    stream += value;
     key.components.push_back({label.str(), shown});
   }
-  key.hex = llvm::toHex(h.final(), true);
+  key.hex = sha256Hex(stream);
   return key;
 }
 
@@ -358,34 +350,9 @@ llvm::Error KernelCache::store(llvm::StringRef key, const Target &target, const 
   data.append(k.cubin.begin(), k.cubin.end());
   putU64(data, k.ptx.size());
   data += k.ptx;
-  llvm::SHA256 h;
-  h.update(data);
-  data += h.final().str();
+  data += llvm::toStringRef(sha256(data));
 
-  // Temporary in the same directory (rename is atomic only within one file system), fsync, rename.
-  llvm::SmallString<256> tmp;
-  int fd = -1;
-  if (std::error_code ec = llvm::sys::fs::createUniqueFile(entryPath(key) + ".tmp-%%%%%%%%", fd, tmp))
-    return llvm::createStringError(ec, "cannot create a temporary in %s: %s", kernelsDir().c_str(),
-                                   ec.message().c_str());
-  llvm::Error written = writeAll(fd, data);
-  if (!written && ::fsync(fd) != 0) written = llvm::errorCodeToError(std::error_code(errno, std::generic_category()));
-  ::close(fd);
-  if (!written) {
-    if (std::error_code ec = llvm::sys::fs::rename(tmp, entryPath(key))) written = llvm::errorCodeToError(ec);
-  }
-  if (written) {
-    llvm::sys::fs::remove(tmp);
-    return llvm::createStringError(llvm::inconvertibleErrorCode(), "cannot write %s: %s", entryPath(key).c_str(),
-                                   llvm::toString(std::move(written)).c_str());
-  }
-  // Make the rename itself durable; best effort (a crash before this only loses the entry, never corrupts).
-  int dfd = ::open(kernelsDir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return llvm::Error::success();
+  return writeAtomically(entryPath(key), data, Durability::Machine);
 }
 
 llvm::Expected<CompiledKernel> KernelCache::getOrCompile(const KernelSource &src, const Target &target,

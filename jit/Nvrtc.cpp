@@ -6,12 +6,13 @@
 // whole log and the path where the source was dumped, so the user can rerun it by hand.
 #include "jit/Nvrtc.h"
 
+#include "jit/AtomicFile.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <nvrtc.h>
 
@@ -65,8 +66,8 @@ std::string fileStem(llvm::StringRef name) {
   return s;
 }
 
-// Writes `text` to <dir>/<name>.cu through a temporary and a rename (several processes may fail on the
-// same kernel at once). Returns the path, or an error saying why it could not be written.
+// Writes the source to <dir>/<name>.cu, atomically (several processes may fail on the same kernel at once).
+// Returns the path, or an error saying why it could not be written.
 llvm::Expected<std::string> dumpSource(const KernelSource &src, const CompileOptions &opts) {
   llvm::SmallString<256> dir;
   if (!opts.dumpDir.empty()) dir = opts.dumpDir;
@@ -75,24 +76,7 @@ llvm::Expected<std::string> dumpSource(const KernelSource &src, const CompileOpt
     return llvm::createStringError(ec, "cannot create dump directory %s: %s", dir.c_str(), ec.message().c_str());
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, fileStem(src.name) + ".cu");
-  std::string tmp = (path + ".tmp" + llvm::Twine(llvm::sys::Process::getProcessId())).str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec) return llvm::createStringError(ec, "cannot write %s: %s", tmp.c_str(), ec.message().c_str());
-    os << src.text;
-    os.close();
-    if (os.has_error()) {
-      std::error_code wec = os.error();
-      os.clear_error();
-      llvm::sys::fs::remove(tmp);
-      return llvm::createStringError(wec, "cannot write %s: %s", tmp.c_str(), wec.message().c_str());
-    }
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path)) {
-    llvm::sys::fs::remove(tmp);
-    return llvm::createStringError(ec, "cannot write %s: %s", path.c_str(), ec.message().c_str());
-  }
+  if (llvm::Error e = writeAtomically(path, src.text)) return e;
   return std::string(path);
 }
 

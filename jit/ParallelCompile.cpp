@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Threading.h"
 
 #include <cerrno>
 #include <chrono>
@@ -228,5 +229,7 @@ llvm::Expected<std::vector<CompiledKernel>> compileAll(llvm::ArrayRef<KernelSour
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }
+
+unsigned defaultJobs() { return llvm::hardware_concurrency().compute_thread_count(); }
 
 } // namespace minfer

@@ -33,4 +33,7 @@ llvm::Expected<std::vector<CompiledKernel>> compileAll(llvm::ArrayRef<KernelSour
                                                        const CompileOptions &opts, KernelCache &cache,
                                                        unsigned jobs, CompileStats *stats = nullptr);
 
+// The worker count when the user names none: one per hardware thread this process may run on.
+unsigned defaultJobs();
+
 } // namespace minfer

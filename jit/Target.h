@@ -1,4 +1,6 @@
-// jit/Target.h — the GPU architectures minfer compiles for (`--target sm_89`).
+// jit/Target.h — the GPU architectures minfer compiles for (`--target sm_89`) and what code generation
+// knows of each without a device: the one place for per-arch limits (the runtime reads the real device's
+// through runtime/Driver.h DeviceInfo).
 #pragma once
 
 #include "llvm/ADT/ArrayRef.h"
@@ -17,6 +19,14 @@ struct Target {
   int smVersion() const { return major * 10 + minor; } // 90
   // NVRTC's option for this target: --gpu-architecture=sm_90a
   std::string nvrtcArchOption() const { return "--gpu-architecture=" + name; }
+
+  // The dynamic shared memory one block may opt in to (227 KB on sm_90 and sm_100, 163 KB on sm_80/87,
+  // 99 KB on sm_86/89/120).
+  int maxSharedBytesPerBlock() const;
+  // The shared memory of one SM, which its resident blocks share (each also pays 1 KB reserved).
+  int sharedBytesPerSm() const { return maxSharedBytesPerBlock() + 1024; }
+  // A typical SM count (H100/H200: 132, A100: 108, ...), for choices made without a device.
+  int nominalSmCount() const;
 };
 
 // The targets minfer accepts, oldest first.

@@ -9,6 +9,7 @@
 #include "compiler/kernels/Epilogue.h"
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
+#include "ir/Diagnostics.h"
 #include "runtime/Driver.h"
 #include "runtime/KernelLoader.h"
 #include "runtime/Timing.h"
@@ -18,12 +19,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 
 namespace minfer::rt {
 namespace {
-
-llvm::Error failure(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 // One tunable kernel at one bucket: the plan's spec (the heuristic default tile) and the rows it is timed at.
 struct Work {
@@ -174,7 +172,7 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
   auto fp = deviceFingerprint();
   if (!fp) return fp.takeError();
   if (!(db.device == *fp))
-    return failure("autotune: the tuning database is for " + db.device.id() + ", the device is " + fp->id());
+    return ir::makeError("autotune: the tuning database is for " + db.device.id() + ", the device is " + fp->id());
   auto target = parseTarget(fp->target());
   if (!target) return target.takeError();
   AutotuneReport report;
@@ -183,7 +181,7 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
   std::vector<Work> work;
   llvm::StringSet<> seen;
   for (const std::string &bucket : opts.buckets) {
-    if (!isTuningBucket(bucket)) return failure("autotune: unknown bucket '" + bucket + "'");
+    if (!isTuningBucket(bucket)) return ir::makeError("autotune: unknown bucket '" + bucket + "'");
     auto plan = buildPlan(m, *target, optionsFor(m, bucket));
     if (!plan) return plan.takeError();
     bool decode = llvm::StringRef(bucket).startswith("decode");
@@ -214,7 +212,7 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
   for (const Work &w : work)
     for (const auto &c : w.candidates)
       if (names.insert(c->name()).second) sources.push_back(kernelSource(*c));
-  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = opts.jobs ? opts.jobs : defaultJobs();
   if (!sources.empty())
     if (auto compiled = compileAll(sources, *target, {}, cache, jobs); !compiled)
       llvm::consumeError(compiled.takeError()); // each candidate is compiled (or fails) again below, alone
@@ -250,8 +248,8 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     report.candidates += static_cast<int>(w.candidates.size());
     report.failed += static_cast<int>(r.failures.size());
     if (r.best < 0)
-      return failure("autotune: no candidate of " + p.kernel + " ran; the first failure: " +
-                     (r.failures.empty() ? std::string("none") : r.failures[0]));
+      return ir::makeError("autotune: no candidate of " + p.kernel + " ran; the first failure: " +
+                           (r.failures.empty() ? std::string("none") : r.failures[0]));
     TuningEntry e;
     e.tile = w.candidates[static_cast<size_t>(r.best)]->tileName();
     e.us = r.us[static_cast<size_t>(r.best)];

@@ -3,6 +3,8 @@
 // return leaks nothing; destructors free through loadedDriver() and report to nobody.
 #include "runtime/DriverApi.h"
 
+#include "ir/Diagnostics.h"
+
 #include "llvm/ADT/ScopeExit.h"
 
 namespace minfer::cuda {
@@ -45,8 +47,8 @@ DeviceBuffer::~DeviceBuffer() { freeDevice(p); }
 
 static llvm::Error checkRange(llvm::StringRef what, size_t bytes, size_t offset, size_t size) {
   if (offset > size || bytes > size - offset)
-    return fail(what + " of " + num(bytes) + " bytes at offset " + num(offset) + " overruns a device buffer of " +
-                num(size) + " bytes");
+    return ir::makeError(what + " of " + num(bytes) + " bytes at offset " + num(offset) +
+                         " overruns a device buffer of " + num(size) + " bytes");
   return llvm::Error::success();
 }
 
@@ -78,7 +80,7 @@ llvm::Error DeviceBuffer::fill(uint8_t byte) {
 llvm::Expected<Module> Module::load(llvm::ArrayRef<char> cubin, llvm::StringRef name) {
   auto d = driver();
   if (!d) return d.takeError();
-  if (cubin.empty()) return fail("module '" + name + "': no bytes to load");
+  if (cubin.empty()) return ir::makeError("module '" + name + "': no bytes to load");
   CUmodule m = nullptr;
   if (llvm::Error e = CU_IN(*d, "module '" + name + "'", cuModuleLoadData, &m, cubin.data())) return e;
   Module mod;
@@ -107,7 +109,7 @@ Module &Module::operator=(Module &&o) noexcept {
 Module::~Module() { unloadModule(handle); }
 
 llvm::Expected<Function> Module::function(llvm::StringRef loweredName) const {
-  if (!handle) return fail("cuModuleGetFunction(" + loweredName + "): no module loaded");
+  if (!handle) return ir::makeError("cuModuleGetFunction(" + loweredName + "): no module loaded");
   auto d = driver();
   if (!d) return d.takeError();
   std::string fnName = loweredName.str();
@@ -129,7 +131,7 @@ llvm::Expected<Function> Module::function(llvm::StringRef loweredName) const {
 
 llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes) {
   if (bytes <= kDefaultDynamicSharedLimit) return llvm::Error::success();
-  if (!fn.handle) return fail("kernel '" + fn.name + "': no function (default-constructed Function)");
+  if (!fn.handle) return ir::makeError("kernel '" + fn.name + "': no function (default-constructed Function)");
   auto d = driver();
   if (!d) return d.takeError();
   const Api &api = **d;
@@ -149,7 +151,7 @@ llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes) {
 }
 
 llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream, bool dependent) {
-  if (!fn.handle) return fail("launch of kernel '" + fn.name + "': no function (default-constructed Function)");
+  if (!fn.handle) return ir::makeError("launch of kernel '" + fn.name + "': no function (default-constructed Function)");
   auto d = driver();
   if (!d) return d.takeError();
   const Api &api = **d;
@@ -161,8 +163,9 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
   long allowed = fn.maxSharedOptin ? fn.maxSharedOptin : state().info.maxSharedPerBlockOptin;
   long wanted = long(dims.sharedBytes) + fn.staticSharedBytes;
   if (wanted > allowed)
-    return fail(where + ": asks for " + num(dims.sharedBytes) + " bytes of dynamic shared memory (+ " +
-                num(fn.staticSharedBytes) + " static) but the device allows " + num(allowed) + " bytes per block");
+    return ir::makeError(where + ": asks for " + num(dims.sharedBytes) + " bytes of dynamic shared memory (+ " +
+                         num(fn.staticSharedBytes) + " static) but the device allows " + num(allowed) +
+                         " bytes per block");
   if (llvm::Error e = reserveDynamicShared(fn, dims.sharedBytes)) return e;
   if (dependent && state().info.major >= 9) {
     // Programmatic dependent launch: the kernel may start while the previous one in the stream finishes;
@@ -272,7 +275,7 @@ llvm::Expected<Graph> Graph::capture(const Stream &stream, llvm::function_ref<ll
   if (!d) return d.takeError();
   const Api &api = **d;
   CUstream st = toStream(stream.handle());
-  if (!st) return fail("graph capture needs a stream of its own, not the legacy default stream");
+  if (!st) return ir::makeError("graph capture needs a stream of its own, not the legacy default stream");
   // Thread-local mode: other threads' work (an embedding host's) is neither captured nor made illegal.
   if (llvm::Error e = CU(&api, cuStreamBeginCapture, st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)) return e;
   llvm::Error enqueued = enqueue();
@@ -310,7 +313,7 @@ Graph &Graph::operator=(Graph &&o) noexcept {
 Graph::~Graph() { destroyGraphExec(exec); }
 
 llvm::Error Graph::launch(const Stream &stream) const {
-  if (!exec) return fail("cuGraphLaunch: no graph captured");
+  if (!exec) return ir::makeError("cuGraphLaunch: no graph captured");
   auto d = driver();
   if (!d) return d.takeError();
   return CU(*d, cuGraphLaunch, static_cast<CUgraphExec>(exec), toStream(stream.handle()));
@@ -333,7 +336,7 @@ static void destroyEvent(void *&ev) {
 }
 
 static llvm::Expected<float> elapsedBetween(void *from, void *to) {
-  if (!from || !to) return fail("cuEventElapsedTime: event not created");
+  if (!from || !to) return ir::makeError("cuEventElapsedTime: event not created");
   auto d = driver();
   if (!d) return d.takeError();
   float ms = 0;
@@ -343,14 +346,14 @@ static llvm::Expected<float> elapsedBetween(void *from, void *to) {
 }
 
 static llvm::Error recordEvent(void *ev, StreamHandle stream) {
-  if (!ev) return fail("cuEventRecord: event not created");
+  if (!ev) return ir::makeError("cuEventRecord: event not created");
   auto d = driver();
   if (!d) return d.takeError();
   return CU(*d, cuEventRecord, static_cast<CUevent>(ev), toStream(stream));
 }
 
 static llvm::Error synchronizeEvent(void *ev) {
-  if (!ev) return fail("cuEventSynchronize: event not created");
+  if (!ev) return ir::makeError("cuEventSynchronize: event not created");
   auto d = driver();
   if (!d) return d.takeError();
   return CU(*d, cuEventSynchronize, static_cast<CUevent>(ev));
@@ -416,7 +419,7 @@ Event::~Event() { destroyEvent(handle); }
 llvm::Error Event::record(StreamHandle stream) { return recordEvent(handle, stream); }
 
 llvm::Expected<bool> Event::done() const {
-  if (!handle) return fail("cuEventQuery: event not created");
+  if (!handle) return ir::makeError("cuEventQuery: event not created");
   auto d = driver();
   if (!d) return d.takeError();
   CUresult r = (*d)->cuEventQuery_(static_cast<CUevent>(handle));

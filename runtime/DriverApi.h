@@ -96,7 +96,6 @@ llvm::Expected<const Api *> driver();
 // The driver, for destructors, with minfer's context current: null when it never loaded (nothing to free).
 const Api *loadedDriver();
 
-llvm::Error fail(const llvm::Twine &msg);
 std::string num(int64_t v);
 // A failed call as "<context>: <call>: CUDA_ERROR_... (text)".
 llvm::Error check(const Api &api, CUresult r, llvm::StringRef call, const llvm::Twine &context = "");

@@ -50,7 +50,7 @@ llvm::Expected<std::unique_ptr<Api>> loadLibrary(const std::string &path) {
   api->library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!api->library) {
     const char *why = dlerror();
-    return fail("no CUDA driver: cannot load " + path + ": " + (why ? why : "unknown dlopen error"));
+    return ir::makeError("no CUDA driver: cannot load " + path + ": " + (why ? why : "unknown dlopen error"));
   }
   auto closeOnError = llvm::make_scope_exit([&] {
     if (api && api->library) dlclose(api->library);
@@ -61,26 +61,26 @@ llvm::Expected<std::unique_ptr<Api>> loadLibrary(const std::string &path) {
   api->cuGetErrorName_ = reinterpret_cast<PFN_cuGetErrorName_v6000>(symbol("cuGetErrorName"));
   api->cuGetErrorString_ = reinterpret_cast<PFN_cuGetErrorString_v6000>(symbol("cuGetErrorString"));
   if (!getVersion || !api->cuGetErrorName_ || !api->cuGetErrorString_)
-    return fail("no CUDA driver: " + path + " is not a CUDA driver library (it has no cuDriverGetVersion)");
+    return ir::makeError("no CUDA driver: " + path + " is not a CUDA driver library (it has no cuDriverGetVersion)");
   if (llvm::Error e = check(*api, getVersion(&api->driverVersion), "cuDriverGetVersion", path))
     return e;
   if (api->driverVersion < kMinDriverVersion)
-    return fail("CUDA driver too old: " + path + " supports CUDA " + versionText(api->driverVersion) + " (" +
-                num(api->driverVersion) + "); minfer needs CUDA " + versionText(kMinDriverVersion) + " (" +
-                num(kMinDriverVersion) + ") or newer; update the NVIDIA driver");
+    return ir::makeError("CUDA driver too old: " + path + " supports CUDA " + versionText(api->driverVersion) + " (" +
+                         num(api->driverVersion) + "); minfer needs CUDA " + versionText(kMinDriverVersion) + " (" +
+                         num(kMinDriverVersion) + ") or newer; update the NVIDIA driver");
 
   auto getProc = reinterpret_cast<PFN_cuGetProcAddress_v12000>(symbol("cuGetProcAddress_v2"));
   if (!getProc)
-    return fail("CUDA driver " + path + " (version " + versionText(api->driverVersion) +
-                ") does not export cuGetProcAddress_v2");
+    return ir::makeError("CUDA driver " + path + " (version " + versionText(api->driverVersion) +
+                         ") does not export cuGetProcAddress_v2");
   auto resolve = [&](const char *name, int version, void **out) -> llvm::Error {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     CUresult r = getProc(name, out, version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
     std::string what = "cuGetProcAddress(" + std::string(name) + ", " + num(version) + ") in " + path;
-    if (r != CUDA_SUCCESS) return fail(what + ": " + describe(*api, r));
+    if (r != CUDA_SUCCESS) return ir::makeError(what + ": " + describe(*api, r));
     if (status != CU_GET_PROC_ADDRESS_SUCCESS || !*out)
-      return fail(what + (status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? ": version not sufficient"
-                                                                               : ": symbol not found"));
+      return ir::makeError(what + (status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? ": version not sufficient"
+                                                                                        : ": symbol not found"));
     return llvm::Error::success();
   };
 #define MINFER_RESOLVE(fn, version)                                                                          \
@@ -111,12 +111,12 @@ llvm::Error initialise(State &s) {
   const Api &a = **api;
 
   if (CUresult r = a.cuInit_(0); r != CUDA_SUCCESS)
-    return fail("no usable CUDA device: cuInit: " + describe(a, r) + " (driver " + versionText(a.driverVersion) +
-                " from " + path + ")");
+    return ir::makeError("no usable CUDA device: cuInit: " + describe(a, r) + " (driver " +
+                         versionText(a.driverVersion) + " from " + path + ")");
   int count = 0;
   if (llvm::Error e = check(a, a.cuDeviceGetCount_(&count), "cuDeviceGetCount")) return e;
   if (count == 0)
-    return fail("no CUDA device: driver " + versionText(a.driverVersion) + " from " + path + " sees none");
+    return ir::makeError("no CUDA device: driver " + versionText(a.driverVersion) + " from " + path + " sees none");
 
   CUdevice dev = 0;
   if (llvm::Error e = check(a, a.cuDeviceGet_(&dev, 0), "cuDeviceGet", "device 0")) return e;
@@ -151,13 +151,12 @@ llvm::Error initialise(State &s) {
 
 } // namespace
 
-llvm::Error fail(const llvm::Twine &msg) { return ir::makeError(msg); }
 std::string num(int64_t v) { return std::to_string(v); }
 
 llvm::Error check(const Api &api, CUresult r, llvm::StringRef call, const llvm::Twine &context) {
   if (r == CUDA_SUCCESS) return llvm::Error::success();
   std::string ctx = context.str();
-  return fail((ctx.empty() ? "" : ctx + ": ") + call + ": " + describe(api, r));
+  return ir::makeError((ctx.empty() ? "" : ctx + ": ") + call + ": " + describe(api, r));
 }
 
 State &state() {
@@ -170,7 +169,7 @@ llvm::Expected<const Api *> driver() {
   std::call_once(s.once, [&] {
     if (llvm::Error e = initialise(s)) s.error = llvm::toString(std::move(e));
   });
-  if (!s.api) return fail(s.error);
+  if (!s.api) return ir::makeError(s.error);
   if (llvm::Error e = check(*s.api, makeCurrent(*s.api, s.context), "cuCtxSetCurrent")) return e;
   return s.api.get();
 }

@@ -10,10 +10,10 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <chrono>
-#include <thread>
 
 namespace minfer::rt {
 namespace {
@@ -23,7 +23,6 @@ double msSince(Clock::time_point t) { return std::chrono::duration<double, std::
 
 
 constexpr size_t kAlign = 256;
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
 
@@ -137,7 +136,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     const PlanBuffer &b = pl.buffers[i];
     if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
     offsets[i] = total;
-    total += alignUp(static_cast<size_t>(b.fixedBytes));
+    total += llvm::alignTo(static_cast<size_t>(b.fixedBytes), kAlign);
   }
   auto mem = cuda::memoryInfo();
   if (!mem) return mem.takeError();

@@ -8,6 +8,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <array>
 #include <cstdlib>
@@ -19,7 +20,6 @@ namespace {
 
 
 constexpr size_t kAlign = 256;
-size_t alignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
 
 // Decode steps between two reads of the recorded tokens (to stop at a stop token): reading syncs the stream,
@@ -68,13 +68,14 @@ llvm::Error Session::allocate() {
   shared.assign(plan.buffers.size(), 0);
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const PlanBuffer &b = plan.buffers[i];
-    if (b.kind == BufferKind::KvCache) mem.kvCache += alignUp(b.fixedBytes);
-    if (b.kind == BufferKind::Workspace) mem.workspaces += alignUp(b.fixedBytes);
-    if (b.kind == BufferKind::KvCache || b.kind == BufferKind::Workspace) sharedBytes[int(i)] = alignUp(b.fixedBytes);
+    if (b.kind == BufferKind::KvCache) mem.kvCache += llvm::alignTo(b.fixedBytes, kAlign);
+    if (b.kind == BufferKind::Workspace) mem.workspaces += llvm::alignTo(b.fixedBytes, kAlign);
+    if (b.kind == BufferKind::KvCache || b.kind == BufferKind::Workspace)
+      sharedBytes[int(i)] = llvm::alignTo(b.fixedBytes, kAlign);
   }
   std::map<std::pair<PhaseState *, int>, size_t> ownBytes;
   for (PhaseState *ph : {prefillState.get(), decodeState.get()}) {
-    mem.arenas += alignUp(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows));
+    mem.arenas += llvm::alignTo(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows), kAlign);
     for (const PlannedLaunch &l : ph->phase->launches)
       for (const ParamBinding &a : l.params)
         for (int id : a.value.buffers()) {
@@ -82,7 +83,7 @@ llvm::Error Session::allocate() {
           if (b.kind != BufferKind::Input && b.kind != BufferKind::Output) continue;
           bool logits = id == ph->phase->logits;
           int64_t rows = logits && ph == prefillState.get() ? prefillLogitsRows : ph->rows;
-          size_t bytes = alignUp(static_cast<size_t>(b.bytesPerRow * rows));
+          size_t bytes = llvm::alignTo(static_cast<size_t>(b.bytesPerRow * rows), kAlign);
           if (ownBytes.emplace(std::make_pair(ph, id), bytes).second) mem.io += bytes;
         }
   }
@@ -102,7 +103,7 @@ llvm::Error Session::allocate() {
   for (auto &[i, bytes] : sharedBytes) shared[i] = next, next += bytes;
   for (PhaseState *ph : {prefillState.get(), decodeState.get()}) {
     ph->arena = next;
-    next += alignUp(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows));
+    next += llvm::alignTo(static_cast<size_t>(ph->phase->arenaBytesPerRow * ph->rows), kAlign);
   }
   for (auto &[key, bytes] : ownBytes) {
     key.first->own[key.second] = next;

@@ -10,6 +10,7 @@
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
 // user error, with one message and no half-written output file.
 #include "compiler/Pipeline.h"
+#include "jit/AtomicFile.h"
 #include "jit/Bundle.h"
 #include "io/HFImport.h"
 #include "jit/KernelCache.h"
@@ -31,7 +32,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -39,7 +39,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <thread>
 
 using namespace minfer;
 namespace cl = llvm::cl;
@@ -148,19 +147,18 @@ int fail(llvm::Error e) {
   return 1;
 }
 
-llvm::Error userError(const llvm::Twine &msg) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), msg);
-}
-
-// Writes `text` to `path` (stdout for "-") through a temporary file and a rename.
+// Writes `text` to `path` (stdout for "-"), atomically.
 llvm::Error writeOutput(llvm::StringRef path, llvm::StringRef text) {
   if (path == "-") {
     llvm::outs() << text;
     return llvm::Error::success();
   }
-  if (auto e = llvm::writeFileAtomically(path.str() + ".tmp%%%%%%", path, text))
-    return userError("cannot write '" + path + "': " + llvm::toString(std::move(e)));
-  return llvm::Error::success();
+  return writeAtomically(path, text);
+}
+
+// Writes float32 logits [rows, vocab] to `path` as .npy, atomically.
+llvm::Error writeLogits(llvm::StringRef path, llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<float> logits) {
+  return writeAtomically(path, [&](llvm::raw_ostream &os) { return writeNpyF32(os, path, shape, logits); });
 }
 
 llvm::Expected<std::unique_ptr<ir::Module>> loadVerified(std::unique_ptr<llvm::MemoryBuffer> buf) {
@@ -181,7 +179,7 @@ llvm::Error writeDump(llvm::StringRef dir, llvm::StringRef file, llvm::StringRef
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, file);
   if (auto ec = llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
-    return userError("--dump-dir: cannot create '" + llvm::sys::path::parent_path(path) + "': " + ec.message());
+    return ir::makeError("--dump-dir: cannot create '" + llvm::sys::path::parent_path(path) + "': " + ec.message());
   return writeOutput(path, bytes);
 }
 
@@ -225,8 +223,8 @@ llvm::Expected<std::unique_ptr<ir::Module>> loadModelArg(llvm::StringRef path, b
 int compileModule(Pipeline &pipeline) {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  if (targetName.empty()) return fail(userError("--emit=" + std::string(emit == Emit::Plan ? "plan" : emit == Emit::Cuda ? "cuda" : "bundle") +
-                                                " needs --target (one of " + llvm::join(validTargets(), ", ") + ")"));
+  if (targetName.empty()) return fail(ir::makeError("--emit=" + std::string(emit == Emit::Plan ? "plan" : emit == Emit::Cuda ? "cuda" : "bundle") +
+                                                    " needs --target (one of " + llvm::join(validTargets(), ", ") + ")"));
   auto target = parseTarget(targetName);
   if (!target) return fail(target.takeError());
   // Tuned tiles: the newest tuning database written for this target (by `minferc autotune` on such a GPU).
@@ -256,7 +254,7 @@ int compileModule(Pipeline &pipeline) {
   }
 
   // Bundle: compile every kernel.
-  if (outputPath == "-") return fail(userError("a bundle is binary: give it a file with -o model.mfb"));
+  if (outputPath == "-") return fail(ir::makeError("a bundle is binary: give it a file with -o model.mfb"));
   CompileStats stats;
   auto compiled = pipeline.compile(*target, &stats);
   if (!compiled) return fail(compiled.takeError());
@@ -301,13 +299,13 @@ int cacheMain() {
     llvm::outs() << "cleared " << cache.kernelsDir() << "\n";
     return 0;
   }
-  return fail(userError("minferc cache: expected ls, verify or clear, got '" + cacheAction + "'"));
+  return fail(ir::makeError("minferc cache: expected ls, verify or clear, got '" + cacheAction + "'"));
 }
 
 int compileMain() {
-  if (inputPath.empty()) return fail(userError("no input file; see minferc --help"));
+  if (inputPath.empty()) return fail(ir::makeError("no input file; see minferc --help"));
   auto buf = llvm::MemoryBuffer::getFileOrSTDIN(inputPath, /*IsText=*/true);
-  if (!buf) return fail(userError("cannot read '" + inputPath + "': " + buf.getError().message()));
+  if (!buf) return fail(ir::makeError("cannot read '" + inputPath + "': " + buf.getError().message()));
   if (!splitInput) {
     auto m = loadVerified(std::move(*buf));
     if (!m) return fail(m.takeError());
@@ -373,13 +371,13 @@ llvm::Expected<std::vector<int32_t>> parseIds(llvm::StringRef text, int64_t voca
   for (llvm::StringRef p : parts) {
     int64_t v = 0;
     if (p.trim().getAsInteger(10, v))
-      return userError("--prompt-ids: '" + p.trim() + "' is not an integer; expected ids like 1,2,3");
+      return ir::makeError("--prompt-ids: '" + p.trim() + "' is not an integer; expected ids like 1,2,3");
     if (v < 0 || v >= vocab)
-      return userError("--prompt-ids: token id " + std::to_string(v) + " is outside the vocabulary [0, " +
-                       std::to_string(vocab) + ")");
+      return ir::makeError("--prompt-ids: token id " + std::to_string(v) + " is outside the vocabulary [0, " +
+                           std::to_string(vocab) + ")");
     ids.push_back(static_cast<int32_t>(v));
   }
-  if (ids.empty() || text.trim().empty()) return userError("--prompt-ids: expected at least one token id");
+  if (ids.empty() || text.trim().empty()) return ir::makeError("--prompt-ids: expected at least one token id");
   return ids;
 }
 
@@ -391,8 +389,8 @@ std::string idList(const std::vector<int32_t> &ids) {
 int runGpu() {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
-  if (runBatch < 1) return fail(userError("--batch must be at least 1"));
-  if (maxNewTokens < 0) return fail(userError("--max-new-tokens must not be negative"));
+  if (runBatch < 1) return fail(ir::makeError("--batch must be at least 1"));
+  if (maxNewTokens < 0) return fail(ir::makeError("--max-new-tokens must not be negative"));
   // The ids' syntax before loading (their range needs the model's vocabulary).
   if (auto ids = parseIds(promptIds, INT32_MAX); !ids) return fail(ids.takeError());
   if (!stopIds.empty())
@@ -430,7 +428,7 @@ int runGpu() {
   if (!logitsOut.empty()) {
     int64_t vocab = (*engine)->vocab();
     int64_t rows = static_cast<int64_t>(gen->logits[0].size()) / vocab;
-    if (auto e = writeNpyF32(logitsOut, {rows, vocab}, gen->logits[0])) return fail(std::move(e));
+    if (auto e = writeLogits(logitsOut, {rows, vocab}, gen->logits[0])) return fail(std::move(e));
   }
   for (const auto &t : gen->tokens) llvm::outs() << idList(t) << "\n";
   const rt::LoadStats &st = (*engine)->stats();
@@ -458,13 +456,13 @@ int runGpu() {
 
 int runMain() {
   if (weightsPath.empty() && !llvm::sys::fs::is_directory(runModel) && llvm::sys::fs::exists(runModel))
-    return fail(userError("model '" + runModel + "' is " +
-                          (isBundleFile(runModel) ? "a bundle" : "an IR file") + "; give its weights with --weights PATH"));
+    return fail(ir::makeError("model '" + runModel + "' is " +
+                              (isBundleFile(runModel) ? "a bundle" : "an IR file") + "; give its weights with --weights PATH"));
   if (backend == Backend::Gpu) return runGpu();
   for (const cl::Option *o : std::initializer_list<const cl::Option *>{&runBatch, &temperature, &topK, &topP, &seed,
                                                                        &stopIds, &noGraph, &runTarget, &runMaxSeq})
     if (o->getNumOccurrences())
-      return fail(userError("--" + o->ArgStr + " needs --backend=gpu (the reference backend is greedy, batch 1)"));
+      return fail(ir::makeError("--" + o->ArgStr + " needs --backend=gpu (the reference backend is greedy, batch 1)"));
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   bool isDir = llvm::sys::fs::is_directory(runModel);
@@ -473,8 +471,8 @@ int runMain() {
   if (!loaded) return fail(loaded.takeError());
   std::unique_ptr<ir::Module> module = std::move(*loaded);
   std::string wpath = weightsPath.empty() ? (isDir ? runModel.getValue() : std::string()) : weightsPath.getValue();
-  if (wpath.empty()) return fail(userError("model '" + runModel + "' is an IR file; give its weights with --weights PATH"));
-  if (maxNewTokens < 0) return fail(userError("--max-new-tokens must not be negative"));
+  if (wpath.empty()) return fail(ir::makeError("model '" + runModel + "' is an IR file; give its weights with --weights PATH"));
+  if (maxNewTokens < 0) return fail(ir::makeError("--max-new-tokens must not be negative"));
 
   int64_t vocab = *module->value(module->outputs[0]).type.lastDim();
   auto ids = parseIds(promptIds, vocab);
@@ -494,7 +492,7 @@ int runMain() {
 
   if (!logitsOut.empty()) {
     const ir::Tensor &l = result->logits[0];
-    if (auto e = writeNpyF32(logitsOut, l.shape, l.data)) return fail(std::move(e));
+    if (auto e = writeLogits(logitsOut, l.shape, l.data)) return fail(std::move(e));
   }
   llvm::outs() << llvm::join(llvm::map_range(result->tokens[0], [](int32_t t) { return std::to_string(t); }), ",")
                << "\n";
@@ -539,7 +537,7 @@ int autotuneShow() {
 // `minferc autotune MODEL`: tune on this GPU, with a progress bar on a terminal and plain lines otherwise.
 int autotuneMain() {
   if (tuneShow) return autotuneShow();
-  if (tuneModel.empty()) return fail(userError("minferc autotune: give a model (an .ir file, a bundle or a checkpoint dir), or --show"));
+  if (tuneModel.empty()) return fail(ir::makeError("minferc autotune: give a model (an .ir file, a bundle or a checkpoint dir), or --show"));
   auto loaded = loadModelArg(tuneModel, /*fuse=*/!tuneNoFuse);
   if (!loaded) return fail(loaded.takeError());
   std::unique_ptr<ir::Module> m = std::move(*loaded);
@@ -548,7 +546,7 @@ int autotuneMain() {
     opts.buckets.assign(tuneBuckets.begin(), tuneBuckets.end());
     for (const std::string &b : opts.buckets)
       if (!isTuningBucket(b))
-        return fail(userError("--buckets: unknown bucket '" + b + "'; expected any of " + llvm::join(allTuningBuckets(), ", ")));
+        return fail(ir::makeError("--buckets: unknown bucket '" + b + "'; expected any of " + llvm::join(allTuningBuckets(), ", ")));
   }
   opts.jobs = tuneJobs;
   opts.retune = tuneRetune;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <array>
@@ -19,7 +20,7 @@ llvm::Error specError(const std::string &spec, const llvm::Twine &msg) {
 
 // The mma k-dimension is 16: shared rows hold the head dim rounded up to 16, plus 8 bf16 against bank
 // conflicts (templates: attn::paddedHeadDim, attn::smemStride).
-int smemStride(int headDim) { return (headDim + 15) / 16 * 16 + 8; }
+int smemStride(int headDim) { return int(llvm::alignTo(headDim, 16)) + 8; }
 
 // Rules shared by every attention kernel (the templates static_assert the same).
 llvm::Error validateHeads(const std::string &spec, int heads, int kvHeads, int headDim) {
@@ -30,8 +31,6 @@ llvm::Error validateHeads(const std::string &spec, int heads, int kvHeads, int h
     return specError(spec, "head_dim " + llvm::Twine(headDim) + " is not a multiple of 8 in 8..128");
   return llvm::Error::success();
 }
-
-unsigned ceilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
 } // namespace
 
@@ -101,7 +100,8 @@ std::vector<std::shared_ptr<KernelSpec>> AttentionPrefillSpec::tuningCandidates(
 
 LaunchDims AttentionPrefillSpec::launch(int64_t rows) const {
   LaunchDims d;
-  d.grid = {ceilDiv(rows, blockM), static_cast<unsigned>(heads), 1};
+  d.grid = {static_cast<unsigned>(llvm::divideCeil(std::max<int64_t>(rows, 0), blockM)), static_cast<unsigned>(heads),
+            1};
   d.block = {static_cast<unsigned>(32 * warps), 1, 1};
   d.sharedBytes = sharedBytes();
   return d;
@@ -127,11 +127,11 @@ int AttentionDecodeSpec::chooseSplitTokens(int kvHeads, int headDim, int64_t max
   const int64_t slots = int64_t(std::max(smCount, 1)) * residentBlocksPerSm(headDim);
   const int64_t pairs = int64_t(std::max(kvHeads, 1)) * std::max<int64_t>(batch, 1); // blocks per chunk index
   // One wave when the pairs leave room; otherwise ~4 waves' worth of blocks.
-  const int64_t splits = std::clamp<int64_t>(pairs <= slots ? slots / pairs : (4 * slots + pairs - 1) / pairs, 1,
-                                             kMaxSplits);
+  const int64_t splits =
+      std::clamp<int64_t>(pairs <= slots ? slots / pairs : int64_t(llvm::divideCeil(4 * slots, pairs)), 1, kMaxSplits);
   const int64_t seq = std::max<int64_t>(maxSeq, 1);
-  const int64_t perSplit = (seq + splits - 1) / splits;                   // ceil: at most `splits` chunks
-  return static_cast<int>(std::max<int64_t>((perSplit + 15) / 16 * 16, kMinSplitTokens)); // whole 16-key tiles
+  const uint64_t perSplit = llvm::divideCeil(seq, splits); // at most `splits` chunks
+  return static_cast<int>(std::max<uint64_t>(llvm::alignTo(perSplit, 16), kMinSplitTokens)); // whole 16-key tiles
 }
 
 AttentionDecodeSpec AttentionDecodeSpec::forSession(int heads, int kvHeads, int headDim, int64_t maxSeq,
@@ -165,7 +165,7 @@ unsigned AttentionDecodeSpec::sharedBytes() const {
   const int perStage = warps * 2 * 16 * stride * 2;
   const int stages = std::clamp(65536 / perStage, 2, 4);
   const int ring = perStage * stages;
-  const int merge = warps * 16 * ((headDim + 15) / 16 * 16 + 2) * 4;
+  const int merge = warps * 16 * (int(llvm::alignTo(headDim, 16)) + 2) * 4;
   return static_cast<unsigned>(std::max(ring, merge));
 }
 

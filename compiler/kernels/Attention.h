@@ -18,7 +18,9 @@
 #include "compiler/kernels/KernelSpec.h"
 
 #include "llvm/Support/Error.h"
+#include "llvm/Support/MathExtras.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace minfer {
@@ -103,7 +105,7 @@ struct AttentionDecodeSpec : KernelSpec {
   static AttentionDecodeSpec forSession(int heads, int kvHeads, int headDim, int64_t maxSeq, int64_t batch = 1,
                                         int smCount = kDefaultSmCount);
 
-  // 132 SMs: H100 SXM and H200.
+  // 132 SMs: H100 SXM and H200 (the plan passes its target's Target::nominalSmCount()).
   static constexpr int kDefaultSmCount = 132;
   // The most chunks per (sequence, head): the combine stages their log-sum-exps in shared memory
   // (attn::kMaxSplits in the template).
@@ -126,7 +128,7 @@ struct AttentionDecodeSpec : KernelSpec {
   static int residentBlocksPerSm(int headDim);
 
   int64_t numSplits() const { return numSplits(maxSeq); }
-  int64_t numSplits(int64_t maxSeq) const { return (maxSeq + splitTokens - 1) / splitTokens; }
+  int64_t numSplits(int64_t maxSeq) const { return llvm::divideCeil(std::max<int64_t>(maxSeq, 0), splitTokens); }
   // The workspace both launches share: partial_out [batch, heads, numSplits, headDim] fp32, then
   // partial_lse [batch, heads, numSplits] fp32 at partialLseOffset.
   size_t workspaceBytes(int64_t batch, int64_t maxSeq) const;

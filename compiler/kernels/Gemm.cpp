@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,8 +13,6 @@
 namespace minfer {
 
 namespace {
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 llvm::Error invalid(const GemmTile &t, const llvm::Twine &why) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm tile " + t.str() + ": " + why);
@@ -26,32 +25,6 @@ std::string GemmTile::str() const {
          std::to_string(stages) + "_w" + std::to_string(warpsM) + "x" + std::to_string(warpsN);
 }
 
-int maxSharedBytesPerBlock(const Target &target) {
-  switch (target.smVersion()) {
-  case 80: // A100
-  case 87: // Orin
-    return 163 * 1024;
-  case 90: // H100, H200
-  case 100: // B200
-    return 227 * 1024;
-  default: // sm_86 (RTX 30, A10, A40), sm_89 (RTX 40, L4, L40), sm_120 (RTX 50)
-    return 99 * 1024;
-  }
-}
-
-int nominalSmCount(const Target &target) {
-  switch (target.smVersion()) {
-  case 80: return 108; // A100
-  case 86: return 84;  // RTX 3090 / A40
-  case 87: return 16;  // Orin
-  case 89: return 128; // RTX 4090 (L40S: 142, L4: 58)
-  case 90: return 132; // H100 SXM / H200
-  case 100: return 148; // B200
-  case 120: return 170; // RTX 5090
-  default: return 100;
-  }
-}
-
 llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
   if (k < 8 || k % 8 != 0)
     return invalid(t, "K = " + llvm::Twine(k) + " must be a positive multiple of 8 (16-byte row copies)");
@@ -62,9 +35,9 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
   if (t.stages < 2) return invalid(t, "STAGES must be at least 2");
   if ((t.bm / t.warpsM) * (t.bn / t.warpsN) > 128 * 64)
     return invalid(t, "a warp tile above 128x64 needs more than 256 accumulator registers per thread");
-  if (t.sharedBytes() > maxSharedBytesPerBlock(target))
+  if (t.sharedBytes() > target.maxSharedBytesPerBlock())
     return invalid(t, llvm::Twine(t.sharedBytes()) + " bytes of shared memory exceed the " +
-                          llvm::Twine(maxSharedBytesPerBlock(target)) + " a block may use on " + target.name);
+                          llvm::Twine(target.maxSharedBytesPerBlock()) + " a block may use on " + target.name);
   return llvm::Error::success();
 }
 
@@ -82,7 +55,8 @@ std::string GemmSpec::entry() const {
 
 LaunchDims GemmSpec::launch(int64_t rows) const {
   LaunchDims d;
-  d.grid = {static_cast<unsigned>(ceilDiv(n, tile.bn)), static_cast<unsigned>(std::max<int64_t>(1, ceilDiv(rows, tile.bm))),
+  d.grid = {static_cast<unsigned>(llvm::divideCeil(n, tile.bn)),
+            static_cast<unsigned>(std::max<uint64_t>(1, llvm::divideCeil(std::max<int64_t>(rows, 0), tile.bm))),
             1};
   d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
   d.sharedBytes = static_cast<unsigned>(tile.sharedBytes());
@@ -116,7 +90,7 @@ llvm::Error GemmSpec::validate(const Target &target) const {
 }
 
 GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {
-  if (smCount <= 0) smCount = nominalSmCount(target);
+  if (smCount <= 0) smCount = target.nominalSmCount();
   // The large tile: 128x128 with 2x2 warps of 64x64 (128 threads, ~250 registers each, so two blocks
   // share an SM and one computes while the other waits at its barrier). Measured on an H200 at M = 2048
   // over the TinyLlama and Llama-2-7B projections, 128x128x64 with 3 stages (96 KB: two blocks in the
@@ -124,12 +98,12 @@ GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   // other GPUs it must still fit twice per SM: sm_80 has 164 KB (128x128x32, 4 stages = 64 KB),
   // sm_86/sm_89/sm_120 100 KB (3 stages = 48 KB).
   GemmTile large = {128, 128, 32, 3, 2, 2};
-  if (maxSharedBytesPerBlock(target) >= 227 * 1024) large = {128, 128, 64, 3, 2, 2};
-  else if (maxSharedBytesPerBlock(target) >= 163 * 1024) large = {128, 128, 32, 4, 2, 2};
+  if (target.maxSharedBytesPerBlock() >= 227 * 1024) large = {128, 128, 64, 3, 2, 2};
+  else if (target.maxSharedBytesPerBlock() >= 163 * 1024) large = {128, 128, 32, 4, 2, 2};
   // On sm_90 a 128x256x64 tile (2x4 warps of 64x64, 144 KB, one block an SM) is ~4% faster per block
   // (375-493 TFLOP/s on the same shapes) but comes in half as many blocks: it wins where that does not
   // cost a wave (every shape above but N = 11008, K = 4096, which the wave count below gets right).
-  const bool wide = maxSharedBytesPerBlock(target) >= 227 * 1024;
+  const bool wide = target.maxSharedBytesPerBlock() >= 227 * 1024;
   struct Choice {
     GemmTile tile;
     double efficiency; // throughput per SM relative to `large` once every SM is busy
@@ -152,8 +126,8 @@ GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, 
     }
     // Time ~ waves of blocks over the SMs x one block's time, ~ BM * BN / efficiency. Fewer blocks than
     // SMs leave SMs idle, which is what makes small tiles win for small M or N.
-    int64_t blocks = ceilDiv(std::max<int64_t>(m, 1), c.tile.bm) * ceilDiv(n, c.tile.bn);
-    double waves = double(ceilDiv(blocks, smCount));
+    uint64_t blocks = llvm::divideCeil(std::max<int64_t>(m, 1), c.tile.bm) * llvm::divideCeil(n, c.tile.bn);
+    double waves = double(llvm::divideCeil(blocks, smCount));
     double cost = waves * double(c.tile.bm) * c.tile.bn / c.efficiency;
     if (cost < bestCost * 0.999) { // ties go to the larger tile (listed first)
       bestCost = cost;

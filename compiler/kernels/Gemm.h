@@ -35,12 +35,6 @@ struct GemmTile {
   friend std::ostream &operator<<(std::ostream &os, const GemmTile &t) { return os << t.str(); }
 };
 
-// The dynamic shared memory one block may opt in to on `target` (the per-block maximum, e.g. 227 KB on
-// sm_90, 163 KB on sm_80, 99 KB on sm_86/sm_89/sm_120).
-int maxSharedBytesPerBlock(const Target &target);
-// A typical SM count for `target` (H100: 132, A100: 108, ...), for heuristics that run without a device.
-int nominalSmCount(const Target &target);
-
 // Success when gemm.cuh accepts `tile` for this K on `target`, else why not: the static_asserts of the
 // template, checked before NVRTC sees them, plus the target's shared-memory limit.
 llvm::Error checkGemmTile(const GemmTile &tile, int64_t k, const Target &target);
@@ -76,7 +70,7 @@ struct GemmSpec : KernelSpec {
 // The tile to use when the autotuner has no entry: of 128x128 (its BK and stages sized so two blocks fit
 // an SM of `target`), 64x128, 64x64 and 32x64, the one that minimises waves of blocks over the SMs times
 // per-block work over the tile's measured efficiency (see Gemm.cpp). `smCount` 0 means
-// nominalSmCount(target).
+// target.nominalSmCount().
 GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
 
 // Every tile the autotuner should time for this problem: a curated set of warp layouts crossed with

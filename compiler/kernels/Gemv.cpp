@@ -5,13 +5,13 @@
 
 #include "compiler/kernels/Gemm.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 
 namespace minfer {
 
 namespace {
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // M rounded up to the power of two the kernel is instantiated for: four variants cover decode batches.
 int gemvMaxM(int64_t m) {
@@ -61,7 +61,7 @@ std::string GemvSpec::entry() const {
 LaunchDims GemvSpec::launch(int64_t rows) const {
   (void)rows; // every warp loops over the rows of A
   LaunchDims d;
-  d.grid = {static_cast<unsigned>(ceilDiv(n, tile.rowsPerBlock())), 1, 1};
+  d.grid = {static_cast<unsigned>(llvm::divideCeil(n, tile.rowsPerBlock())), 1, 1};
   d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
   d.sharedBytes = 0;
   return d;
@@ -97,7 +97,7 @@ llvm::Error GemvSpec::validate() const {
 }
 
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {
-  if (smCount <= 0) smCount = nominalSmCount(target);
+  if (smCount <= 0) smCount = target.nominalSmCount();
   GemvTile t;
   t.maxM = gemvMaxM(m);
   (void)k;
@@ -109,7 +109,7 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
     // 2.4 TB/s, against 1.8 with 8 and a second wave).
     t.mma = true;
     t.rowsPerWarp = 1;
-    int64_t blocks = ceilDiv(n, 16);
+    int64_t blocks = llvm::divideCeil(n, 16);
     t.warps = 4;
     while (t.warps < 16 && blocks * (2 * t.warps) <= 16LL * smCount) t.warps *= 2;
     return t;
@@ -119,7 +119,7 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   t.rowsPerWarp = std::min(4, t.maxM);
   // ... but never so few warps that the SMs starve: N / rowsPerWarp >= 8 warps per SM (at N = 2048 one
   // row per warp is best at every M measured).
-  while (t.rowsPerWarp > 1 && ceilDiv(n, t.rowsPerWarp) < 8LL * smCount) t.rowsPerWarp /= 2;
+  while (t.rowsPerWarp > 1 && llvm::divideCeil(n, t.rowsPerWarp) < 8ULL * smCount) t.rowsPerWarp /= 2;
   // 4 warps (128 threads): fine-grained enough that small N still spreads over every SM, and 16 such
   // blocks (the 64-warp limit) fit on an SM when registers allow; 8 warps measured no better overall.
   t.warps = 4;

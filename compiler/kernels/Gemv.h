@@ -78,7 +78,7 @@ struct GemvSpec : KernelSpec {
 // The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16. M <= 2: the FMA kernel
 // with rowsPerWarp = maxM, halved while N / rowsPerWarp < 8 warps per SM, 4 warps per block. M >= 3: the
 // tensor-core kernel with the most warps (4, 8 or 16) that keep all ceil(N / 16) blocks in one wave.
-// `smCount` 0 means nominalSmCount(target).
+// `smCount` 0 means target.nominalSmCount().
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
 
 // Every tile the autotuner should time for this problem: maxM fixed by M as above; the FMA kernel with

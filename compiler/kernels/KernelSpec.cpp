@@ -1,6 +1,8 @@
 // compiler/kernels/KernelSpec.cpp — the generated source shared by every kernel family.
 #include "compiler/kernels/KernelSpec.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 
 namespace minfer {
@@ -15,7 +17,7 @@ std::string KernelSpec::source() const {
 }
 
 LaunchDims gridStride(int64_t work, unsigned threads, int64_t maxBlocks) {
-  int64_t blocks = std::clamp<int64_t>((std::max<int64_t>(work, 0) + threads - 1) / threads, 1, maxBlocks);
+  int64_t blocks = std::clamp<int64_t>(llvm::divideCeil(std::max<int64_t>(work, 0), threads), 1, maxBlocks);
   LaunchDims d;
   d.grid = {static_cast<unsigned>(blocks), 1, 1};
   d.block = {threads, 1, 1};

@@ -101,7 +101,7 @@ TEST(AttentionSpec, SplitTokensFillTheGpuInOneWave) {
   EXPECT_EQ(AttentionDecodeSpec::chooseSplitTokens(4, 64, 100, 1), AttentionDecodeSpec::kMinSplitTokens);
   int s = AttentionDecodeSpec::chooseSplitTokens(1, 16, 100000, 1);
   EXPECT_EQ(s % 16, 0);
-  EXPECT_LE((100000 + s - 1) / s, AttentionDecodeSpec::kMaxSplits);
+  EXPECT_LE(llvm::divideCeil(100000, s), uint64_t(AttentionDecodeSpec::kMaxSplits));
 
   AttentionDecodeSpec d = AttentionDecodeSpec::forSession(32, 32, 128, 4096);
   EXPECT_EQ(d.splitTokens, 352);

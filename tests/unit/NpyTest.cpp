@@ -2,6 +2,7 @@
 // format spec, not against our reader), round trips across ranks including 0-d and empty arrays, reads
 // of hand-written files, and one hand-crafted bad file per validation rule.
 #include "io/Npy.h"
+#include "jit/AtomicFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"
@@ -53,6 +54,11 @@ protected:
   const std::string Dir = tmp.path();
 
   std::string path(StringRef name) const { return tmp.file(name); }
+  /// Writes the file `name` as minferc does: the serialiser through the atomic writer.
+  llvm::Error save(StringRef name, llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<float> data) const {
+    std::string p = path(name);
+    return writeAtomically(p, [&](llvm::raw_ostream &os) { return writeNpyF32(os, p, shape, data); });
+  }
   std::string writeRaw(StringRef name, StringRef bytes) const { return tmp.write(name, bytes); }
   std::string readRaw(StringRef name) const { return tmp.read(name); }
   bool dirIsEmpty() const {
@@ -70,7 +76,7 @@ protected:
 const char *kHeader23 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
 
 TEST_F(Npy, WriterEmitsVersion1HeaderPaddedTo64Bytes) {
-  ASSERT_FALSE(llvm::errorToBool(writeNpyF32(path("a.npy"), {2, 3}, {1, 2, 3, 4, 5, -0.5f})));
+  ASSERT_FALSE(llvm::errorToBool(save("a.npy", {2, 3}, {1, 2, 3, 4, 5, -0.5f})));
   std::string raw = readRaw("a.npy");
   ASSERT_GE(raw.size(), 10u);
   EXPECT_EQ(raw.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
@@ -86,9 +92,9 @@ TEST_F(Npy, WriterEmitsVersion1HeaderPaddedTo64Bytes) {
 }
 
 TEST_F(Npy, WriterSpellsOneDimAndZeroDimShapesAsPythonTuples) {
-  ASSERT_FALSE(llvm::errorToBool(writeNpyF32(path("v.npy"), {5}, {1, 2, 3, 4, 5})));
+  ASSERT_FALSE(llvm::errorToBool(save("v.npy", {5}, {1, 2, 3, 4, 5})));
   EXPECT_NE(readRaw("v.npy").find("'shape': (5,), }"), std::string::npos);
-  ASSERT_FALSE(llvm::errorToBool(writeNpyF32(path("s.npy"), {}, {7})));
+  ASSERT_FALSE(llvm::errorToBool(save("s.npy", {}, {7})));
   EXPECT_NE(readRaw("s.npy").find("'shape': (), }"), std::string::npos);
 }
 
@@ -99,7 +105,7 @@ TEST_F(Npy, RoundTripsEveryRankIncludingScalarsAndEmptyArrays) {
     for (int64_t d : shape) n *= d;
     std::vector<float> data;
     for (int64_t i = 0; i < n; ++i) data.push_back(float(i) * 0.75f - 2.0f + (i % 3 ? 1e-7f : 0.0f));
-    ASSERT_FALSE(llvm::errorToBool(writeNpyF32(path("r.npy"), shape, data)));
+    ASSERT_FALSE(llvm::errorToBool(save("r.npy", shape, data)));
     auto a = readNpyF32(path("r.npy"));
     ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
     EXPECT_EQ(a->shape, shape);
@@ -109,7 +115,7 @@ TEST_F(Npy, RoundTripsEveryRankIncludingScalarsAndEmptyArrays) {
 
 TEST_F(Npy, RoundTripKeepsSpecialValuesBitExact) {
   std::vector<float> data = {INFINITY, -INFINITY, -0.0f, std::ldexp(1.0f, -149), std::bit_cast<float>(0x7FC01234u)};
-  ASSERT_FALSE(llvm::errorToBool(writeNpyF32(path("x.npy"), {5}, data)));
+  ASSERT_FALSE(llvm::errorToBool(save("x.npy", {5}, data)));
   auto a = readNpyF32(path("x.npy"));
   ASSERT_TRUE(bool(a));
   for (size_t i = 0; i < data.size(); ++i)
@@ -208,18 +214,22 @@ TEST_F(Npy, RejectsMalformedHeaderDict) {
 }
 
 TEST_F(Npy, WriterRejectsShapeDataMismatchAndLeavesNoFile) {
-  EXPECT_TRUE(failsMentioning(writeNpyF32(path("a.npy"), {2, 3}, {1, 2, 3}),
+  EXPECT_TRUE(failsMentioning(save("a.npy", {2, 3}, {1, 2, 3}),
                               {"a.npy", "(2, 3)", "6 elements", "3 floats"}));
-  EXPECT_TRUE(failsMentioning(writeNpyF32(path("a.npy"), {-1}, {}), {"a.npy", "negative"}));
+  EXPECT_TRUE(failsMentioning(save("a.npy", {-1}, {}), {"a.npy", "negative"}));
   EXPECT_TRUE(dirIsEmpty());
+  // The serialiser checks before it writes anything.
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  EXPECT_TRUE(failsMentioning(writeNpyF32(os, "x.npy", {2}, {1}), {"x.npy", "2 elements", "1 floats"}));
+  EXPECT_TRUE(os.str().empty());
 }
 
 TEST_F(Npy, FailedWriteKeepsTheExistingFile) {
-  ASSERT_FALSE(llvm::errorToBool(writeNpyF32(path("a.npy"), {2}, {1, 2})));
+  ASSERT_FALSE(llvm::errorToBool(save("a.npy", {2}, {1, 2})));
   std::string before = readRaw("a.npy");
-  EXPECT_TRUE(llvm::errorToBool(writeNpyF32(path("a.npy"), {3}, {1, 2})));
+  EXPECT_TRUE(llvm::errorToBool(save("a.npy", {3}, {1, 2})));
   EXPECT_EQ(readRaw("a.npy"), before);
-  EXPECT_TRUE(failsMentioning(writeNpyF32(path("no-dir/a.npy"), {1}, {1}), {"no-dir/a.npy", "does not exist"}));
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include "common/TestFiles.h"
 #include "common/TestModels.h"
 
+#include "jit/AtomicFile.h"
 #include "jit/Bundle.h"
 #include "compiler/Fuse.h"
 #include "io/HFImport.h"
@@ -149,8 +150,9 @@ TEST(StreamWeight, LargeConversionsSplitOverThreadsStayExact) {
   };
   test::TempDir tmp{"minfer-stream"};
   std::vector<OwnedTensor> tensors = {f16Tensor("e", {16, k}), f16Tensor("w", {k, n})}; // w stored [in, out]
-  ASSERT_FALSE(bool(writeSafetensors(tmp.file("m.safetensors"), tensors)));
-  auto ckpt = Checkpoint::open(tmp.file("m.safetensors"));
+  std::string path = tmp.file("m.safetensors");
+  ASSERT_FALSE(bool(writeAtomically(path, [&](llvm::raw_ostream &os) { return writeSafetensors(os, path, tensors); })));
+  auto ckpt = Checkpoint::open(path);
   ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
   std::vector<uint8_t> bytes;
   auto sink = [&](llvm::ArrayRef<uint8_t> b, size_t offset) {

@@ -2,6 +2,7 @@
 // one hand-crafted bad file per header validation rule (each error must name the file, the tensor and
 // the rule), sharded checkpoints. The bf16 / f16 conversions are tested in HalfConversionTest.cpp.
 #include "io/Safetensors.h"
+#include "jit/AtomicFile.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"
@@ -55,6 +56,12 @@ protected:
   const std::string Dir = tmp.path();
 
   std::string path(StringRef name) const { return tmp.file(name); }
+  /// Writes the file `name` as minfer does: the serialiser through the atomic writer.
+  llvm::Error save(StringRef name, llvm::ArrayRef<OwnedTensor> tensors,
+                   const std::map<std::string, std::string> &metadata = {}) const {
+    std::string p = path(name);
+    return writeAtomically(p, [&](llvm::raw_ostream &os) { return writeSafetensors(os, p, tensors, metadata); });
+  }
   std::string writeRaw(StringRef name, StringRef bytes) const { return tmp.write(name, bytes); }
   std::string readRaw(StringRef name) const { return tmp.read(name); }
   std::vector<std::string> listDir() const { return tmp.list(); }
@@ -73,7 +80,7 @@ class Safetensors : public TempDirTest {
 protected:
   /// Writes `tensors` with writeSafetensors and opens the result; null (and a test failure) on error.
   std::unique_ptr<SafetensorsFile> writeAndOpen(StringRef name, std::vector<OwnedTensor> tensors) {
-    if (llvm::Error e = writeSafetensors(path(name), tensors)) {
+    if (llvm::Error e = save(name, tensors)) {
       ADD_FAILURE() << llvm::toString(std::move(e));
       return nullptr;
     }
@@ -96,7 +103,7 @@ TEST_F(Safetensors, WriterRoundTripsTensorsAndMetadata) {
       {"scalar", StDType::F32, {}, f32Bytes({42.f})},
       {"empty", StDType::F16, {0, 4}, {}},
   };
-  ASSERT_FALSE(llvm::errorToBool(writeSafetensors(path("m.safetensors"), in, {{"format", "pt"}})));
+  ASSERT_FALSE(llvm::errorToBool(save("m.safetensors", in, {{"format", "pt"}})));
   auto f = SafetensorsFile::open(path("m.safetensors"));
   ASSERT_TRUE(bool(f)) << llvm::toString(f.takeError());
 
@@ -122,7 +129,7 @@ TEST_F(Safetensors, WriterRoundTripsTensorsAndMetadata) {
 
 TEST_F(Safetensors, WriterLayoutIsLengthThenPaddedHeaderThenData) {
   std::vector<OwnedTensor> in = {{"a", StDType::U8, {3}, {1, 2, 3}}, {"b", StDType::I16, {1}, {9, 8}}};
-  ASSERT_FALSE(llvm::errorToBool(writeSafetensors(path("m.safetensors"), in)));
+  ASSERT_FALSE(llvm::errorToBool(save("m.safetensors", in)));
   std::string raw = readRaw("m.safetensors");
   ASSERT_GE(raw.size(), 8u);
   uint64_t n = llvm::support::endian::read64le(raw.data());
@@ -397,34 +404,40 @@ TEST_F(Safetensors, TypedReadsRejectTensorInfoFromAnotherFile) {
 // ---- writer --------------------------------------------------------------------------------------------
 
 TEST_F(Safetensors, WriterRejectsDataSizeMismatchAndLeavesNoFile) {
-  EXPECT_TRUE(failsMentioning(writeSafetensors(path("m.safetensors"), {{"w", StDType::F32, {2}, {1, 2, 3}}}),
+  EXPECT_TRUE(failsMentioning(save("m.safetensors", {{"w", StDType::F32, {2}, {1, 2, 3}}}),
                               {"m.safetensors", "'w'", "needs 8 bytes", "holds 3"}));
   EXPECT_TRUE(listDir().empty());
+  // The serialiser checks before it writes anything.
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  EXPECT_TRUE(failsMentioning(writeSafetensors(os, "x.safetensors", {{"w", StDType::F32, {2}, {1, 2, 3}}}),
+                              {"x.safetensors", "'w'", "needs 8 bytes"}));
+  EXPECT_TRUE(os.str().empty());
 }
 
 TEST_F(Safetensors, WriterRejectsDuplicateReservedAndEmptyNames) {
   EXPECT_TRUE(failsMentioning(
-      writeSafetensors(path("m.safetensors"), {{"w", StDType::U8, {1}, {1}}, {"w", StDType::U8, {1}, {2}}}),
+      save("m.safetensors", {{"w", StDType::U8, {1}, {1}}, {"w", StDType::U8, {1}, {2}}}),
       {"duplicate tensor name 'w'"}));
-  EXPECT_TRUE(failsMentioning(writeSafetensors(path("m.safetensors"), {{"__metadata__", StDType::U8, {1}, {1}}}),
+  EXPECT_TRUE(failsMentioning(save("m.safetensors", {{"__metadata__", StDType::U8, {1}, {1}}}),
                               {"'__metadata__'"}));
-  EXPECT_TRUE(failsMentioning(writeSafetensors(path("m.safetensors"), {{"", StDType::U8, {1}, {1}}}), {"empty"}));
-  EXPECT_TRUE(failsMentioning(writeSafetensors(path("m.safetensors"), {{"n", StDType::U8, {-1}, {}}}),
+  EXPECT_TRUE(failsMentioning(save("m.safetensors", {{"", StDType::U8, {1}, {1}}}), {"empty"}));
+  EXPECT_TRUE(failsMentioning(save("m.safetensors", {{"n", StDType::U8, {-1}, {}}}),
                               {"'n'", "negative"}));
   EXPECT_TRUE(listDir().empty());
 }
 
 TEST_F(Safetensors, FailedWriteKeepsTheExistingFileAndLeavesNoTemporary) {
-  ASSERT_FALSE(llvm::errorToBool(writeSafetensors(path("m.safetensors"), {{"w", StDType::U8, {2}, {1, 2}}})));
+  ASSERT_FALSE(llvm::errorToBool(save("m.safetensors", {{"w", StDType::U8, {2}, {1, 2}}})));
   std::string before = readRaw("m.safetensors");
-  EXPECT_TRUE(bool(llvm::errorToBool(writeSafetensors(path("m.safetensors"), {{"w", StDType::U8, {2}, {1}}}))));
+  EXPECT_TRUE(bool(llvm::errorToBool(save("m.safetensors", {{"w", StDType::U8, {2}, {1}}}))));
   EXPECT_EQ(readRaw("m.safetensors"), before);
   EXPECT_EQ(listDir(), std::vector<std::string>{"m.safetensors"});
 }
 
 TEST_F(Safetensors, WriterReportsUnwritableDirectory) {
   std::string p = path("no-such-dir/m.safetensors");
-  EXPECT_TRUE(failsMentioning(writeSafetensors(p, {{"w", StDType::U8, {1}, {1}}}), {p}));
+  EXPECT_TRUE(failsMentioning(save("no-such-dir/m.safetensors", {{"w", StDType::U8, {1}, {1}}}), {p}));
   EXPECT_TRUE(listDir().empty());
 }
 
@@ -433,7 +446,7 @@ TEST_F(Safetensors, WriterReportsUnwritableDirectory) {
 class CheckpointOpen : public TempDirTest {
 protected:
   void writeShard(StringRef name, std::vector<OwnedTensor> tensors) {
-    ASSERT_FALSE(llvm::errorToBool(writeSafetensors(path(name), tensors)));
+    ASSERT_FALSE(llvm::errorToBool(save(name, tensors)));
   }
   std::string writeIndex(StringRef weightMap) {
     return writeRaw("model.safetensors.index.json",

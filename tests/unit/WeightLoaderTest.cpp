@@ -5,6 +5,7 @@
 
 #include "io/Safetensors.h"
 #include "io/WeightLoader.h"
+#include "jit/AtomicFile.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -67,7 +68,8 @@ protected:
   }
   llvm::Expected<Checkpoint> write(const std::vector<OwnedTensor> &tensors) {
     std::string path = dir + "/model.safetensors";
-    if (auto e = writeSafetensors(path, tensors)) return e;
+    if (auto e = writeAtomically(path, [&](llvm::raw_ostream &os) { return writeSafetensors(os, path, tensors); }))
+      return e;
     return Checkpoint::open(dir);
   }
   std::string errorFor(std::vector<OwnedTensor> tensors) {

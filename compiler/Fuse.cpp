@@ -20,36 +20,42 @@ using ir::Op;
 using ir::OpKind;
 using ir::ValueId;
 
-bool isActivation(OpKind k) {
-  return k == OpKind::GeluTanh || k == OpKind::GeluErf || k == OpKind::Silu || k == OpKind::Relu;
+// A rope's frequencies: what a qkv op copies from the ropes it absorbs, which must agree on them.
+constexpr ir::Attr kRopeSchedule[] = {ir::Attr::Theta,         ir::Attr::Schedule,       ir::Attr::Factor,
+                                      ir::Attr::LowFreqFactor, ir::Attr::HighFreqFactor, ir::Attr::OriginalMaxPos};
+
+// The epilogue activation an activation op computes; None for any other op.
+ir::Activation activationOf(OpKind k) {
+  switch (k) {
+  case OpKind::GeluTanh: return ir::Activation::GeluTanh;
+  case OpKind::GeluErf: return ir::Activation::GeluErf;
+  case OpKind::Silu: return ir::Activation::Silu;
+  case OpKind::Relu: return ir::Activation::Relu;
+  default: return ir::Activation::None;
+  }
 }
+bool isActivation(OpKind k) { return activationOf(k) != ir::Activation::None; }
 bool isNorm(OpKind k) { return k == OpKind::RmsNorm || k == OpKind::LayerNorm; }
-ir::AttrValue enumValue(std::string choice) {
-  ir::AttrValue a;
-  a.kind = ir::AttrKind::Enum;
-  a.choice = std::move(choice);
-  return a;
-}
-ir::AttrValue floatValue(double f) {
-  ir::AttrValue a;
-  a.kind = ir::AttrKind::Float;
-  a.f = f;
-  return a;
-}
 
 Op newOp(OpKind kind, llvm::SMLoc loc) {
   Op op{kind, {}, {}, {}, loc};
   op.attrs.resize(op.info().attrs.size());
   return op;
 }
-void setAttr(Op &op, llvm::StringRef name, ir::AttrValue v) {
-  int i = op.info().attrIndex(name);
-  assert(i >= 0 && "fusion sets an attribute its op does not have");
-  op.attrs[static_cast<size_t>(i)] = std::move(v);
+// Copies attribute `a` of `from` (when set) to `to`.
+void copyAttr(const Op &from, Op &to, ir::Attr a) {
+  if (const ir::AttrValue *v = from.attr(a)) to.setAttr(a, *v);
 }
-// Copies attribute `name` of `from` (when set) to `to` under the same name.
-void copyAttr(const Op &from, Op &to, llvm::StringRef name) {
-  if (const ir::AttrValue *a = from.attr(name)) setAttr(to, name, *a);
+// Both ops lack attribute `a`, or both have the same value.
+bool sameAttr(const Op &x, const Op &y, ir::Attr a) {
+  const ir::AttrValue *p = x.attr(a), *q = y.attr(a);
+  if (!p || !q) return !p && !q;
+  auto values = [](const ir::AttrValue &v) {
+    std::vector<int64_t> out;
+    for (const ir::IntRef &r : v.ints) out.push_back(r.value);
+    return out;
+  };
+  return p->i.value == q->i.value && p->f == q->f && p->choice == q->choice && values(*p) == values(*q);
 }
 
 class Fuser {
@@ -178,7 +184,7 @@ private:
     ValueId q = attn.operands[0].id, k = attn.operands[1].id, v = attn.operands[2].id;
     // k and v end up only in the KV cache: nothing else may read them.
     if (!singleUse(k) || !singleUse(v) || q == k || q == v || k == v) return false;
-    int64_t heads = attn.intAttr("heads"), kvHeads = attn.intAttr("kv_heads"), hd = attn.intAttr("head_dim");
+    int64_t heads = attn.intAttr(ir::Attr::Heads), kvHeads = attn.intAttr(ir::Attr::KvHeads), hd = attn.intAttr(ir::Attr::HeadDim);
 
     // Peel the ropes: both or neither, with the same schedule, at %positions.
     const Op *qRope = defOf(q, OpKind::Rope), *kRope = defOf(k, OpKind::Rope);
@@ -186,14 +192,12 @@ private:
     ValueId qSrc = q, kSrc = k;
     if (qRope) {
       if (qRope->operands[1].id != positions || kRope->operands[1].id != positions) return false;
-      if (qRope->intAttr("heads") != heads || kRope->intAttr("heads") != kvHeads ||
-          qRope->intAttr("head_dim") != hd || kRope->intAttr("head_dim") != hd)
+      if (qRope->intAttr(ir::Attr::Heads) != heads || kRope->intAttr(ir::Attr::Heads) != kvHeads ||
+          qRope->intAttr(ir::Attr::HeadDim) != hd || kRope->intAttr(ir::Attr::HeadDim) != hd)
         return false;
-      for (llvm::StringRef a : {"style", "schedule"})
-        if (qRope->enumAttr(a) != kRope->enumAttr(a)) return false;
-      for (llvm::StringRef a : {"theta", "factor", "low_freq_factor", "high_freq_factor"})
-        if (qRope->floatAttr(a, -1) != kRope->floatAttr(a, -1)) return false;
-      if (qRope->intAttr("original_max_pos", -1) != kRope->intAttr("original_max_pos", -1)) return false;
+      for (ir::Attr a : kRopeSchedule)
+        if (!sameAttr(*qRope, *kRope, a)) return false;
+      if (!sameAttr(*qRope, *kRope, ir::Attr::Style)) return false;
       qSrc = qRope->operands[0].id;
       kSrc = kRope->operands[0].id;
       if (!singleUse(qSrc) || !singleUse(kSrc)) return false;
@@ -223,7 +227,7 @@ private:
       if (split.kind != OpKind::Split || split.results.size() != 3 || split.results[0] != qSrc ||
           split.results[1] != kSrc || split.results[2] != v)
         return false;
-      std::vector<int64_t> sizes = split.intsAttr("sizes");
+      std::vector<int64_t> sizes = split.intsAttr(ir::Attr::Sizes);
       if (sizes != std::vector<int64_t>{heads * hd, kvHeads * hd, kvHeads * hd}) return false;
       const Op *mm = plainMatmul(split.operands[0].id);
       if (!mm) return false;
@@ -238,13 +242,14 @@ private:
     fused.operands = {{false, *x}, {false, positions}, {true, *weight}};
     if (bias) fused.operands.push_back({true, *bias});
     fused.results = {q, k, v};
-    setAttr(fused, "heads", *attn.attr("heads"));
-    setAttr(fused, "kv_heads", *attn.attr("kv_heads"));
-    setAttr(fused, "head_dim", *attn.attr("head_dim"));
-    setAttr(fused, "rope", enumValue(qRope ? qRope->enumAttr("style").str() : "none"));
+    for (ir::Attr a : {ir::Attr::Heads, ir::Attr::KvHeads, ir::Attr::HeadDim}) copyAttr(attn, fused, a);
+    ir::QkvRope rope = ir::QkvRope::None;
     if (qRope)
-      for (llvm::StringRef a : {"theta", "schedule", "factor", "low_freq_factor", "high_freq_factor", "original_max_pos"})
-        copyAttr(*qRope, fused, a);
+      rope = qRope->enumAttr<ir::RopeStyle>(ir::Attr::Style) == ir::RopeStyle::Half ? ir::QkvRope::Half
+                                                                                  : ir::QkvRope::Interleaved;
+    fused.setAttr(ir::Attr::Rope, ir::AttrValue::ofEnum(rope));
+    if (qRope)
+      for (ir::Attr a : kRopeSchedule) copyAttr(*qRope, fused, a);
     replace(removed, std::move(fused), /*atFirst=*/true);
     return true;
   }
@@ -252,7 +257,7 @@ private:
   // A matmul without epilogue attributes whose result only `one` op reads.
   const Op *plainMatmul(ValueId v) const {
     const Op *mm = defOf(v, OpKind::Matmul);
-    if (!mm || !singleUse(v) || mm->attr("act") || mm->attr("scale")) return nullptr;
+    if (!mm || !singleUse(v) || mm->has(ir::Attr::Act) || mm->has(ir::Attr::Scale)) return nullptr;
     return mm;
   }
 
@@ -287,7 +292,7 @@ private:
       Op fused = newOp(OpKind::GatedMatmul, mul.loc);
       fused.operands = {{false, gate->operands[0].id}, {true, m.addPackedWeight({wg, wu})}};
       fused.results = {mul.results[0]};
-      setAttr(fused, "act", enumValue(act.info().mnemonic.str()));
+      fused.setAttr(ir::Attr::Act, ir::AttrValue::ofEnum(activationOf(act.kind)));
       replace({gate, up, &act, &mul}, std::move(fused), /*atFirst=*/true);
       return true;
     }
@@ -311,19 +316,19 @@ private:
     fused.loc = user->loc;
     fused.results = user->results;
     if (isActivation(user->kind)) {
-      if (residual || mm.attr("act") || mm.attr("scale")) return false;
-      setAttr(fused, "act", enumValue(user->info().mnemonic.str()));
+      if (residual || mm.has(ir::Attr::Act) || mm.has(ir::Attr::Scale)) return false;
+      fused.setAttr(ir::Attr::Act, ir::AttrValue::ofEnum(activationOf(user->kind)));
     } else if (user->kind == OpKind::Scale) {
-      if (residual || mm.attr("scale")) return false;
-      setAttr(fused, "scale", floatValue(user->floatAttr("factor")));
+      if (residual || mm.has(ir::Attr::Scale)) return false;
+      fused.setAttr(ir::Attr::Scale, ir::AttrValue::ofFloat(user->floatAttr(ir::Attr::Factor)));
     } else if (user->kind == OpKind::Add) {
       if (residual || user->operands[0].id == user->operands[1].id) return false;
       ValueId r = user->operands[0].id == y ? user->operands[1].id : user->operands[0].id;
       fused = newOp(OpKind::MatmulResidual, user->loc);
       fused.operands = {mm.operands[0], mm.operands[1], {false, r}};
       if (mm.operands.size() == 3) fused.operands.push_back(mm.operands[2]);
-      copyAttr(mm, fused, "act");
-      copyAttr(mm, fused, "scale");
+      copyAttr(mm, fused, ir::Attr::Act);
+      copyAttr(mm, fused, ir::Attr::Scale);
       fused.results = user->results;
     } else {
       return false;
@@ -344,7 +349,7 @@ private:
     fused.operands = {add->operands[0], add->operands[1], norm.operands[1]};
     if (layer) fused.operands.push_back(norm.operands[2]);
     fused.results = {add->results[0], norm.results[0]};
-    copyAttr(norm, fused, "eps");
+    copyAttr(norm, fused, ir::Attr::Eps);
     // At the add's place: the sum's other readers follow the add, the norm's follow the norm.
     replace({add, &norm}, std::move(fused), /*atFirst=*/true);
     return true;
@@ -353,13 +358,13 @@ private:
   // ---- fold --------------------------------------------------------------------------------------------
   bool markFold(size_t i) {
     Op &norm = (*block)[i];
-    if (dead[i] || !isNorm(norm.kind) || norm.attr("fold")) return false;
+    if (dead[i] || !isNorm(norm.kind) || norm.has(ir::Attr::Fold)) return false;
     ValueId y = norm.results[0];
     auto it = readers.find(y);
     if (it == readers.end() || static_cast<int>(it->second.size()) != usesOf(y)) return false; // a yield or output
     for (const Op *r : it->second)
       if (!ir::readsAsMatmulInput(*r, y)) return false;
-    setAttr(norm, "fold", enumValue("decode"));
+    norm.setAttr(ir::Attr::Fold, ir::AttrValue::ofEnum(ir::NormFold::Decode));
     return true;
   }
 

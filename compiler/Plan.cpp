@@ -155,7 +155,7 @@ private:
   }
   // The K or V cache of attention op `attn` in the current layer.
   int kvCache(const ir::Op &attn, bool isV) {
-    int kvHeads = static_cast<int>(attn.intAttr("kv_heads")), headDim = static_cast<int>(attn.intAttr("head_dim"));
+    int kvHeads = static_cast<int>(attn.intAttr(ir::Attr::KvHeads)), headDim = static_cast<int>(attn.intAttr(ir::Attr::HeadDim));
     int slot = kvSlotBase.lookup(&attn) + static_cast<int>(std::max<int64_t>(layer, 0));
     PlanBuffer b = named(std::string(isV ? "v_cache" : "k_cache") + "@" + std::to_string(slot), BufferKind::KvCache);
     b.kvSlot = slot;
@@ -184,7 +184,7 @@ private:
   // A norm marked `fold = decode` is folded in decode when every reader is a matmul-family op reading it as
   // its input and lowers to a gemv (which has the prologue); otherwise it gets its own launch.
   bool foldable(const ir::Op &norm) const {
-    if (!decode || plan.options.maxBatch > kFoldMaxRows || !norm.attr("fold")) return false;
+    if (!decode || plan.options.maxBatch > kFoldMaxRows || !norm.has(ir::Attr::Fold)) return false;
     ir::ValueId y = norm.results[0];
     auto it = readers.find(y);
     if (it == readers.end() || yielded.count(y)) return false;
@@ -291,25 +291,17 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   Epilogue epi;
   PlanBuffer::Layout layout = PlanBuffer::Layout::AsIs;
   if (op.kind == OpKind::GatedMatmul) {
-    auto act = parseActivation(op.enumAttr("act"));
-    if (!act) return act.takeError();
-    epi = Epilogue::gated(*act);
+    epi = Epilogue::gated(op.enumAttr<Activation>(ir::Attr::Act));
     layout = PlanBuffer::Layout::GateUp;
   } else if (op.kind == OpKind::Qkv) {
-    llvm::StringRef r = op.enumAttr("rope");
-    QkvRope rope = r == "half" ? QkvRope::Half : r == "interleaved" ? QkvRope::Interleaved : QkvRope::None;
-    epi = Epilogue::qkv(static_cast<int>(op.intAttr("heads")), static_cast<int>(op.intAttr("kv_heads")),
-                        static_cast<int>(op.intAttr("head_dim")), rope, bias);
+    auto rope = op.enumAttr<QkvRope>(ir::Attr::Rope);
+    epi = Epilogue::qkv(static_cast<int>(op.intAttr(ir::Attr::Heads)), static_cast<int>(op.intAttr(ir::Attr::KvHeads)),
+                        static_cast<int>(op.intAttr(ir::Attr::HeadDim)), rope, bias);
     if (rope == QkvRope::Half) layout = PlanBuffer::Layout::RopePairs;
   } else {
-    Activation act = Activation::None;
-    if (op.attr("act")) {
-      auto a = parseActivation(op.enumAttr("act"));
-      if (!a) return a.takeError();
-      act = *a;
-    }
-    epi = Epilogue::pointwise(bias, act, op.kind == OpKind::MatmulResidual, op.attr("scale") != nullptr);
-    ea.scale = op.floatAttr("scale", 1.0);
+    epi = Epilogue::pointwise(bias, op.enumAttr<Activation>(ir::Attr::Act), op.kind == OpKind::MatmulResidual,
+                              op.has(ir::Attr::Scale));
+    ea.scale = op.floatAttr(ir::Attr::Scale, 1.0);
   }
 
   // A folded norm of the input: its gamma (and beta) and eps go to the gemv's prologue, its input is A.
@@ -326,7 +318,7 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     x = use(norm.operands[0].id);
     ea.gamma = weight(norm.operands[1]);
     if (norm.kind == OpKind::LayerNorm) ea.beta = weight(norm.operands[2]);
-    ea.eps = norm.floatAttr("eps");
+    ea.eps = norm.floatAttr(ir::Attr::Eps);
   } else {
     x = use(xv);
   }
@@ -375,9 +367,9 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
 }
 
 llvm::Error Lowering::lowerAttention(const ir::Op &op) {
-  int heads = static_cast<int>(op.intAttr("heads")), kvHeads = static_cast<int>(op.intAttr("kv_heads"));
-  int headDim = static_cast<int>(op.intAttr("head_dim"));
-  double scale = op.floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(headDim)));
+  int heads = static_cast<int>(op.intAttr(ir::Attr::Heads)), kvHeads = static_cast<int>(op.intAttr(ir::Attr::KvHeads));
+  int headDim = static_cast<int>(op.intAttr(ir::Attr::HeadDim));
+  double scale = op.floatAttr(ir::Attr::Scale, 1.0 / std::sqrt(static_cast<double>(headDim)));
   int kc = kvCache(op, false), vc = kvCache(op, true);
   if (!fromQkv(op.operands[1].id)) { // a qkv op wrote k and v into the caches already
     int k = use(op.operands[1].id), v = use(op.operands[2].id);
@@ -412,7 +404,8 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
     return llvm::Error::success();
   }
   auto dec = std::make_shared<AttentionDecodeSpec>(
-      AttentionDecodeSpec::forSession(heads, kvHeads, headDim, plan.options.maxSeq, plan.options.maxBatch));
+      AttentionDecodeSpec::forSession(heads, kvHeads, headDim, plan.options.maxSeq, plan.options.maxBatch,
+                                      plan.target.nominalSmCount()));
   // The split partials: [B, heads, splits, head_dim] fp32 outputs and [B, heads, splits] fp32 log-sum-exps,
   // scratch of this step only, so every layer shares them.
   int64_t lseOffset = static_cast<int64_t>(dec->partialLseOffset(plan.options.maxBatch, plan.options.maxSeq));
@@ -487,7 +480,7 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     if (residual) fields.push_back({"sum", buf(define(op.results[0], dim))});
     fields.push_back({"y", buf(define(op.results.back(), dim))});
     fields.push_back({"rows", rows()});
-    fields.push_back({"eps", real(op.floatAttr("eps"))});
+    fields.push_back({"eps", real(op.floatAttr(ir::Attr::Eps))});
     emit(kernel(spec), std::move(fields), op);
     return llvm::Error::success();
   }
@@ -497,7 +490,7 @@ llvm::Error Lowering::lower(const ir::Op &op) {
   case OpKind::Qkv: return lowerMatmul(op);
   case OpKind::Attention: return lowerAttention(op);
   case OpKind::Split: {
-    std::vector<int64_t> sizes = op.intsAttr("sizes");
+    std::vector<int64_t> sizes = op.intsAttr(ir::Attr::Sizes);
     static const char *const parts[] = {"y0", "y1", "y2", "y3"};
     std::vector<Field> fields = {{"x", buf(use(op.operands[0].id))}};
     for (size_t i = 0; i < sizes.size(); ++i) fields.push_back({parts[i], buf(define(op.results[i], sizes[i]))});
@@ -506,11 +499,11 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     return llvm::Error::success();
   }
   case OpKind::Rope: {
-    int64_t heads = op.intAttr("heads"), headDim = op.intAttr("head_dim");
+    int64_t heads = op.intAttr(ir::Attr::Heads), headDim = op.intAttr(ir::Attr::HeadDim);
     int tb = ropeTable(op);
     int x = use(op.operands[0].id);
     int y = define(op.results[0], heads * headDim);
-    emit(kernel(std::make_shared<RopeSpec>(heads, headDim, ropeStyleOf(op))),
+    emit(kernel(std::make_shared<RopeSpec>(heads, headDim, op.enumAttr<RopeStyle>(ir::Attr::Style))),
          {{"x", buf(x)}, {"y", buf(y)}, {"positions", buf(input("positions"))}, {"inv_freq", buf(tb)}, {"rows", rows()}},
          op);
     return llvm::Error::success();
@@ -523,7 +516,8 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     if (isBinary(*pw)) fields.push_back({"b", buf(use(op.operands[1].id))});
     fields.push_back({"y", buf(define(op.results[0], c))});
     fields.push_back({"rows", rows()});
-    if (!isBinary(*pw)) fields.push_back({"arg", real(op.floatAttr("factor", 0.0))});
+    if (!isBinary(*pw)) // the scale's factor; the activations take no argument
+      fields.push_back({"arg", real(op.kind == ir::OpKind::Scale ? op.floatAttr(ir::Attr::Factor) : 0.0)});
     emit(kernel(std::make_shared<PointwiseSpec>(*pw, c)), std::move(fields), op);
     return llvm::Error::success();
   }
@@ -755,7 +749,10 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
     plan.options.maxPrefillRows = std::min<int64_t>(2048, plan.options.maxBatch * plan.options.maxSeq);
   // Matmul weights and biases are read as bf16 (converted at load when stored otherwise).
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
-    if (op.info().fused || op.attr("act") || op.attr("scale") || op.attr("fold")) plan.fused = true;
+    // Fused ops, and the attributes only the fusion pass writes on plain ops.
+    auto fusedAttr = [&](ir::Attr a) { return op.info().declares(a) && op.has(a); };
+    if (op.info().fused || fusedAttr(ir::Attr::Act) || fusedAttr(ir::Attr::Scale) || fusedAttr(ir::Attr::Fold))
+      plan.fused = true;
   });
   ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {
     if (!ir::isMatmulFamily(op.kind)) return;

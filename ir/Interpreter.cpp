@@ -99,7 +99,7 @@ llvm::Error evalEmbedding(const EvalCtx &c) {
 llvm::Error normInto(const EvalCtx &c, const Tensor &x, size_t first, bool layerNorm, size_t result) {
   const Tensor &gamma = c.in(first);
   const Tensor *beta = layerNorm ? &c.in(first + 1) : nullptr;
-  double eps = c.op.floatAttr("eps");
+  double eps = c.op.floatAttr(Attr::Eps);
   Tensor &y = c.out(result, x.shape);
   int64_t d = x.cols();
   for (int64_t r = 0; r < x.rows(); ++r) {
@@ -142,11 +142,13 @@ float relu(float x) { return x > 0 ? x : 0.0f; }
 
 // The activation named by an op's `act` attribute (identity when absent).
 float (*activationOf(const Op &op))(float) {
-  llvm::StringRef a = op.attr("act") ? op.enumAttr("act") : "";
-  if (a == "gelu_tanh") return geluTanh;
-  if (a == "gelu_erf") return geluErf;
-  if (a == "silu") return silu;
-  if (a == "relu") return relu;
+  switch (op.enumAttr<Activation>(Attr::Act)) {
+  case Activation::None: return nullptr;
+  case Activation::GeluTanh: return geluTanh;
+  case Activation::GeluErf: return geluErf;
+  case Activation::Silu: return silu;
+  case Activation::Relu: return relu;
+  }
   return nullptr;
 }
 
@@ -175,7 +177,7 @@ llvm::Error matmulEpilogue(const EvalCtx &c, size_t biasOperand, const Tensor *r
   shape.back() = w.shape[0];
   Tensor &y = c.out(0, shape);
   float (*act)(float) = activationOf(c.op);
-  double scale = c.op.floatAttr("scale", 1.0);
+  double scale = c.op.floatAttr(Attr::Scale, 1.0);
   for (int64_t i = 0; i < acc.numel(); ++i) {
     double v = act ? act(acc.data[i]) : acc.data[i];
     v *= scale;
@@ -203,7 +205,7 @@ llvm::Error evalGatedMatmul(const EvalCtx &c) {
 llvm::Error evalAdd(const EvalCtx &c) { return binary(c, [](float a, float b) { return a + b; }); }
 llvm::Error evalMul(const EvalCtx &c) { return binary(c, [](float a, float b) { return a * b; }); }
 llvm::Error evalScale(const EvalCtx &c) {
-  float f = static_cast<float>(c.op.floatAttr("factor"));
+  float f = static_cast<float>(c.op.floatAttr(Attr::Factor));
   return pointwise(c, [f](float x) { return x * f; });
 }
 llvm::Error evalGeluTanh(const EvalCtx &c) { return pointwise(c, geluTanh); }
@@ -214,18 +216,18 @@ llvm::Error evalRelu(const EvalCtx &c) { return pointwise(c, relu); }
 } // namespace
 
 std::vector<double> ropeInverseFrequencies(const Op &op) {
-  int64_t hd = op.intAttr("head_dim");
-  double theta = op.floatAttr("theta");
+  int64_t hd = op.intAttr(Attr::HeadDim);
+  double theta = op.floatAttr(Attr::Theta);
   std::vector<double> inv(hd / 2);
   for (int64_t i = 0; i < hd / 2; ++i) inv[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / hd);
-  llvm::StringRef schedule = op.enumAttr("schedule");
-  double factor = op.floatAttr("factor", 1.0);
-  if (schedule == "linear") {
+  auto schedule = op.enumAttr<RopeSchedule>(Attr::Schedule, RopeSchedule::Default);
+  double factor = op.floatAttr(Attr::Factor, 1.0);
+  if (schedule == RopeSchedule::Linear) {
     for (double &f : inv) f /= factor;
-  } else if (schedule == "llama3") {
+  } else if (schedule == RopeSchedule::Llama3) {
     // Long wavelengths are slowed by `factor`, short ones kept, and the band between interpolated.
-    double low = op.floatAttr("low_freq_factor"), high = op.floatAttr("high_freq_factor");
-    double oldLen = static_cast<double>(op.intAttr("original_max_pos"));
+    double low = op.floatAttr(Attr::LowFreqFactor), high = op.floatAttr(Attr::HighFreqFactor);
+    double oldLen = static_cast<double>(op.intAttr(Attr::OriginalMaxPos));
     double lowWavelen = oldLen / low, highWavelen = oldLen / high;
     for (double &f : inv) {
       double wavelen = 2 * M_PI / f;
@@ -244,7 +246,7 @@ namespace {
 
 // y = x with each of its `heads` heads rotated at the positions `pos`.
 void rotate(const Op &op, const Tensor &x, const Tensor &pos, int64_t heads, bool interleaved, Tensor &y) {
-  int64_t hd = op.intAttr("head_dim"), half = hd / 2;
+  int64_t hd = op.intAttr(Attr::HeadDim), half = hd / 2;
   std::vector<double> inv = ropeInverseFrequencies(op);
   for (int64_t t = 0; t < x.rows(); ++t) {
     for (int64_t i = 0; i < half; ++i) {
@@ -261,22 +263,22 @@ void rotate(const Op &op, const Tensor &x, const Tensor &pos, int64_t heads, boo
 
 llvm::Error evalRope(const EvalCtx &c) {
   const Tensor &x = c.in(0);
-  rotate(c.op, x, c.in(1), c.op.intAttr("heads"), c.op.enumAttr("style") == "interleaved", c.out(0, x.shape));
+  rotate(c.op, x, c.in(1), c.op.intAttr(Attr::Heads), c.op.enumAttr<RopeStyle>(Attr::Style) == RopeStyle::Interleaved, c.out(0, x.shape));
   return llvm::Error::success();
 }
 
 llvm::Error evalQkv(const EvalCtx &c) {
   const Tensor &x = c.in(0), &pos = c.in(1), &w = c.in(2);
   const Tensor *bias = c.has(3) ? &c.in(3) : nullptr;
-  int64_t heads = c.op.intAttr("heads"), kv = c.op.intAttr("kv_heads"), hd = c.op.intAttr("head_dim");
-  llvm::StringRef rope = c.op.enumAttr("rope");
+  int64_t heads = c.op.intAttr(Attr::Heads), kv = c.op.intAttr(Attr::KvHeads), hd = c.op.intAttr(Attr::HeadDim);
+  auto rope = c.op.enumAttr<QkvRope>(Attr::Rope);
   int64_t first = 0;
   for (int i = 0; i < 3; ++i) {
     int64_t h = i == 0 ? heads : kv;
     Tensor part = matmulRows(x, w, bias, first, h * hd);
     first += h * hd;
-    if (i < 2 && rope != "none") {
-      rotate(c.op, part, pos, h, rope == "interleaved", c.out(i, part.shape));
+    if (i < 2 && rope != QkvRope::None) {
+      rotate(c.op, part, pos, h, rope == QkvRope::Interleaved, c.out(i, part.shape));
       continue;
     }
     c.out(i, {}) = std::move(part);
@@ -286,7 +288,7 @@ llvm::Error evalQkv(const EvalCtx &c) {
 
 llvm::Error evalSplit(const EvalCtx &c) {
   const Tensor &x = c.in(0);
-  std::vector<int64_t> sizes = c.op.intsAttr("sizes");
+  std::vector<int64_t> sizes = c.op.intsAttr(Attr::Sizes);
   int64_t offset = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     std::vector<int64_t> shape = x.shape;
@@ -300,8 +302,8 @@ llvm::Error evalSplit(const EvalCtx &c) {
 
 llvm::Error evalAttention(const EvalCtx &c) {
   const Tensor &q = c.in(0), &k = c.in(1), &v = c.in(2);
-  int64_t heads = c.op.intAttr("heads"), kvHeads = c.op.intAttr("kv_heads"), hd = c.op.intAttr("head_dim");
-  double scale = c.op.floatAttr("scale", 1.0 / std::sqrt(static_cast<double>(hd)));
+  int64_t heads = c.op.intAttr(Attr::Heads), kvHeads = c.op.intAttr(Attr::KvHeads), hd = c.op.intAttr(Attr::HeadDim);
+  double scale = c.op.floatAttr(Attr::Scale, 1.0 / std::sqrt(static_cast<double>(hd)));
   int64_t group = heads / kvHeads, kvDim = kvHeads * hd, T = q.rows();
   int64_t past = c.s.seq->length;
 

@@ -3,36 +3,69 @@
 
 #include "ir/Diagnostics.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 
 namespace minfer::ir {
 
-const AttrValue *Op::attr(llvm::StringRef name) const {
-  int i = info().attrIndex(name);
-  if (i < 0 || static_cast<size_t>(i) >= attrs.size() || !attrs[i]) return nullptr;
-  return &*attrs[i];
+AttrValue AttrValue::ofFloat(double f) {
+  AttrValue v;
+  v.kind = AttrKind::Float;
+  v.f = f;
+  return v;
 }
 
-int64_t Op::intAttr(llvm::StringRef name, int64_t fallback) const {
-  const AttrValue *a = attr(name);
-  return a ? a->i.value : fallback;
+size_t Op::slot(Attr a) const {
+  int i = info().attrIndex(a);
+  if (i < 0)
+    llvm::report_fatal_error("op '" + info().mnemonic + "' has no attribute '" + attrName(a) + "' (ir/Ops.def)", false);
+  return static_cast<size_t>(i);
 }
 
-double Op::floatAttr(llvm::StringRef name, double fallback) const {
-  const AttrValue *a = attr(name);
-  return a ? a->f : fallback;
+const AttrValue *Op::attr(Attr a) const {
+  size_t i = slot(a);
+  return i < attrs.size() && attrs[i] ? &*attrs[i] : nullptr;
 }
 
-llvm::StringRef Op::enumAttr(llvm::StringRef name) const {
-  const AttrValue *a = attr(name);
-  return a ? llvm::StringRef(a->choice) : llvm::StringRef();
+void Op::setAttr(Attr a, AttrValue v) {
+  size_t i = slot(a);
+  if (attrs.size() <= i) attrs.resize(info().attrs.size());
+  attrs[i] = std::move(v);
 }
 
-std::vector<int64_t> Op::intsAttr(llvm::StringRef name) const {
+int64_t Op::intAttr(Attr a, int64_t fallback) const {
+  const AttrValue *v = attr(a);
+  return v ? v->i.value : fallback;
+}
+
+double Op::floatAttr(Attr a, double fallback) const {
+  const AttrValue *v = attr(a);
+  return v ? v->f : fallback;
+}
+
+std::vector<int64_t> Op::intsAttr(Attr a) const {
   std::vector<int64_t> out;
-  if (const AttrValue *a = attr(name))
-    for (const IntRef &r : a->ints) out.push_back(r.value);
+  if (const AttrValue *v = attr(a))
+    for (const IntRef &r : v->ints) out.push_back(r.value);
   return out;
+}
+
+void Op::checkEnum(Attr a, llvm::StringRef type) const {
+  const AttrSpec &spec = info().attrs[slot(a)];
+  if (spec.enumName != type)
+    llvm::report_fatal_error("attribute '" + attrName(a) + "' of op '" + info().mnemonic + "' is " + spec.kindStr() +
+                                 ", read as enum " + type,
+                             false);
+}
+
+int Op::absentChoice(Attr a) const {
+  const AttrSpec &spec = info().attrs[slot(a)];
+  const llvm::StringLiteral *absent = llvm::find(spec.texts, llvm::StringRef());
+  if (absent == spec.texts.end())
+    llvm::report_fatal_error("attribute '" + attrName(a) + "' of op '" + info().mnemonic +
+                                 "' is absent and its enum has no value for that",
+                             false);
+  return static_cast<int>(absent - spec.texts.begin());
 }
 
 std::string WeightDecl::tensorName(int64_t layer) const {

@@ -40,8 +40,16 @@ struct AttrValue {
   AttrKind kind = AttrKind::Int;
   IntRef i;                 // Int
   double f = 0;             // Float
-  std::string choice;       // Enum
+  int choice = 0;           // Enum: the value (an index into AttrSpec::texts)
   std::vector<IntRef> ints; // Ints
+
+  static AttrValue ofFloat(double f);
+  template <typename E> static AttrValue ofEnum(E e) {
+    AttrValue v;
+    v.kind = AttrKind::Enum;
+    v.choice = static_cast<int>(e);
+    return v;
+  }
 };
 
 struct Operand {
@@ -57,12 +65,28 @@ struct Op {
   llvm::SMLoc loc;
 
   const OpInfo &info() const { return opInfo(kind); }
-  const AttrValue *attr(llvm::StringRef name) const;
-  // Typed accessors for attributes the verifier has checked; `fallback` when an optional one is absent.
-  int64_t intAttr(llvm::StringRef name, int64_t fallback = 0) const;
-  double floatAttr(llvm::StringRef name, double fallback = 0) const;
-  llvm::StringRef enumAttr(llvm::StringRef name) const;
-  std::vector<int64_t> intsAttr(llvm::StringRef name) const;
+  // Attributes by name: absent ones read as null (or `fallback`). Asking for an attribute the op's row of
+  // Ops.def does not declare, or for an enum as another type, is a bug: it stops the program with both named.
+  const AttrValue *attr(Attr) const;
+  bool has(Attr a) const { return attr(a) != nullptr; }
+  int64_t intAttr(Attr, int64_t fallback = 0) const;
+  double floatAttr(Attr, double fallback = 0) const;
+  std::vector<int64_t> intsAttr(Attr) const;
+  // An enum attribute; when absent, the enum's value with an empty text (`act`: Activation::None), or
+  // `fallback`; an absent attribute with neither is a bug.
+  template <typename E> E enumAttr(Attr a, std::optional<E> fallback = std::nullopt) const {
+    checkEnum(a, EnumInfo<E>::name);
+    if (const AttrValue *v = attr(a)) return static_cast<E>(v->choice);
+    if (fallback) return *fallback;
+    return static_cast<E>(absentChoice(a));
+  }
+  // Sets attribute `a` (declared by the op's row) to `v`.
+  void setAttr(Attr a, AttrValue v);
+
+private:
+  size_t slot(Attr) const;
+  void checkEnum(Attr, llvm::StringRef type) const;
+  int absentChoice(Attr) const;
 };
 
 // `%out = repeat layers (%x = %init) { ...body... yield %next }`: the body runs `count` times, layer l

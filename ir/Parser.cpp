@@ -155,6 +155,17 @@ private:
     if (consumeIf(p)) return llvm::Error::success();
     return expected(("'" + p + "'" + (context.empty() ? "" : " " + context)).str());
   }
+  // `[item, item, ...]`, possibly empty, each item read by `item()` (an llvm::Error); `opening` and `closing`
+  // say where a missing bracket was expected.
+  template <typename Item> llvm::Error parseList(llvm::StringRef opening, llvm::StringRef closing, Item item) {
+    if (auto e = expect("[", opening)) return e;
+    if (!tok.is("]")) {
+      do {
+        if (auto e = item()) return e;
+      } while (consumeIf(","));
+    }
+    return expect("]", closing);
+  }
   llvm::Expected<Token> expectKind(Token::Kind k, llvm::StringRef what) {
     if (tok.kind != k) return expected(what);
     Token t = tok;
@@ -234,15 +245,13 @@ llvm::Expected<Type> Parser::parseType() {
   if (!dt) return errorHere("unknown element type '" + tok.text + "'; expected bf16, f16, f32 or i32");
   advance();
   Type type{*dt, {}};
-  if (auto e = expect("[", "after the element type")) return e;
-  if (!tok.is("]")) {
-    do {
-      auto d = parseShapeDim();
-      if (!d) return d.takeError();
-      type.shape.push_back(*d);
-    } while (consumeIf(","));
-  }
-  if (auto e = expect("]", "to close the shape")) return e;
+  if (auto e = parseList("after the element type", "to close the shape", [&]() -> llvm::Error {
+        auto d = parseShapeDim();
+        if (!d) return d.takeError();
+        type.shape.push_back(*d);
+        return llvm::Error::success();
+      }))
+    return std::move(e);
   return type;
 }
 
@@ -364,8 +373,7 @@ llvm::Error Parser::parseAttr(const OpInfo &info, Op &op) {
   if (!name) return name.takeError();
   int idx = info.attrIndex(name->text);
   if (idx < 0) {
-    std::string known;
-    for (const AttrSpec &a : info.attrs) known += (known.empty() ? "" : ", ") + a.name;
+    std::string known = llvm::join(llvm::map_range(info.attrs, [](const AttrSpec &a) { return a.name; }), ", ");
     return errorAt(name->loc(), "op '" + info.mnemonic + "' has no attribute '" + name->text + "'" +
                                     (known.empty() ? std::string(" (it takes none)") : "; expected one of: " + known));
   }
@@ -394,22 +402,21 @@ llvm::Error Parser::parseAttr(const OpInfo &info, Op &op) {
     break;
   }
   case AttrKind::Enum: {
-    if (tok.kind != Token::Ident || !llvm::is_contained(spec.choices, tok.text))
-      return expected("one of " + llvm::join(spec.choices, ", ") + " for attribute '" + spec.name + "'");
-    v.choice = tok.text.str();
+    auto choices = spec.choices();
+    if (tok.kind != Token::Ident || !llvm::is_contained(choices, tok.text))
+      return expected("one of " + llvm::join(choices, ", ") + " for attribute '" + spec.name + "'");
+    v.choice = static_cast<int>(llvm::find(spec.texts, tok.text) - spec.texts.begin());
     advance();
     break;
   }
   case AttrKind::Ints: {
-    if (auto e = expect("[", "to open the list")) return e;
-    if (!tok.is("]")) {
-      do {
-        auto r = parseIntRef();
-        if (!r) return r.takeError();
-        v.ints.push_back(*r);
-      } while (consumeIf(","));
-    }
-    if (auto e = expect("]", "to close the list")) return e;
+    if (auto e = parseList("to open the list", "to close the list", [&]() -> llvm::Error {
+          auto r = parseIntRef();
+          if (!r) return r.takeError();
+          v.ints.push_back(*r);
+          return llvm::Error::success();
+        }))
+      return e;
     break;
   }
   }

@@ -6,11 +6,11 @@
 namespace minfer::ir {
 namespace {
 
-void printAttr(const AttrValue &a, llvm::raw_ostream &os) {
+void printAttr(const AttrSpec &spec, const AttrValue &a, llvm::raw_ostream &os) {
   switch (a.kind) {
   case AttrKind::Int: os << a.i.str(); break;
   case AttrKind::Float: os << formatFloat(a.f); break;
-  case AttrKind::Enum: os << a.choice; break;
+  case AttrKind::Enum: os << spec.texts[static_cast<size_t>(a.choice)]; break;
   case AttrKind::Ints:
     os << "[";
     for (size_t i = 0; i < a.ints.size(); ++i) os << (i ? ", " : "") << a.ints[i].str();
@@ -34,7 +34,7 @@ void printOp(const Module &m, const Op &op, llvm::StringRef indent, llvm::raw_os
   for (size_t i = 0; i < op.attrs.size(); ++i) {
     if (!op.attrs[i]) continue;
     os << (first ? " {" : ", ") << info.attrs[i].name << " = ";
-    printAttr(*op.attrs[i], os);
+    printAttr(info.attrs[i], *op.attrs[i], os);
     first = false;
   }
   if (!first) os << "}";

@@ -40,13 +40,14 @@ struct OpCheck {
       return fail(what + " " + name(i) + " must be [" + std::to_string(n) + "], got " + t.str());
     return llvm::Error::success();
   }
-  llvm::Error positiveInt(llvm::StringRef attr) const {
-    if (op.intAttr(attr) <= 0) return fail("attribute '" + attr + "' must be positive, got " + std::to_string(op.intAttr(attr)));
+  llvm::Error positiveInt(Attr attr) const {
+    if (op.intAttr(attr) <= 0)
+      return fail("attribute '" + attrName(attr) + "' must be positive, got " + std::to_string(op.intAttr(attr)));
     return llvm::Error::success();
   }
-  llvm::Error positiveFloat(llvm::StringRef attr) const {
+  llvm::Error positiveFloat(Attr attr) const {
     double v = op.floatAttr(attr);
-    if (!(v > 0) || !std::isfinite(v)) return fail("attribute '" + attr + "' must be a positive number");
+    if (!(v > 0) || !std::isfinite(v)) return fail("attribute '" + attrName(attr) + "' must be a positive number");
     return llvm::Error::success();
   }
 };
@@ -72,7 +73,7 @@ llvm::Expected<Types> inferNorm(const OpCheck &c, bool withBeta) {
   if (auto e = c.vector(1, d, "gamma")) return e;
   if (withBeta)
     if (auto e = c.vector(2, d, "beta")) return e;
-  if (auto e = c.positiveFloat("eps")) return e;
+  if (auto e = c.positiveFloat(Attr::Eps)) return e;
   return Types{c.operand(0)};
 }
 llvm::Expected<Types> inferLayerNorm(const OpCheck &c) { return inferNorm(c, true); }
@@ -89,7 +90,8 @@ llvm::Expected<Type> checkProduct(const OpCheck &c, size_t wi, size_t bi) {
                   " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
   if (c.has(bi))
     if (auto e = c.vector(bi, w.shape[0].value, "bias")) return e;
-  if (c.op.attr("scale") && !std::isfinite(c.op.floatAttr("scale"))) return c.fail("attribute 'scale' must be finite");
+  if (c.op.info().declares(Attr::Scale) && c.op.has(Attr::Scale) && !std::isfinite(c.op.floatAttr(Attr::Scale)))
+    return c.fail("attribute 'scale' must be finite");
   return withLastDim(x, w.shape[0]);
 }
 
@@ -123,7 +125,7 @@ llvm::Expected<Types> inferAddNorm(const OpCheck &c, bool withBeta) {
   if (auto e = c.vector(2, d, "gamma")) return e;
   if (withBeta)
     if (auto e = c.vector(3, d, "beta")) return e;
-  if (auto e = c.positiveFloat("eps")) return e;
+  if (auto e = c.positiveFloat(Attr::Eps)) return e;
   return Types{c.operand(0), c.operand(0)};
 }
 llvm::Expected<Types> inferAddRmsNorm(const OpCheck &c) { return inferAddNorm(c, false); }
@@ -143,7 +145,7 @@ llvm::Expected<Types> inferUnary(const OpCheck &c) {
   return Types{c.operand(0)};
 }
 llvm::Expected<Types> inferScale(const OpCheck &c) {
-  if (!std::isfinite(c.op.floatAttr("factor"))) return c.fail("attribute 'factor' must be finite");
+  if (!std::isfinite(c.op.floatAttr(Attr::Factor))) return c.fail("attribute 'factor' must be finite");
   return inferUnary(c);
 }
 llvm::Expected<Types> inferGeluTanh(const OpCheck &c) { return inferUnary(c); }
@@ -167,9 +169,9 @@ llvm::Error checkRopeSchedule(const OpCheck &c);
 llvm::Error checkPositions(const OpCheck &c, size_t i, size_t rowsOf);
 
 llvm::Expected<Types> inferRope(const OpCheck &c) {
-  for (const char *a : {"heads", "head_dim"})
+  for (Attr a : {Attr::Heads, Attr::HeadDim})
     if (auto e = c.positiveInt(a)) return e;
-  int64_t heads = c.op.intAttr("heads"), hd = c.op.intAttr("head_dim");
+  int64_t heads = c.op.intAttr(Attr::Heads), hd = c.op.intAttr(Attr::HeadDim);
   if (hd % 2) return c.fail("head_dim must be even to rotate pairs, got " + std::to_string(hd));
   if (auto e = checkHeads(c, 0, heads, hd, nullptr)) return e;
   if (auto e = checkPositions(c, 1, 0)) return e;
@@ -179,25 +181,28 @@ llvm::Expected<Types> inferRope(const OpCheck &c) {
 
 // theta and the frequency schedule of a rope (or of a qkv op that ropes).
 llvm::Error checkRopeSchedule(const OpCheck &c) {
-  if (!c.op.attr("theta")) return c.fail("needs attribute 'theta' (float) to rotate");
-  if (auto e = c.positiveFloat("theta")) return e;
+  if (!c.op.has(Attr::Theta)) return c.fail("needs attribute 'theta' (float) to rotate");
+  if (auto e = c.positiveFloat(Attr::Theta)) return e;
 
   // Each frequency schedule takes exactly its own parameters.
-  llvm::StringRef schedule = c.op.enumAttr("schedule");
-  llvm::SmallVector<llvm::StringRef, 4> wanted;
-  if (schedule == "linear") wanted = {"factor"};
-  if (schedule == "llama3") wanted = {"factor", "low_freq_factor", "high_freq_factor", "original_max_pos"};
-  for (llvm::StringRef a : {"factor", "low_freq_factor", "high_freq_factor", "original_max_pos"}) {
+  auto schedule = c.op.enumAttr<RopeSchedule>(Attr::Schedule, RopeSchedule::Default);
+  llvm::SmallVector<Attr, 4> wanted;
+  if (schedule == RopeSchedule::Linear) wanted = {Attr::Factor};
+  if (schedule == RopeSchedule::Llama3)
+    wanted = {Attr::Factor, Attr::LowFreqFactor, Attr::HighFreqFactor, Attr::OriginalMaxPos};
+  llvm::StringRef name = enumText(schedule);
+  for (Attr a : {Attr::Factor, Attr::LowFreqFactor, Attr::HighFreqFactor, Attr::OriginalMaxPos}) {
     bool want = llvm::is_contained(wanted, a);
-    if (want && !c.op.attr(a)) return c.fail("schedule '" + schedule + "' needs attribute '" + a + "'");
-    if (!want && c.op.attr(a)) return c.fail("attribute '" + a + "' does not apply to schedule '" + schedule + "'");
+    if (want && !c.op.has(a)) return c.fail("schedule '" + name + "' needs attribute '" + attrName(a) + "'");
+    if (!want && c.op.has(a))
+      return c.fail("attribute '" + attrName(a) + "' does not apply to schedule '" + name + "'");
   }
-  if (c.op.attr("factor"))
-    if (auto e = c.positiveFloat("factor")) return e;
-  if (schedule == "llama3") {
-    if (auto e = c.positiveFloat("low_freq_factor")) return e;
-    if (auto e = c.positiveInt("original_max_pos")) return e;
-    if (!(c.op.floatAttr("high_freq_factor") > c.op.floatAttr("low_freq_factor")))
+  if (c.op.has(Attr::Factor))
+    if (auto e = c.positiveFloat(Attr::Factor)) return e;
+  if (schedule == RopeSchedule::Llama3) {
+    if (auto e = c.positiveFloat(Attr::LowFreqFactor)) return e;
+    if (auto e = c.positiveInt(Attr::OriginalMaxPos)) return e;
+    if (!(c.op.floatAttr(Attr::HighFreqFactor) > c.op.floatAttr(Attr::LowFreqFactor)))
       return c.fail("llama3 schedule needs high_freq_factor > low_freq_factor");
   }
   return llvm::Error::success();
@@ -215,9 +220,9 @@ llvm::Error checkPositions(const OpCheck &c, size_t i, size_t rowsOf) {
 }
 
 llvm::Expected<Types> inferQkv(const OpCheck &c) {
-  for (const char *a : {"heads", "kv_heads", "head_dim"})
+  for (Attr a : {Attr::Heads, Attr::KvHeads, Attr::HeadDim})
     if (auto e = c.positiveInt(a)) return e;
-  int64_t heads = c.op.intAttr("heads"), kv = c.op.intAttr("kv_heads"), hd = c.op.intAttr("head_dim");
+  int64_t heads = c.op.intAttr(Attr::Heads), kv = c.op.intAttr(Attr::KvHeads), hd = c.op.intAttr(Attr::HeadDim);
   if (auto e = c.floatWithFeatures(0)) return e;
   const Type &x = c.operand(0), &w = c.operand(2);
   if (x.rank() != 2) return c.fail(c.name(0) + " must be [T, features], got " + x.str());
@@ -228,12 +233,13 @@ llvm::Expected<Types> inferQkv(const OpCheck &c) {
                   std::to_string(*x.lastDim()) + "], got " + w.str());
   if (c.has(3))
     if (auto e = c.vector(3, n, "bias")) return e;
-  if (c.op.enumAttr("rope") != "none") {
+  if (c.op.enumAttr<QkvRope>(Attr::Rope) != QkvRope::None) {
     if (hd % 2) return c.fail("head_dim must be even to rotate pairs, got " + std::to_string(hd));
     if (auto e = checkRopeSchedule(c)) return e;
   } else {
-    for (llvm::StringRef a : {"theta", "schedule", "factor", "low_freq_factor", "high_freq_factor", "original_max_pos"})
-      if (c.op.attr(a)) return c.fail("attribute '" + a + "' does not apply to rope = none");
+    for (Attr a : {Attr::Theta, Attr::Schedule, Attr::Factor, Attr::LowFreqFactor, Attr::HighFreqFactor,
+                   Attr::OriginalMaxPos})
+      if (c.op.has(a)) return c.fail("attribute '" + attrName(a) + "' does not apply to rope = none");
   }
   // The results keep the names (and so the dims) they are declared with; only the widths are checked here.
   Types out;
@@ -248,11 +254,11 @@ llvm::Expected<Types> inferQkv(const OpCheck &c) {
 
 llvm::Expected<Types> inferSplit(const OpCheck &c) {
   if (auto e = c.floatWithFeatures(0)) return e;
-  std::vector<int64_t> sizes = c.op.intsAttr("sizes");
+  std::vector<int64_t> sizes = c.op.intsAttr(Attr::Sizes);
   if (sizes.empty()) return c.fail("'sizes' must not be empty");
   int64_t total = 0;
   Types out;
-  const AttrValue *a = c.op.attr("sizes");
+  const AttrValue *a = c.op.attr(Attr::Sizes);
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] <= 0) return c.fail("split sizes must be positive, got " + std::to_string(sizes[i]));
     total += sizes[i];
@@ -268,17 +274,17 @@ llvm::Expected<Types> inferSplit(const OpCheck &c) {
 }
 
 llvm::Expected<Types> inferAttention(const OpCheck &c) {
-  for (const char *a : {"heads", "kv_heads", "head_dim"})
+  for (Attr a : {Attr::Heads, Attr::KvHeads, Attr::HeadDim})
     if (auto e = c.positiveInt(a)) return e;
-  int64_t heads = c.op.intAttr("heads"), kv = c.op.intAttr("kv_heads"), hd = c.op.intAttr("head_dim");
+  int64_t heads = c.op.intAttr(Attr::Heads), kv = c.op.intAttr(Attr::KvHeads), hd = c.op.intAttr(Attr::HeadDim);
   if (heads % kv)
     return c.fail("heads (" + std::to_string(heads) + ") must be a multiple of kv_heads (" + std::to_string(kv) + ")");
   if (auto e = checkHeads(c, 0, heads, hd, nullptr)) return e;
   const Dim &tokens = c.operand(0).shape[0];
   if (auto e = checkHeads(c, 1, kv, hd, &tokens)) return e;
   if (auto e = checkHeads(c, 2, kv, hd, &tokens)) return e;
-  if (c.op.attr("scale"))
-    if (auto e = c.positiveFloat("scale")) return e;
+  if (c.op.has(Attr::Scale))
+    if (auto e = c.positiveFloat(Attr::Scale)) return e;
   return Types{c.operand(0)};
 }
 

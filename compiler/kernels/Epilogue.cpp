@@ -7,7 +7,6 @@
 namespace minfer {
 namespace {
 
-const char *const kActNames[] = {"none", "gelu_tanh", "gelu_erf", "silu", "relu"};
 const char *const kActPolicies[] = {"minfer::ActNone", "minfer::ActGeluTanh", "minfer::ActGeluErf", "minfer::ActSilu",
                                     "minfer::ActRelu"};
 const char *boolArg(bool b) { return b ? "true" : "false"; }
@@ -23,14 +22,6 @@ const Epilogue Epilogue::GeluTanh = Epilogue::pointwise(false, Activation::GeluT
 const Epilogue Epilogue::BiasGeluTanh = Epilogue::pointwise(true, Activation::GeluTanh);
 const Epilogue Epilogue::BiasGeluErf = Epilogue::pointwise(true, Activation::GeluErf);
 const Epilogue Epilogue::Silu = Epilogue::pointwise(false, Activation::Silu);
-
-llvm::StringRef activationName(Activation a) { return kActNames[static_cast<int>(a)]; }
-
-llvm::Expected<Activation> parseActivation(llvm::StringRef s) {
-  for (int i = 0; i < 5; ++i)
-    if (s == kActNames[i]) return static_cast<Activation>(i);
-  return failure("unknown activation '" + s + "'; expected one of none, gelu_tanh, gelu_erf, silu, relu");
-}
 
 Epilogue Epilogue::pointwise(bool bias, Activation act, bool residual, bool scale) {
   Epilogue e;
@@ -64,13 +55,13 @@ std::string Epilogue::suffix() const {
   case Kind::Pointwise: {
     std::vector<std::string> parts;
     if (bias) parts.push_back("bias");
-    if (act != Activation::None) parts.push_back(activationName(act).str());
+    if (act != Activation::None) parts.push_back(ir::enumText(act).str());
     if (scale) parts.push_back("scale");
     if (residual) parts.push_back("residual");
     if (argmax) parts.push_back(parts.empty() ? "none_argmax" : "argmax");
     return parts.empty() ? "none" : llvm::join(parts, "_");
   }
-  case Kind::Gated: return "gated_" + activationName(act).str();
+  case Kind::Gated: return "gated_" + ir::enumText(act).str();
   case Kind::Qkv: {
     const char *ropes[] = {"norope", "half", "interleaved"};
     return llvm::formatv("qkv_h{0}_kv{1}_d{2}_{3}{4}", heads, kvHeads, headDim, ropes[static_cast<int>(rope)],

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "compiler/kernels/Params.h"
+#include "ir/OpInfo.h"
 #include "ir/Types.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -17,14 +18,10 @@
 
 namespace minfer {
 
-enum class Activation { None, GeluTanh, GeluErf, Silu, Relu };
-// The IR mnemonic ("gelu_tanh", ...; "none").
-llvm::StringRef activationName(Activation);
-// The activation of an IR mnemonic or `act` attribute value; an error naming the valid ones otherwise.
-llvm::Expected<Activation> parseActivation(llvm::StringRef);
-
-// Rotation applied by a Qkv epilogue to q and k (templates/epilogue.cuh EpiQkv's ROPE).
-enum class QkvRope { None = 0, Half = 1, Interleaved = 2 };
+// The IR's enums (ir/Ops.def): a matmul's `act`, and the rotation a Qkv epilogue applies to q and k (its
+// values are templates/epilogue.cuh EpiQkv's ROPE).
+using ir::Activation;
+using ir::QkvRope;
 
 struct Epilogue {
   enum class Kind {

@@ -51,7 +51,6 @@ LaunchDims rowBlocks(int64_t rows, int threads) {
   return d;
 }
 
-const char *styleName(RopeStyle s) { return s == RopeStyle::Half ? "half" : "interleaved"; }
 const char *styleEnum(RopeStyle s) {
   return s == RopeStyle::Half ? "minfer::RopeStyle::Half" : "minfer::RopeStyle::Interleaved";
 }
@@ -210,15 +209,11 @@ llvm::Error PointwiseSpec::verify() const {
 
 // ---- RopeSpec and KvWriteSpec ---------------------------------------------------------------------------
 
-RopeStyle ropeStyleOf(const ir::Op &rope) {
-  return rope.enumAttr("style") == "interleaved" ? RopeStyle::Interleaved : RopeStyle::Half;
-}
-
 RopeSpec::RopeSpec(int64_t heads, int64_t headDim, RopeStyle style)
     : heads(heads), headDim(headDim), style(style), threads(ropeThreads(heads, std::max<int64_t>(headDim, 2), style)) {}
 
 std::string RopeSpec::name() const {
-  return std::string("rope_") + styleName(style) + "_h" + std::to_string(heads) + "_d" + std::to_string(headDim);
+  return std::string("rope_") + ir::enumText(style).str() + "_h" + std::to_string(heads) + "_d" + std::to_string(headDim);
 }
 
 std::string RopeSpec::entry() const {
@@ -228,7 +223,7 @@ std::string RopeSpec::entry() const {
 LaunchDims RopeSpec::launch(int64_t rows) const { return rowBlocks(rows, threads); }
 
 llvm::json::Object RopeSpec::toJSON() const {
-  return llvm::json::Object{{"family", "rope"}, {"heads", heads}, {"head_dim", headDim}, {"style", styleName(style)},
+  return llvm::json::Object{{"family", "rope"}, {"heads", heads}, {"head_dim", headDim}, {"style", ir::enumText(style).str()},
                             {"threads", threads}};
 }
 
@@ -246,7 +241,7 @@ KvWriteSpec::KvWriteSpec(int64_t kvHeads, int64_t headDim, std::optional<RopeSty
 }
 
 std::string KvWriteSpec::name() const {
-  std::string n = rope ? std::string("rope_kv_write_") + styleName(*rope) : std::string("kv_write");
+  std::string n = rope ? std::string("rope_kv_write_") + ir::enumText(*rope).str() : std::string("kv_write");
   return n + "_h" + std::to_string(kvHeads) + "_d" + std::to_string(headDim);
 }
 
@@ -259,7 +254,7 @@ LaunchDims KvWriteSpec::launch(int64_t rows) const { return rowBlocks(rows, thre
 
 llvm::json::Object KvWriteSpec::toJSON() const {
   llvm::json::Object o{{"family", "kv_write"}, {"kv_heads", kvHeads}, {"head_dim", headDim}, {"threads", threads}};
-  o["rope"] = rope ? llvm::json::Value(styleName(*rope)) : llvm::json::Value(nullptr);
+  o["rope"] = rope ? llvm::json::Value(ir::enumText(*rope).str()) : llvm::json::Value(nullptr);
   return o;
 }
 

@@ -177,9 +177,8 @@ struct PointwiseSpec : KernelSpec {
 // ---- rope and the KV-cache write ------------------------------------------------------------------------
 
 // templates/rope.cuh's minfer::RopeStyle: Half rotates (i, i + head_dim/2), Interleaved (2i, 2i+1).
-enum class RopeStyle { Half, Interleaved };
+using ir::RopeStyle;
 // The style of an IR rope op (its `style` attribute).
-RopeStyle ropeStyleOf(const ir::Op &rope);
 
 struct RopeSpec : KernelSpec {
   int64_t heads = 0, headDim = 0;

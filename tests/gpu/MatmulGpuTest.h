@@ -80,7 +80,7 @@ public:
     if (!acc) return acc.takeError();
     ir::Tensor v = std::move((*acc)[0]);
     if (e.act != Activation::None) {
-      auto act = ir::evalOp(*module, *pointwise.at(activationName(e.act).str()), {&v});
+      auto act = ir::evalOp(*module, *pointwise.at(ir::enumText(e.act).str()), {&v});
       if (!act) return act.takeError();
       v = std::move((*act)[0]);
     }

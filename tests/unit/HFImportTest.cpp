@@ -67,9 +67,9 @@ TEST_P(RealConfigs, ImportsWithTheHubDims) {
   EXPECT_EQ(dim("ffn"), x.ffn);
   const ir::Op *attn = findOp(**m, ir::OpKind::Attention);
   ASSERT_NE(attn, nullptr);
-  EXPECT_EQ(attn->intAttr("heads"), x.heads);
-  EXPECT_EQ(attn->intAttr("kv_heads"), x.kvHeads);
-  EXPECT_EQ(attn->intAttr("head_dim"), x.headDim);
+  EXPECT_EQ(attn->intAttr(ir::Attr::Heads), x.heads);
+  EXPECT_EQ(attn->intAttr(ir::Attr::KvHeads), x.kvHeads);
+  EXPECT_EQ(attn->intAttr(ir::Attr::HeadDim), x.headDim);
   // Tied: the logits come from the embedding table, and no lm_head weight is declared.
   EXPECT_EQ((*m)->findWeight("lm_head") < 0, x.tied);
   EXPECT_EQ(ir::dtypeName((*m)->weights[0].type.dtype), x.weightDType);
@@ -78,17 +78,17 @@ TEST_P(RealConfigs, ImportsWithTheHubDims) {
   if (x.schedule) {
     const ir::Op *rope = findOp(**m, ir::OpKind::Rope);
     ASSERT_NE(rope, nullptr);
-    EXPECT_EQ(rope->floatAttr("theta"), x.theta);
-    EXPECT_EQ(rope->enumAttr("schedule"), x.schedule);
-    EXPECT_EQ(rope->floatAttr("factor", 1.0), x.factor);
+    EXPECT_EQ(rope->floatAttr(ir::Attr::Theta), x.theta);
+    EXPECT_EQ(ir::enumText(rope->enumAttr<ir::RopeSchedule>(ir::Attr::Schedule)), x.schedule);
+    EXPECT_EQ(rope->floatAttr(ir::Attr::Factor, 1.0), x.factor);
     const ir::Op *norm = findOp(**m, ir::OpKind::RmsNorm);
     ASSERT_NE(norm, nullptr);
-    EXPECT_EQ(norm->floatAttr("eps"), x.eps);
+    EXPECT_EQ(norm->floatAttr(ir::Attr::Eps), x.eps);
   } else {
     EXPECT_EQ(findOp(**m, ir::OpKind::Rope), nullptr);
     const ir::Op *norm = findOp(**m, ir::OpKind::LayerNorm);
     ASSERT_NE(norm, nullptr);
-    EXPECT_EQ(norm->floatAttr("eps"), x.eps);
+    EXPECT_EQ(norm->floatAttr(ir::Attr::Eps), x.eps);
   }
 }
 
@@ -174,8 +174,8 @@ TEST(HFImport, AcceptsTheFieldsItHonours) {
   for (const char *w : {"bq", "bk", "bv", "bo", "b_gate", "b_up", "b_down", "lm_head"})
     EXPECT_GE((*m)->findWeight(w), 0) << w;
   const ir::Op *rope = findOp(**m, ir::OpKind::Rope);
-  EXPECT_EQ(rope->enumAttr("schedule"), "linear");
-  EXPECT_EQ(rope->floatAttr("factor"), 2.0);
+  EXPECT_EQ(rope->enumAttr<ir::RopeSchedule>(ir::Attr::Schedule), ir::RopeSchedule::Linear);
+  EXPECT_EQ(rope->floatAttr(ir::Attr::Factor), 2.0);
 }
 
 TEST(HFImport, GPT2UsesConv1DTransposedWeightsAndActivationChoice) {

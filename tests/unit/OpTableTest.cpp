@@ -104,6 +104,71 @@ TEST(OpTable, TheFusedColumnMarksTheFusionPassOps) {
     EXPECT_EQ(info.fused, written.count(info.mnemonic) == 1) << info.mnemonic.str();
 }
 
+// Attributes are read by their ir::Attr; each declared attribute's name, kind and enum come from Ops.def.
+TEST(OpTable, AttributesAreTypedByTheTable) {
+  const ir::OpInfo &mm = ir::opInfo(ir::OpKind::Matmul);
+  ASSERT_TRUE(mm.declares(ir::Attr::Act));
+  const ir::AttrSpec &act = mm.attrs[static_cast<size_t>(mm.attrIndex(ir::Attr::Act))];
+  EXPECT_EQ(act.name, "act");
+  EXPECT_EQ(act.kind, ir::AttrKind::Enum);
+  EXPECT_EQ(act.enumName, "Activation");
+  EXPECT_EQ(act.kindStr(), "gelu_tanh|gelu_erf|silu|relu"); // the absent value (None) is never written
+  EXPECT_FALSE(mm.declares(ir::Attr::Heads));
+  EXPECT_EQ(mm.attrIndex("heads"), -1);
+  for (const ir::OpInfo &info : ir::allOps())
+    for (const ir::AttrSpec &a : info.attrs) {
+      EXPECT_EQ(ir::attrName(a.id), a.name) << info.mnemonic.str();
+      EXPECT_EQ(a.kind == ir::AttrKind::Enum, !a.texts.empty()) << info.mnemonic.str() << " " << a.name.str();
+    }
+}
+
+TEST(OpTable, EnumsConvertToAndFromTheirIrText) {
+  EXPECT_EQ(ir::enumText(ir::Activation::GeluTanh), "gelu_tanh");
+  EXPECT_EQ(ir::enumText(ir::Activation::None), "");
+  EXPECT_EQ(ir::parseEnum<ir::Activation>("silu"), ir::Activation::Silu);
+  EXPECT_EQ(ir::parseEnum<ir::Activation>("swiglu"), std::nullopt);
+  EXPECT_EQ(ir::parseEnum<ir::Activation>(""), std::nullopt); // absent is not a text
+  // The qkv rope's values are the template's ROPE numbers (templates/epilogue.cuh EpiQkv).
+  EXPECT_EQ(static_cast<int>(ir::QkvRope::None), 0);
+  EXPECT_EQ(static_cast<int>(ir::QkvRope::Half), 1);
+  EXPECT_EQ(static_cast<int>(ir::QkvRope::Interleaved), 2);
+}
+
+TEST(OpTable, TypedAccessorsReadWhatWasParsed) {
+  auto m = test::parseVerified(moduleAround(kSamples.at("matmul")));
+  ASSERT_TRUE(m);
+  const ir::Op *mm = nullptr;
+  ir::forEachOp(*m, [&](const ir::Op &op, int64_t) {
+    if (op.kind == ir::OpKind::Matmul && op.has(ir::Attr::Act)) mm = &op;
+  });
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->enumAttr<ir::Activation>(ir::Attr::Act), ir::Activation::Relu);
+  EXPECT_EQ(mm->floatAttr(ir::Attr::Scale), 2.0);
+  // The plain matmul before it: no act reads as the enum's absent value, no scale as the fallback.
+  const ir::Op *plain = nullptr;
+  ir::forEachOp(*m, [&](const ir::Op &op, int64_t) {
+    if (op.kind == ir::OpKind::Matmul && !op.has(ir::Attr::Act)) plain = &op;
+  });
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->enumAttr<ir::Activation>(ir::Attr::Act), ir::Activation::None);
+  EXPECT_EQ(plain->floatAttr(ir::Attr::Scale, 1.0), 1.0);
+}
+
+// Reading an attribute an op does not declare, or an enum as the wrong type, is a bug: the program stops
+// naming both rather than reading 0.
+TEST(OpTableDeathTest, UndeclaredAttributesStopTheProgram) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto m = test::parseVerified(moduleAround(kSamples.at("matmul")));
+  ASSERT_TRUE(m);
+  const ir::Op *mm = nullptr;
+  ir::forEachOp(*m, [&](const ir::Op &op, int64_t) {
+    if (op.kind == ir::OpKind::Matmul) mm = &op;
+  });
+  ASSERT_NE(mm, nullptr);
+  EXPECT_DEATH(mm->intAttr(ir::Attr::Heads), "op 'matmul' has no attribute 'heads'");
+  EXPECT_DEATH(mm->enumAttr<ir::RopeStyle>(ir::Attr::Act), "attribute 'act' of op 'matmul' is .*read as enum RopeStyle");
+}
+
 TEST(OpTable, SplitRejectsAZeroSize) {
   auto m = ir::parseModuleString(moduleAround(kSamples.at("split")), "split.ir");
   ASSERT_TRUE(bool(m));

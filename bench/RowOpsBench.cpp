@@ -20,6 +20,7 @@
 #include "jit/KernelCache.h"
 #include "io/Safetensors.h"
 #include "compiler/kernels/RowOps.h"
+#include "tests/common/RandomBf16.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,15 +34,9 @@ namespace {
 
 llvm::Error fail(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
-// Random bf16 values N(0, stddev) (finite, never all equal: data-dependent kernels such as sampling do
-// their real work), the same bits in every copy.
-std::vector<uint16_t> randomBf16(size_t n, unsigned seed, float stddev = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, stddev);
-  std::vector<uint16_t> v(n);
-  for (auto &b : v) b = floatToBf16(d(rng));
-  return v;
-}
+// randomBf16Bits(n, seed[, stddev]): random bf16 values N(0, stddev) (finite, never all equal: data-dependent
+// kernels such as sampling do their real work), the same bits in every copy.
+using test::randomBf16Bits;
 
 template <typename T> llvm::Expected<cuda::DeviceBuffer> upload(const std::vector<T> &v) {
   auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(v.size() * sizeof(T), 16));
@@ -97,11 +92,11 @@ llvm::Expected<Result> benchNorm(NormKind kind, NormFusion fusion, int64_t dim, 
   const size_t act = size_t(rows) * dim * 2;
   const int copies = copiesFor(fused ? 2.0 * act : act);
   Bench b;
-  BENCH_TRY(gamma, b.keep(upload(randomBf16(dim, 1))));
-  BENCH_TRY(beta, b.keep(upload(randomBf16(dim, 2))));
+  BENCH_TRY(gamma, b.keep(upload(randomBf16Bits(dim, 1))));
+  BENCH_TRY(beta, b.keep(upload(randomBf16Bits(dim, 2))));
   BENCH_TRY(y, b.keep(cuda::DeviceBuffer::alloc(act)));
   BENCH_TRY(s, b.keep(cuda::DeviceBuffer::alloc(act)));
-  std::vector<uint16_t> data = randomBf16(size_t(rows) * dim, 3);
+  std::vector<uint16_t> data = randomBf16Bits(size_t(rows) * dim, 3);
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(x, b.keep(upload(data)));
     BENCH_TRY(r, b.keep(upload(data)));
@@ -120,7 +115,7 @@ llvm::Expected<Result> benchEmbedding(int64_t dim, int64_t rows) {
   constexpr int64_t kTableRows = 32000; // Llama-2's vocabulary
   EmbeddingSpec spec(dim, ir::DType::BF16);
   Bench b;
-  BENCH_TRY(table, b.keep(upload(randomBf16(size_t(kTableRows) * dim, 4))));
+  BENCH_TRY(table, b.keep(upload(randomBf16Bits(size_t(kTableRows) * dim, 4))));
   BENCH_TRY(out, b.keep(cuda::DeviceBuffer::alloc(size_t(rows) * dim * 2)));
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> pick(0, int(kTableRows) - 1);
@@ -155,7 +150,7 @@ llvm::Expected<Result> benchRope(int64_t heads, int64_t headDim, int64_t rows) {
   BENCH_TRY(freq, b.keep(upload(defaultInvFreq(headDim))));
   BENCH_TRY(pos, b.keep(upload(positions(rows))));
   BENCH_TRY(y, b.keep(cuda::DeviceBuffer::alloc(act)));
-  std::vector<uint16_t> data = randomBf16(size_t(rows) * heads * headDim, 6);
+  std::vector<uint16_t> data = randomBf16Bits(size_t(rows) * heads * headDim, 6);
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(x, b.keep(upload(data)));
     b.add(RopeParams{.x = x, .y = y, .positions = pos, .inv_freq = freq, .rows = int(rows)});
@@ -177,7 +172,7 @@ llvm::Expected<Result> benchRopeKvWrite(int64_t kvHeads, int64_t headDim, int64_
   BENCH_TRY(pos, b.keep(upload(positions(rows))));
   BENCH_TRY(kc, b.keep(cuda::DeviceBuffer::alloc(size_t(maxSeq + 17) * kvd * 2)));
   BENCH_TRY(vc, b.keep(cuda::DeviceBuffer::alloc(size_t(maxSeq + 17) * kvd * 2)));
-  std::vector<uint16_t> data = randomBf16(size_t(rows) * kvd, 7);
+  std::vector<uint16_t> data = randomBf16Bits(size_t(rows) * kvd, 7);
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(k, b.keep(upload(data)));
     BENCH_TRY(v, b.keep(upload(data)));
@@ -196,7 +191,7 @@ llvm::Expected<Result> benchSiluMul(int64_t cols, int64_t rows) {
   const int copies = copiesFor(2.0 * act);
   Bench b;
   BENCH_TRY(y, b.keep(cuda::DeviceBuffer::alloc(act)));
-  std::vector<uint16_t> data = randomBf16(size_t(rows) * cols, 8);
+  std::vector<uint16_t> data = randomBf16Bits(size_t(rows) * cols, 8);
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(gate, b.keep(upload(data)));
     BENCH_TRY(up, b.keep(upload(data)));
@@ -214,7 +209,7 @@ llvm::Expected<Result> benchArgmaxOrSample(int64_t vocab, int64_t rows, const Sa
   const int copies = copiesFor(double(bytes));
   Bench b;
   BENCH_TRY(out, b.keep(cuda::DeviceBuffer::alloc(rows * 4)));
-  std::vector<uint16_t> data = randomBf16(size_t(rows) * vocab, 9, 3.f);
+  std::vector<uint16_t> data = randomBf16Bits(size_t(rows) * vocab, 9, 3.f);
   for (int c = 0; c < copies; ++c) {
     BENCH_TRY(logits, b.keep(upload(data)));
     if (sample)

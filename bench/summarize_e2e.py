@@ -18,6 +18,20 @@ def fmt(v, spec=".3f"):
     return "-" if v is None else format(v, spec)
 
 
+def print_header(phase, metric):
+    """The column titles of one phase's table; `metric` heads minfer's second column."""
+    print(f"  {phase:<14}{'minfer ms':>10}{metric:>8}{'unfused ms':>12}{'compile ms':>12}{'eager ms':>10}"
+          f"{'vs compile':>12}{'mem':>7}")
+
+
+def print_row(label, ms, metric, unfused, compiled, eager, mem, spec):
+    """One row: minfer's ms, `metric` (already formatted), the unfused, torch.compile and eager ms (None where
+    not measured), all ms to `spec`; minfer's speed-up over torch.compile; minfer's memory ratio."""
+    speedup = (fmt(compiled / ms, ".2f") + "x") if compiled else "-"
+    print(f"  {label:<14}{ms:>10{spec}}{metric:>8}{fmt(unfused, spec):>12}{fmt(compiled, spec):>12}"
+          f"{fmt(eager, spec):>10}{speedup:>12}{mem:>7.3f}")
+
+
 def main(directory):
     d = pathlib.Path(directory)
     rows = []
@@ -35,29 +49,20 @@ def main(directory):
         tdec = {r["batch"]: r for r in theirs.get("decode", [])}
         tpre = {r["tokens"]: r for r in theirs.get("prefill", [])}
         print(f"\n{model} on {ours['device']}: copy bandwidth {ours['copy_gbps']:.0f} GB/s")
-        print(f"  {'decode':<14}{'minfer ms':>10}{'% copy':>8}{'unfused ms':>12}{'compile ms':>12}{'eager ms':>10}"
-              f"{'vs compile':>12}{'mem':>7}")
+        print_header("decode", "% copy")
         for r in ours["decode"]:
             t = tdec.get(r["batch"], {})
-            c = t.get("compile_ms_per_step")
-            u = udec.get(r["batch"], {}).get("ms_per_step")
-            print(f"  {'B=' + str(r['batch']):<14}{r['ms_per_step']:>10.3f}{100 * r['fraction_of_copy']:>7.0f}%"
-                  f"{fmt(u):>12}{fmt(c):>12}{fmt(t.get('eager_ms_per_step')):>10}"
-                  f"{(fmt(c / r['ms_per_step'], '.2f') + 'x') if c else '-':>12}"
-                  f"{r['memory']['allocated_over_weights_plus_kv']:>7.3f}")
-        print(f"  {'prefill':<14}{'minfer ms':>10}{'TFLOP/s':>8}{'unfused ms':>12}{'compile ms':>12}{'eager ms':>10}"
-              f"{'vs compile':>12}{'mem':>7}")
+            print_row(f"B={r['batch']}", r["ms_per_step"], f"{100 * r['fraction_of_copy']:>7.0f}%",
+                      udec.get(r["batch"], {}).get("ms_per_step"), t.get("compile_ms_per_step"),
+                      t.get("eager_ms_per_step"), r["memory"]["allocated_over_weights_plus_kv"], ".3f")
+        print_header("prefill", "TFLOP/s")
         for r in ours["prefill"]:
             t = tpre.get(r["tokens"], {})
             if "error" in r:
                 print(f"  {'P=' + str(r['tokens']):<14}  {r['error']}")
                 continue
-            c = t.get("compile_ms")
-            u = upre.get(r["tokens"], {}).get("ms")
-            print(f"  {'P=' + str(r['tokens']):<14}{r['ms']:>10.2f}{r['matmul_tflops']:>8.0f}{fmt(u, '.2f'):>12}"
-                  f"{fmt(c, '.2f'):>12}"
-                  f"{fmt(t.get('eager_ms'), '.2f'):>10}{(fmt(c / r['ms'], '.2f') + 'x') if c else '-':>12}"
-                  f"{r['memory']['allocated_over_weights_plus_kv']:>7.3f}")
+            print_row(f"P={r['tokens']}", r["ms"], f"{r['matmul_tflops']:.0f}", upre.get(r["tokens"], {}).get("ms"),
+                      t.get("compile_ms"), t.get("eager_ms"), r["memory"]["allocated_over_weights_plus_kv"], ".2f")
     return 0
 
 

@@ -93,6 +93,12 @@ __device__ __forceinline__ void unpack8(float (&out)[8], const uint4 &v) {
 __host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }
 __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
+// The shape rules of both kernels, gemv and gemvMma, checked where a kernel calls it (no code).
+template <int N, int K> __device__ __forceinline__ void checkShape() {
+  static_assert(N >= 1 && K >= 8, "gemv: N must be at least 1 and K at least 8");
+  static_assert(K % 8 == 0, "gemv: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
+}
+
 } // namespace gemv_detail
 
 template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro = ProNone>
@@ -100,8 +106,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     gemv(const MatmulParams p) {
   const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K], M rows, the epilogue's arguments
   using namespace gemv_detail;
-  static_assert(N >= 1 && K >= 8, "gemv: N must be at least 1 and K at least 8");
-  static_assert(K % 8 == 0, "gemv: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
+  checkShape<N, K>();
   static_assert(MAX_M >= 1 && MAX_M <= 16, "gemv: MAX_M must be 1..16 (larger M belongs to gemm)");
   static_assert(ROWS_PER_WARP >= 1 && ROWS_PER_WARP <= 8, "gemv: ROWS_PER_WARP must be 1..8");
   static_assert(WARPS >= 1 && WARPS <= 32, "gemv: WARPS must be 1..32");
@@ -247,8 +252,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     gemvMma(const MatmulParams p) {
   const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K], M rows, the epilogue's arguments
   using namespace gemv_detail;
-  static_assert(N >= 1 && K >= 8, "gemvMma: N must be at least 1 and K at least 8");
-  static_assert(K % 8 == 0, "gemvMma: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
+  checkShape<N, K>();
   static_assert(MAX_M >= 1 && MAX_M <= 16,
                 "gemvMma: MAX_M must be 1..16 (the rows of A are mma's n8 operand, one or two of them)");
   static_assert(WARPS >= 1 && WARPS <= 16, "gemvMma: WARPS must be 1..16");

@@ -146,11 +146,9 @@ template <int THREADS> __device__ __forceinline__ void clearHist(Shared &sh) {
   if (threadIdx.x < kFine) sh.cnt[threadIdx.x] = 0;
 }
 
-// Inclusive block scan of (a, b); every thread also gets the block totals.
-template <int THREADS>
-__device__ __forceinline__ void blockScan(u64 &a, unsigned &b, u64 &totalA, unsigned &totalB, Shared &sh) {
-  constexpr int kWarps = THREADS / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+// Inclusive scan of (a, b) over the 32 lanes of a warp (all of them call it): lane i ends with the sums of
+// lanes 0..i.
+__device__ __forceinline__ void warpScan(u64 &a, unsigned &b, int lane) {
 #pragma unroll
   for (int off = 1; off < kWarpSize; off *= 2) {
     const u64 ta = __shfl_up_sync(kFull, a, off);
@@ -160,6 +158,14 @@ __device__ __forceinline__ void blockScan(u64 &a, unsigned &b, u64 &totalA, unsi
       b += tb;
     }
   }
+}
+
+// Inclusive block scan of (a, b); every thread also gets the block totals.
+template <int THREADS>
+__device__ __forceinline__ void blockScan(u64 &a, unsigned &b, u64 &totalA, unsigned &totalB, Shared &sh) {
+  constexpr int kWarps = THREADS / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  warpScan(a, b, lane);
   __syncthreads(); // the previous call's readers are done with scanA/scanB
   if (lane == kWarpSize - 1) {
     sh.scanA[warp] = a;
@@ -169,15 +175,7 @@ __device__ __forceinline__ void blockScan(u64 &a, unsigned &b, u64 &totalA, unsi
   if (warp == 0) {
     u64 x = lane < kWarps ? sh.scanA[lane] : 0;
     unsigned y = lane < kWarps ? sh.scanB[lane] : 0;
-#pragma unroll
-    for (int off = 1; off < kWarpSize; off *= 2) {
-      const u64 tx = __shfl_up_sync(kFull, x, off);
-      const unsigned ty = __shfl_up_sync(kFull, y, off);
-      if (lane >= off) {
-        x += tx;
-        y += ty;
-      }
-    }
+    warpScan(x, y, lane);
     if (lane < kWarps) {
       sh.scanA[lane] = x;
       sh.scanB[lane] = y;

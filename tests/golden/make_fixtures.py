@@ -101,6 +101,35 @@ def rope_kwargs(theta, scaling=None):
 
 # Every fixture: transformers class names, config kwargs, base seed. Shapes are deliberately varied
 # (odd vocab like GPT-2's 50257, ffn not a power of two, head_dim != hidden/heads, MQA, biases).
+
+
+def llama_family(family, seed, vocab, ffn, heads, kv_heads, eps, tied, bos, eos, rope, **extra):
+    """A fixture of the Llama family (LlamaConfig, Qwen2Config and MistralConfig share these names): hidden
+    64, 2 layers, 128 positions, SiLU MLP. The arguments are what the fixtures vary; `rope` is a
+    rope_kwargs(...) dict, `extra` any further config fields."""
+    return dict(
+        config_cls=f"{family}Config",
+        model_cls=f"{family}ForCausalLM",
+        seed=seed,
+        config=dict(
+            vocab_size=vocab,
+            hidden_size=64,
+            intermediate_size=ffn,
+            num_hidden_layers=2,
+            num_attention_heads=heads,
+            num_key_value_heads=kv_heads,
+            max_position_embeddings=128,
+            rms_norm_eps=eps,
+            tie_word_embeddings=tied,
+            hidden_act="silu",
+            bos_token_id=bos,
+            eos_token_id=eos,
+            **rope,
+            **extra,
+        ),
+    )
+
+
 FIXTURES = {
     "gpt2": dict(
         config_cls="GPT2Config",
@@ -123,103 +152,36 @@ FIXTURES = {
             eos_token_id=0,
         ),
     ),
-    "llama_gqa": dict(
-        config_cls="LlamaConfig",
-        model_cls="LlamaForCausalLM",
-        seed=2000,
-        config=dict(
-            vocab_size=512,
-            hidden_size=64,
-            intermediate_size=160,
-            num_hidden_layers=2,
-            num_attention_heads=4,  # head_dim 16
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-            rms_norm_eps=1e-5,
-            tie_word_embeddings=False,
-            hidden_act="silu",
-            bos_token_id=1,
-            eos_token_id=2,
-            # head_dim 16: wavelengths 2*pi*500000^(i/8) = 6.3, 32.6, 169, ... With original 64, the
-            # high-frequency cut is 64/4 = 16 and the low-frequency cut 64/1 = 64, so i=0 is kept,
-            # i=1 falls in the smoothed band and i>=2 are divided by 8: all three llama3 branches.
-            **rope_kwargs(
-                500000.0,
-                {
-                    "rope_type": "llama3",
-                    "factor": 8.0,
-                    "low_freq_factor": 1.0,
-                    "high_freq_factor": 4.0,
-                    "original_max_position_embeddings": 64,
-                },
-            ),
+    # head_dim 16 (4 heads), GQA. RoPE: wavelengths 2*pi*500000^(i/8) = 6.3, 32.6, 169, ... With original
+    # 64, the high-frequency cut is 64/4 = 16 and the low-frequency cut 64/1 = 64, so i=0 is kept, i=1
+    # falls in the smoothed band and i>=2 are divided by 8: all three llama3 branches.
+    "llama_gqa": llama_family(
+        "Llama", seed=2000, vocab=512, ffn=160, heads=4, kv_heads=2, eps=1e-5, tied=False, bos=1, eos=2,
+        rope=rope_kwargs(
+            500000.0,
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
         ),
     ),
-    "qwen2_tied": dict(
-        config_cls="Qwen2Config",
-        model_cls="Qwen2ForCausalLM",
-        seed=3000,
-        config=dict(
-            vocab_size=320,
-            hidden_size=64,
-            intermediate_size=136,
-            num_hidden_layers=2,
-            num_attention_heads=4,  # head_dim 16
-            num_key_value_heads=2,
-            max_position_embeddings=128,
-            rms_norm_eps=1e-6,
-            tie_word_embeddings=True,
-            use_sliding_window=False,
-            sliding_window=None,
-            hidden_act="silu",
-            bos_token_id=0,
-            eos_token_id=1,
-            **rope_kwargs(1000000.0),
-        ),
+    # head_dim 16, tied lm_head
+    "qwen2_tied": llama_family(
+        "Qwen2", seed=3000, vocab=320, ffn=136, heads=4, kv_heads=2, eps=1e-6, tied=True, bos=0, eos=1,
+        rope=rope_kwargs(1000000.0), use_sliding_window=False, sliding_window=None,
     ),
-    "mistral_mqa": dict(
-        config_cls="MistralConfig",
-        model_cls="MistralForCausalLM",
-        seed=4000,
-        config=dict(
-            vocab_size=288,
-            hidden_size=64,
-            intermediate_size=96,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=1,  # MQA
-            head_dim=32,  # != hidden / heads (= 16): q_proj is [128, 64], o_proj [64, 128]
-            max_position_embeddings=128,
-            rms_norm_eps=1e-5,
-            tie_word_embeddings=False,
-            sliding_window=None,
-            hidden_act="silu",
-            bos_token_id=1,
-            eos_token_id=2,
-            **rope_kwargs(10000.0),
-        ),
+    # MQA; head_dim 32 != hidden / heads (= 16): q_proj is [128, 64], o_proj [64, 128]
+    "mistral_mqa": llama_family(
+        "Mistral", seed=4000, vocab=288, ffn=96, heads=4, kv_heads=1, eps=1e-5, tied=False, bos=1, eos=2,
+        rope=rope_kwargs(10000.0), head_dim=32, sliding_window=None,
     ),
-    "llama_linear": dict(
-        config_cls="LlamaConfig",
-        model_cls="LlamaForCausalLM",
-        seed=5000,
-        config=dict(
-            vocab_size=256,
-            hidden_size=64,
-            intermediate_size=192,
-            num_hidden_layers=2,
-            num_attention_heads=8,  # head_dim 8
-            num_key_value_heads=8,
-            max_position_embeddings=128,
-            rms_norm_eps=1e-5,
-            tie_word_embeddings=False,
-            attention_bias=True,
-            mlp_bias=True,
-            hidden_act="silu",
-            bos_token_id=1,
-            eos_token_id=2,
-            **rope_kwargs(10000.0, {"rope_type": "linear", "factor": 2.0}),
-        ),
+    # head_dim 8, biases on every projection, linear RoPE scaling
+    "llama_linear": llama_family(
+        "Llama", seed=5000, vocab=256, ffn=192, heads=8, kv_heads=8, eps=1e-5, tied=False, bos=1, eos=2,
+        rope=rope_kwargs(10000.0, {"rope_type": "linear", "factor": 2.0}), attention_bias=True, mlp_bias=True,
     ),
 }
 

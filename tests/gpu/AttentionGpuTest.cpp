@@ -152,20 +152,30 @@ llvm::Error uploadRowsAt(cuda::DeviceBuffer &buf, const ir::Tensor &t, size_t of
   return buf.upload(bits.data(), bits.size() * 2, offset * 2);
 }
 
+// What the prefill and decode tests share: a GPU (else the test is skipped), the head config `c` with its
+// q and k/v widths and softmax scale, and the module of its attention op (the reference).
+class AttentionGpu : public testing::TestWithParam<HeadConfig> {
+protected:
+  void SetUp() override {
+    MINFER_REQUIRE_GPU();
+    m = attentionModule(c);
+    ASSERT_TRUE(m.op);
+  }
+
+  const HeadConfig c = GetParam();
+  const int qDim = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim;
+  const float scale = 1.0f / std::sqrt(float(c.headDim));
+  AttentionModule m;
+};
+
 // ---- prefill ----------------------------------------------------------------------------------------------
 
-class AttentionPrefillGpu : public testing::TestWithParam<HeadConfig> {};
+class AttentionPrefillGpu : public AttentionGpu {};
 
 // rows {1, 17, 64, 200} x start_pos {0, 37} x every tile the autotuner may pick (64 / 128 rows x 32 / 64
 // keys): one row, a partial row tile, an exact tile, several tiles with a tail; a fresh prompt and a
 // continuation whose first rows see cached keys outside the diagonal.
 TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
-  MINFER_REQUIRE_GPU();
-  const HeadConfig c = GetParam();
-  AttentionModule m = attentionModule(c);
-  ASSERT_TRUE(m.op);
-  const int qDim = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim;
-  const float scale = 1.0f / std::sqrt(float(c.headDim));
   std::mt19937 rng(1234 + c.heads * 7 + c.headDim);
 
   const std::vector<AttentionPrefillSpec> tiles = AttentionPrefillSpec::candidates(c.heads, c.kvHeads, c.headDim);
@@ -223,7 +233,7 @@ INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefillGpu, testing::ValuesIn(kConfigs)
 
 // ---- decode -----------------------------------------------------------------------------------------------
 
-class AttentionDecodeGpu : public testing::TestWithParam<HeadConfig> {};
+class AttentionDecodeGpu : public AttentionGpu {};
 
 // Contexts (including this step's token) per batch: each of 1, 7, 1000, 4096 alone; three sequences of
 // different lengths; sixteen spread around those four values. The cache holds max_seq = 4099 positions a
@@ -237,12 +247,6 @@ constexpr int kDecodeMaxSeq = 4099;
 // most chunks past the short contexts), 208 (a split that is not a power of two) and 4112 (one chunk for
 // every context: each warp cycles its ring many times).
 TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
-  MINFER_REQUIRE_GPU();
-  const HeadConfig c = GetParam();
-  AttentionModule m = attentionModule(c);
-  ASSERT_TRUE(m.op);
-  const int qDim = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim;
-  const float scale = 1.0f / std::sqrt(float(c.headDim));
   std::mt19937 rng(4321 + c.heads * 7 + c.headDim);
 
   for (const std::vector<int> &contexts : kContexts) {

@@ -33,6 +33,17 @@ constexpr double kLogitsTolerance = 2e-2; // DESIGN.md: GPU vs reference on logi
   auto var = (expr);                                                                                         \
   ASSERT_TRUE(var.ok()) << #expr << ": " << var.error()
 
+// In a TEST body: `dir`, `ref` (its reference outputs), `eo`, `engine` and `session` for the golden fixture
+// `name`. The remaining arguments, if any, set fields of the EngineOptions `eo` that the engine is loaded
+// with: `OPEN_FIXTURE_SESSION("gpt2", eo.maxBatch = 2, eo.maxSeq = 64)`. The test fails if any is missing.
+#define OPEN_FIXTURE_SESSION(name, ...)                                                                      \
+  std::string dir = test::fixtureDir(name);                                                                  \
+  GPU_TRY(ref, test::readReference(dir));                                                                    \
+  EngineOptions eo;                                                                                          \
+  __VA_ARGS__;                                                                                               \
+  API_TRY(engine, Engine::load(dir, eo));                                                                    \
+  API_TRY(session, engine->createSession())
+
 // Our keepLogits layout: P prompt rows, then one row per generated token fed back. HF's greedy_logits row k
 // is the row token k was chosen from: ours at P - 1 + k.
 void expectLogitsMatch(const std::vector<float> &got, const test::Reference &ref, int64_t vocab) {
@@ -162,15 +173,9 @@ TEST(Autotune, WarmsTheDatabaseAndALaterRunUsesIt) {
 // per-sequence attention and cache slots), and so does a prompt split over prefill chunks of 4 rows.
 TEST(Session, BatchAndChunkedPrefillGiveEachSequenceItsOwnTokens) {
   MINFER_REQUIRE_GPU();
-  std::string dir = test::fixtureDir("llama_gqa");
-  GPU_TRY(ref, test::readReference(dir));
+  OPEN_FIXTURE_SESSION("llama_gqa", eo.maxBatch = 3, eo.maxSeq = 64);
   std::vector<std::vector<int32_t>> prompts = {
       ref.promptIds, {ref.promptIds.begin(), ref.promptIds.begin() + 3}, {17, 301, 5, 77, 402, 9, 250, 31, 128}};
-  EngineOptions eo;
-  eo.maxBatch = 3;
-  eo.maxSeq = 64;
-  API_TRY(engine, Engine::load(dir, eo));
-  API_TRY(session, engine->createSession());
   GenerationOptions go;
   go.maxNewTokens = 10;
   API_TRY(together, session->generate(prompts, go));
@@ -189,12 +194,7 @@ TEST(Session, BatchAndChunkedPrefillGiveEachSequenceItsOwnTokens) {
 
 TEST(Session, SamplingWithASeedIsReproducibleAndGraphAgnostic) {
   MINFER_REQUIRE_GPU();
-  std::string dir = test::fixtureDir("qwen2_tied");
-  GPU_TRY(ref, test::readReference(dir));
-  EngineOptions eo;
-  eo.maxBatch = 2;
-  API_TRY(engine, Engine::load(dir, eo));
-  API_TRY(session, engine->createSession());
+  OPEN_FIXTURE_SESSION("qwen2_tied", eo.maxBatch = 2);
   GenerationOptions go;
   go.maxNewTokens = 24;
   go.temperature = 1.5f; // a tiny random model is confident: a high temperature makes draws matter
@@ -222,10 +222,7 @@ TEST(Session, SamplingWithASeedIsReproducibleAndGraphAgnostic) {
 
 TEST(Session, AStopTokenEndsItsSequence) {
   MINFER_REQUIRE_GPU();
-  std::string dir = test::fixtureDir("llama_linear");
-  GPU_TRY(ref, test::readReference(dir));
-  API_TRY(engine, Engine::load(dir));
-  API_TRY(session, engine->createSession());
+  OPEN_FIXTURE_SESSION("llama_linear");
   GenerationOptions go;
   go.maxNewTokens = static_cast<int64_t>(ref.greedyIds.size());
   go.stopTokens = {ref.greedyIds[2]};
@@ -236,12 +233,7 @@ TEST(Session, AStopTokenEndsItsSequence) {
 
 TEST(Session, MisuseIsAnErrorBeforeAnyWorkAndTheSessionStaysUsable) {
   MINFER_REQUIRE_GPU();
-  std::string dir = test::fixtureDir("gpt2");
-  GPU_TRY(ref, test::readReference(dir));
-  EngineOptions eo;
-  eo.maxSeq = 32;
-  API_TRY(engine, Engine::load(dir, eo));
-  API_TRY(session, engine->createSession());
+  OPEN_FIXTURE_SESSION("gpt2", eo.maxSeq = 32);
   GenerationOptions go;
   go.maxNewTokens = 4;
   auto tooMany = session->generate({ref.promptIds, ref.promptIds}, go);

@@ -18,47 +18,15 @@ using namespace minfer::gputest;
 
 namespace {
 
-class GemvKernel : public testing::TestWithParam<Shape> {};
+// W and bias from seed n * 17 + k, A and the residual from m * 104729 + n.
+class GemvKernel : public MatmulKernelTest<17, 104729> {};
 
 TEST_P(GemvKernel, MatchesInterpreter) {
-  MINFER_REQUIRE_GPU();
-  const auto [n, k] = GetParam();
-  auto target = deviceTarget();
-  ASSERT_TRUE(bool(target)) << llvm::toString(target.takeError());
-  auto info = cuda::deviceInfo();
-  ASSERT_TRUE(bool(info)) << llvm::toString(info.takeError());
-  auto problem = MatmulProblem::create(n, k, static_cast<unsigned>(n * 17 + k));
-  ASSERT_TRUE(problem);
-  KernelSet kernels;
-
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 19}) {
-    std::mt19937 rng(static_cast<unsigned>(m * 104729 + n));
-    ir::Tensor a = randomBf16({m, k}, rng), res = randomBf16({m, n}, rng);
-    auto aDev = uploadBf16(a), resDev = uploadBf16(res);
-    auto cDev = cuda::DeviceBuffer::alloc(static_cast<size_t>(m * n * 2));
-    ASSERT_TRUE(aDev && resDev && cDev) << "device buffers for M=" << m;
-    std::vector<int64_t> rows = rowsToCheck(m, n, k);
-    std::map<Epilogue, ir::Tensor> refs;
-    auto refFor = [&](Epilogue e) -> const ir::Tensor * {
-      if (!refs.count(e)) {
-        auto r = problem->reference(a, res, e);
-        if (!r) {
-          ADD_FAILURE() << "reference: " << llvm::toString(r.takeError());
-          return nullptr;
-        }
-        refs[e] = std::move(*r);
-      }
-      return &refs[e];
-    };
-    auto run = [&](GemvTile tile, Epilogue e) {
-      const ir::Tensor *ref = refFor(e);
-      if (!ref) return;
-      GemvSpec spec(n, k, e, tile);
-      runAndCompare(kernels, spec, *problem, m, *aDev, *cDev, resDev->ptr(), rows, *ref,
-                    spec.name() + " M=" + std::to_string(m));
-    };
-
-    const GemvTile dflt = defaultGemvTile(*target, std::min(m, kGemvMaxRows), n, k, info->smCount);
+    auto c = caseFor(m);
+    ASSERT_TRUE(c);
+    auto run = [&](GemvTile tile, Epilogue e) { c->check(kernels, GemvSpec(n, k, e, tile)); };
+    const GemvTile dflt = defaultGemvTile(target, std::min(m, kGemvMaxRows), n, k, info.smCount);
     for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::Residual, Epilogue::BiasGeluTanh}) run(dflt, e);
     run(GemvTile{dflt.maxM, 1, 8, false}, Epilogue::BiasResidual);
     run(GemvTile{dflt.maxM, 4, 2, false}, Epilogue::None);
@@ -67,12 +35,7 @@ TEST_P(GemvKernel, MatchesInterpreter) {
     if (m == 3)
       for (const Epilogue &e : allPointwiseEpilogues()) run(dflt, e);
     run(dflt, Epilogue::pointwise(true, Activation::Silu, true, true));
-
-    // In place: C is the residual buffer.
-    GemvSpec spec(n, k, Epilogue::Residual, dflt);
-    MINFER_ASSERT_OK(cDev->upload(toBf16(res).data(), static_cast<size_t>(m * n * 2)));
-    runAndCompare(kernels, spec, *problem, m, *aDev, *cDev, cDev->ptr(), rows, *refFor(Epilogue::Residual),
-                  spec.name() + " in place, M=" + std::to_string(m), /*keepC=*/true);
+    c->checkInPlace(kernels, GemvSpec(n, k, Epilogue::Residual, dflt));
   }
 }
 

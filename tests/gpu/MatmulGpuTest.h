@@ -31,6 +31,11 @@ inline std::string shapeName(const testing::TestParamInfo<Shape> &info) {
   return "n" + std::to_string(info.param.n) + "_k" + std::to_string(info.param.k);
 }
 
+// The message of a failed Expected (taken), "" for a value: for one failure line over several results.
+template <typename T> std::string errorText(llvm::Expected<T> &e) {
+  return e ? std::string() : llvm::toString(e.takeError());
+}
+
 // The factor a scaling epilogue multiplies by in these tests.
 constexpr float kEpilogueScale = 0.75f;
 
@@ -63,8 +68,7 @@ public:
     p->bias = randomBf16({n}, rng);
     auto wBuf = uploadBf16(p->w), bBuf = uploadBf16(p->bias);
     if (!wBuf || !bBuf) {
-      ADD_FAILURE() << "upload: " << (wBuf ? std::string() : llvm::toString(wBuf.takeError()))
-                    << (bBuf ? std::string() : llvm::toString(bBuf.takeError()));
+      ADD_FAILURE() << "upload: " << errorText(wBuf) << errorText(bBuf);
       return nullptr;
     }
     p->wDev = std::move(*wBuf);
@@ -195,22 +199,113 @@ private:
   std::map<std::string, GpuKernel> kernels;
 };
 
-// Runs `spec` on rows [m] of A with `c` as the output (poisoned first unless `keepC`, for the in-place
-// residual case) and compares the checked rows with `ref`.
-inline void runAndCompare(KernelSet &kernels, const KernelSpec &spec, const MatmulProblem &p, int64_t m,
-                          const cuda::DeviceBuffer &a, cuda::DeviceBuffer &c, cuda::DevicePtr residual,
-                          const std::vector<int64_t> &rows, const ir::Tensor &ref, const std::string &what,
-                          bool keepC = false) {
-  const GpuKernel *k = kernels.get(spec);
-  if (!k) return;
-  if (!keepC) MINFER_ASSERT_OK(c.fill(0xFF));
-  MatmulParams params{.C = c.ptr(), .A = a.ptr(), .W = p.weightsPtr()};
-  params.epi.bias = p.biasPtr();
-  params.epi.residual = residual;
-  MINFER_ASSERT_OK(launchMatmul(*k, spec, m, params));
-  auto got = downloadBf16(c, {m, p.n});
-  ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
-  expectOutputMatches(*got, rows, ref, what);
-}
+// One M of a matmul test: A [m, k] and the residual [m, n] drawn from `seed` and uploaded, the output
+// C [m, n], the rows checked, and the reference of each epilogue on those rows (computed on first use).
+class MatmulCase {
+public:
+  static std::unique_ptr<MatmulCase> create(const MatmulProblem &p, int64_t m, unsigned seed) {
+    auto c = std::unique_ptr<MatmulCase>(new MatmulCase(p, m));
+    std::mt19937 rng(seed);
+    c->a = randomBf16({m, p.k}, rng);
+    c->res = randomBf16({m, p.n}, rng);
+    auto aBuf = uploadBf16(c->a), resBuf = uploadBf16(c->res);
+    auto cBuf = cuda::DeviceBuffer::alloc(static_cast<size_t>(m * p.n * 2));
+    if (!aBuf || !resBuf || !cBuf) {
+      ADD_FAILURE() << "device buffers for M=" << m << ": " << errorText(aBuf) << errorText(resBuf)
+                    << errorText(cBuf);
+      return nullptr;
+    }
+    c->aDev = std::move(*aBuf);
+    c->resDev = std::move(*resBuf);
+    c->cDev = std::move(*cBuf);
+    c->rows = rowsToCheck(m, p.n, p.k);
+    c->aRows = selectRows(c->a, c->rows);
+    c->resRows = selectRows(c->res, c->rows);
+    return c;
+  }
+
+  // The reference of epilogue `e`; nullptr, with the failure added, when the interpreter fails.
+  const ir::Tensor *reference(Epilogue e) {
+    auto it = refs.find(e);
+    if (it != refs.end()) return &it->second;
+    auto r = problem.reference(aRows, resRows, e);
+    if (!r) {
+      ADD_FAILURE() << "reference: " << llvm::toString(r.takeError());
+      return nullptr;
+    }
+    return &refs.emplace(e, std::move(*r)).first->second;
+  }
+
+  // Runs `spec` (a GemmSpec or GemvSpec of the problem's shape) with C poisoned first and compares the
+  // checked rows with the reference of its epilogue.
+  template <typename Spec> void check(KernelSet &kernels, const Spec &spec) {
+    if (const ir::Tensor *ref = reference(spec.epi))
+      runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " M=" + std::to_string(m), /*keepC=*/false);
+  }
+
+  // The same in place: C is the residual buffer (the residual stream updated by an output projection).
+  template <typename Spec> void checkInPlace(KernelSet &kernels, const Spec &spec) {
+    const ir::Tensor *ref = reference(spec.epi);
+    if (!ref) return;
+    MINFER_ASSERT_OK(cDev.upload(toBf16(res).data(), static_cast<size_t>(m * problem.n * 2)));
+    runAndCompare(kernels, spec, cDev.ptr(), *ref, spec.name() + " in place, M=" + std::to_string(m),
+                  /*keepC=*/true);
+  }
+
+  const int64_t m;
+
+private:
+  MatmulCase(const MatmulProblem &p, int64_t m) : m(m), problem(p) {}
+
+  // Runs `spec` over the m rows of A with C as the output (poisoned first unless `keepC`) and compares the
+  // checked rows with `ref`.
+  void runAndCompare(KernelSet &kernels, const KernelSpec &spec, cuda::DevicePtr residual, const ir::Tensor &ref,
+                     const std::string &what, bool keepC) {
+    const GpuKernel *k = kernels.get(spec);
+    if (!k) return;
+    if (!keepC) MINFER_ASSERT_OK(cDev.fill(0xFF));
+    MatmulParams params{.C = cDev.ptr(), .A = aDev.ptr(), .W = problem.weightsPtr()};
+    params.epi.bias = problem.biasPtr();
+    params.epi.residual = residual;
+    MINFER_ASSERT_OK(launchMatmul(*k, spec, m, params));
+    auto got = downloadBf16(cDev, {m, problem.n});
+    ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+    expectOutputMatches(*got, rows, ref, what);
+  }
+
+  const MatmulProblem &problem;
+  ir::Tensor a, res;             // A [m, k], residual [m, n]
+  cuda::DeviceBuffer aDev, resDev, cDev;
+  std::vector<int64_t> rows;     // the rows of C checked against the reference
+  ir::Tensor aRows, resRows;     // those rows of A and of the residual
+  std::map<Epilogue, ir::Tensor> refs;
+};
+
+// The fixture of the parameterised gemm and gemv tests; GetParam() is the weight shape [n, k]. Skips without
+// a GPU; else holds the device's target and info, the problem of the shape (W and bias drawn from seed
+// n * ProblemSeed + k) and the kernels built so far. caseFor(m) draws one M's inputs from m * CaseSeed + n.
+template <unsigned ProblemSeed, unsigned CaseSeed> class MatmulKernelTest : public testing::TestWithParam<Shape> {
+protected:
+  void SetUp() override {
+    MINFER_REQUIRE_GPU();
+    GPU_TRY(t, deviceTarget());
+    target = t;
+    GPU_TRY(i, cuda::deviceInfo());
+    info = i;
+    problem = MatmulProblem::create(n, k, static_cast<unsigned>(n * ProblemSeed + k));
+    ASSERT_TRUE(problem);
+  }
+
+  // One M's inputs and output; nullptr (the failure added) when the device buffers cannot be had.
+  std::unique_ptr<MatmulCase> caseFor(int64_t m) {
+    return MatmulCase::create(*problem, m, static_cast<unsigned>(m * CaseSeed + n));
+  }
+
+  const int64_t n = GetParam().n, k = GetParam().k;
+  Target target;
+  cuda::DeviceInfo info;
+  std::unique_ptr<MatmulProblem> problem;
+  KernelSet kernels;
+};
 
 } // namespace minfer::gputest

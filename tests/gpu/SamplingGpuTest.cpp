@@ -3,6 +3,7 @@
 // bit-exact agreement with the host copy of the algorithm (compiler/kernels/RowOps.cpp sampleReference)
 // and a chi-square test of many draws against the exact distribution.
 #include "GpuHarness.h"
+#include "common/RandomBf16.h"
 
 #include "compiler/kernels/RowOps.h"
 
@@ -17,6 +18,23 @@ namespace {
 
 const int64_t kRows[] = {1, 7, 64, 300};
 
+// The vocabularies the argmax and sample kernels run at: the GPT-2 fixture's odd 321, Llama's 32000 and
+// Qwen2's 151936.
+const int64_t kVocabs[] = {321, 32000, 151936};
+
+// For each vocabulary v of kVocabs, under a trace naming the spec: builds Spec(v) and calls
+// body(v, spec, kernel, rng) with `rng` seeded v + seedOffset. A fatal failure ends the test there.
+template <typename Spec, typename Body> void forEachVocab(unsigned seedOffset, Body body) {
+  for (int64_t v : kVocabs) {
+    Spec spec(v);
+    SCOPED_TRACE(spec.name());
+    GPU_TRY(kernel, gputest::buildKernel(spec));
+    std::mt19937 rng(v + seedOffset);
+    body(v, spec, kernel, rng);
+    if (testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // ---- argmax -------------------------------------------------------------------------------------------
 
 int32_t hostArgmax(const uint16_t *row, int64_t v) {
@@ -27,12 +45,9 @@ int32_t hostArgmax(const uint16_t *row, int64_t v) {
   return best < 0 ? 0 : best;
 }
 
-// Random logits N(0, 3), bf16: ties among the largest happen by themselves at large vocabularies.
+// Random logits [rows, v], N(0, 3), bf16: ties among the largest happen by themselves at large vocabularies.
 std::vector<uint16_t> randomLogits(int64_t rows, int64_t v, std::mt19937 &rng, float stddev = 3.f) {
-  std::normal_distribution<float> d(0, stddev);
-  std::vector<uint16_t> out(rows * v);
-  for (auto &b : out) b = floatToBf16(d(rng));
-  return out;
+  return test::randomBf16Bits(size_t(rows * v), rng, stddev);
 }
 
 // Rows with planted features: a tie for the max (the lower index must win), the max at the end and at
@@ -73,11 +88,8 @@ void plantSpecialRows(std::vector<uint16_t> &logits, int64_t rows, int64_t v, st
 
 TEST(ArgmaxKernel, MatchesHostArgmaxExactly) {
   MINFER_REQUIRE_GPU();
-  for (int64_t v : {321, 32000, 151936}) {
-    ArgmaxSpec spec(v);
-    SCOPED_TRACE(spec.name());
-    GPU_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(v);
+  forEachVocab<ArgmaxSpec>(0, [](int64_t v, const ArgmaxSpec &spec, const gputest::GpuKernel &kernel,
+                                 std::mt19937 &rng) {
     for (int64_t rows : kRows) {
       std::vector<uint16_t> logits = randomLogits(rows, v, rng);
       plantSpecialRows(logits, rows, v, rng);
@@ -89,7 +101,7 @@ TEST(ArgmaxKernel, MatchesHostArgmaxExactly) {
       for (int64_t r = 0; r < rows; ++r)
         EXPECT_EQ(got[r], hostArgmax(logits.data() + r * v, v)) << "rows=" << rows << " row " << r << " (kind " << r % 8 << ")";
     }
-  }
+  });
 }
 
 // ---- sampling -----------------------------------------------------------------------------------------
@@ -119,11 +131,8 @@ std::string paramsStr(const SampleSettings &p) {
 
 TEST(SampleKernel, GreedyCasesEqualArgmax) {
   MINFER_REQUIRE_GPU();
-  for (int64_t v : {321, 32000, 151936}) {
-    SampleSpec spec(v);
-    SCOPED_TRACE(spec.name());
-    GPU_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(v + 1);
+  forEachVocab<SampleSpec>(1, [](int64_t v, const SampleSpec &spec, const gputest::GpuKernel &kernel,
+                                 std::mt19937 &rng) {
     const int64_t rows = 64;
     std::vector<uint16_t> logits = randomLogits(rows, v, rng);
     plantSpecialRows(logits, rows, v, rng);
@@ -137,7 +146,7 @@ TEST(SampleKernel, GreedyCasesEqualArgmax) {
       for (int64_t r = 0; r < rows; ++r)
         EXPECT_EQ(got[r], hostArgmax(logits.data() + r * v, v)) << paramsStr(p) << " row " << r;
     }
-  }
+  });
 }
 
 TEST(SampleKernel, SameSeedSameTokensOtherSeedOtherTokens) {
@@ -188,11 +197,8 @@ TEST(SampleKernel, ReproducesTheHostAlgorithmExactly) {
       {1.0f, 0, 1.0f, 7, 0},      {0.7f, 50, 1.0f, 7, 1},   {1.0f, 0, 0.9f, 7, 2},    {0.8f, 40, 0.95f, 7, 3},
       {1.5f, 1000, 0.5f, 7, 4},   {100.f, 0, 0.99f, 7, 5},  {0.3f, 3, 1.0f, 7, 6},    {1.0f, 2000, 0.3f, 99, 7},
   };
-  for (int64_t v : {321, 32000, 151936}) {
-    SampleSpec spec(v);
-    SCOPED_TRACE(spec.name());
-    GPU_TRY(kernel, gputest::buildKernel(spec));
-    std::mt19937 rng(v + 2);
+  forEachVocab<SampleSpec>(2, [&](int64_t v, const SampleSpec &spec, const gputest::GpuKernel &kernel,
+                                  std::mt19937 &rng) {
     const int64_t rows = v > 100000 ? 32 : 64;
     std::vector<uint16_t> logits = varietyLogits(rows, v, rng);
     int compared = 0, skipped = 0, skippedEqual = 0;
@@ -215,7 +221,7 @@ TEST(SampleKernel, ReproducesTheHostAlgorithmExactly) {
     std::printf("%s: %d rows compared exactly, %d too close to a boundary to compare (%d of them equal anyway)\n",
                 spec.name().c_str(), compared, skipped, skippedEqual);
     EXPECT_GT(compared, 3 * skipped) << "too few rows far enough from a boundary to compare";
-  }
+  });
 }
 
 // Many rows of the same logits: the counts of each token against the exact distribution.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <map>
+#include <sstream>
 
 using namespace minfer;
 using minfer::test::parseVerified;
@@ -165,16 +166,31 @@ TEST(InterpreterOps, RopeLlama3ScheduleKeepsHighSlowsLowAndBlendsTheBand) {
   EXPECT_NEAR(z[3], 4 * std::cos(b1) + 2 * std::sin(b1), 1e-6);
 }
 
+// A module of one attention op over the table @e [tableRows, q + k + v], each row (q|k|v) of one token:
+// `heads` query heads and `kvHeads` key/value heads of width `headDim`, `attrs` any further attributes
+// (", scale = 1.0").
+std::string attentionModule(int64_t tableRows, int heads, int kvHeads, int headDim, const std::string &attrs) {
+  const int q = heads * headDim, kv = kvHeads * headDim, all = q + 2 * kv;
+  std::ostringstream s;
+  s << "model \"t\"\nweight @e : f32[" << tableRows << ", " << all << "] = \"e\"\ngraph(%tokens: i32[T]) {\n"
+    << "  %x = embedding %tokens, @e : f32[T, " << all << "]\n"
+    << "  %q, %k, %v = split %x {sizes = [" << q << ", " << kv << ", " << kv << "]} : f32[T, " << q << "], f32[T, "
+    << kv << "], f32[T, " << kv << "]\n"
+    << "  %y = attention %q, %k, %v {heads = " << heads << ", kv_heads = " << kvHeads << ", head_dim = " << headDim
+    << attrs << "} : f32[T, " << q << "]\n"
+    << "  return %y\n}\n";
+  return s.str();
+}
+// That module with `table` as @e, run on tokens 0 and 1.
+ir::Tensor runAttention(const ir::Tensor &table, int heads, int kvHeads, int headDim, const std::string &attrs = "") {
+  return run(attentionModule(table.rows(), heads, kvHeads, headDim, attrs), {{"e", table}}, {0, 1});
+}
+
 // Attention with head_dim 2: the table rows are (q|k|v) for 2 tokens, worked by hand below.
 TEST(InterpreterOps, AttentionIsCausalSoftmaxOverTheCache) {
   ir::Tensor e = tensor({2, 6}, {1, 0, /*k*/ 1, 0, /*v*/ 1, 2, //
                                  0, 1, /*k*/ 0, 2, /*v*/ 3, -1});
-  std::string text = "model \"t\"\nweight @e : f32[2, 6] = \"e\"\ngraph(%tokens: i32[T]) {\n"
-                     "  %x = embedding %tokens, @e : f32[T, 6]\n"
-                     "  %q, %k, %v = split %x {sizes = [2, 2, 2]} : f32[T, 2], f32[T, 2], f32[T, 2]\n"
-                     "  %y = attention %q, %k, %v {heads = 1, kv_heads = 1, head_dim = 2, scale = 1.0} : f32[T, 2]\n"
-                     "  return %y\n}\n";
-  auto y = run(text, {{"e", e}}, {0, 1});
+  auto y = runAttention(e, /*heads=*/1, /*kvHeads=*/1, /*headDim=*/2, ", scale = 1.0");
   // Token 0 sees only itself: y0 = v0. Token 1: scores q1.k0 = 0, q1.k1 = 2 -> weights 1/(1+e^2), e^2/(1+e^2).
   double w0 = 1 / (1 + std::exp(2.0)), w1 = 1 - w0;
   EXPECT_NEAR(y.data[0], 1, 1e-6);
@@ -187,12 +203,7 @@ TEST(InterpreterOps, AttentionGroupsQueryHeadsOverSharedKvHeads) {
   // 2 query heads, 1 kv head, head_dim 1: both heads read the one kv head; default scale 1/sqrt(1).
   ir::Tensor e = tensor({2, 4}, {1, -1, /*k*/ 1, /*v*/ 5, //
                                  2, 0, /*k*/ 1, /*v*/ -5});
-  std::string text = "model \"t\"\nweight @e : f32[2, 4] = \"e\"\ngraph(%tokens: i32[T]) {\n"
-                     "  %x = embedding %tokens, @e : f32[T, 4]\n"
-                     "  %q, %k, %v = split %x {sizes = [2, 1, 1]} : f32[T, 2], f32[T, 1], f32[T, 1]\n"
-                     "  %y = attention %q, %k, %v {heads = 2, kv_heads = 1, head_dim = 1} : f32[T, 2]\n"
-                     "  return %y\n}\n";
-  auto y = run(text, {{"e", e}}, {0, 1});
+  auto y = runAttention(e, /*heads=*/2, /*kvHeads=*/1, /*headDim=*/1);
   // Row 1: both keys are 1, so every head weighs the two values equally: (5 + -5) / 2 = 0.
   EXPECT_NEAR(y.data[0], 5, 1e-6);
   EXPECT_NEAR(y.data[1], 5, 1e-6);

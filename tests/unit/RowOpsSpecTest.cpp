@@ -4,6 +4,7 @@
 #include "jit/Nvrtc.h"
 #include "io/Safetensors.h"
 #include "compiler/kernels/RowOps.h"
+#include "common/RandomBf16.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +13,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <random>
 #include <set>
 
 using namespace minfer;
@@ -145,14 +145,6 @@ std::vector<uint16_t> bf16Row(const std::vector<float> &v) {
   return out;
 }
 
-std::vector<uint16_t> randomLogits(size_t n, unsigned seed, float stddev = 2.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0, stddev);
-  std::vector<uint16_t> out(n);
-  for (auto &b : out) b = floatToBf16(d(rng));
-  return out;
-}
-
 TEST(SampleReference, RandomBitsAreSplitmix64OfSeedStepRow) {
   // Independently computed (Python) from the formula in templates/sampling.cuh.
   EXPECT_EQ(sampleRandomBits(0, 0, 0), 0x238275bc38fcbe91ull);
@@ -219,7 +211,7 @@ TEST(SampleReference, TopPKeepsTheShortestPrefixReachingP) {
 
 TEST(SampleReference, DrawsFollowTheDistribution) {
   // The draw step alone, on the host: 40000 rows of the same logits against the exact probabilities.
-  std::vector<uint16_t> row = randomLogits(64, 3, 1.0f);
+  std::vector<uint16_t> row = test::randomBf16Bits(64, 3, 1.0f);
   SampleSettings p;
   p.temperature = 0.8f;
   p.topK = 20;
@@ -246,7 +238,7 @@ TEST(SampleReference, DrawsFollowTheDistribution) {
 }
 
 TEST(SampleReference, SameSeedSameTokenOtherSeedOtherTokens) {
-  std::vector<uint16_t> row = randomLogits(32000, 5);
+  std::vector<uint16_t> row = test::randomBf16Bits(32000, 5, 2.f);
   SampleSettings p;
   p.seed = 1;
   p.step = 9;

@@ -1,4 +1,5 @@
 // ir/Parser.cpp — lexer and recursive-descent parser for minfer IR text (grammar in Parser.h).
+// (Over 650 lines: one lexer and one recursive-descent parser over a single grammar, read top to bottom.)
 #include "ir/Parser.h"
 
 #include "ir/Diagnostics.h"

@@ -221,6 +221,19 @@ std::string header(const Config &c) {
   return llvm::formatv("model \"{0}\"\n\n", c.modelName()).str();
 }
 
+// The end of a decoder's text after its MLP (`%mlp_out`): the layer's second residual add, the final norm
+// (`finalNorm`: the op, its operands and attributes) and the lm_head (`head`: a weight), then the module
+// with its header, dims and weights before the graph.
+std::string finishModule(const Config &c, const Writer &w, llvm::raw_string_ostream &os, llvm::StringRef a,
+                         const std::string &finalNorm, llvm::StringRef head) {
+  os << llvm::formatv("    %x2 = add %x1, %mlp_out : {0}[T, hidden]\n", a);
+  os << "    yield %x2\n  }\n";
+  os << llvm::formatv("  %final = {1} : {0}[T, hidden]\n", a, finalNorm);
+  os << llvm::formatv("  %logits = matmul %final, @{1} : {0}[T, vocab]\n", a, head);
+  os << "  return %logits\n}\n";
+  return header(c) + w.dims + "\n" + w.weights + "\n" + os.str();
+}
+
 llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, const Checkpoint *ckpt) {
   TRY(vocab, c.integer("vocab_size"));
   TRY(hidden, c.integer("hidden_size"));
@@ -311,12 +324,7 @@ llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, c
   os << llvm::formatv("    %act = {1} %gate : {0}[T, ffn]\n", a, act);
   os << llvm::formatv("    %gated = mul %act, %up : {0}[T, ffn]\n", a);
   os << llvm::formatv("    %mlp_out = matmul %gated, @w_down{1} : {0}[T, hidden]\n", a, bias(mlpBias, "b_down"));
-  os << llvm::formatv("    %x2 = add %x1, %mlp_out : {0}[T, hidden]\n", a);
-  os << "    yield %x2\n  }\n";
-  os << llvm::formatv("  %final = rms_norm %h, @final_norm {{eps = {1}} : {0}[T, hidden]\n", a, e);
-  os << llvm::formatv("  %logits = matmul %final, @{1} : {0}[T, vocab]\n", a, tied ? "embed" : "lm_head");
-  os << "  return %logits\n}\n";
-  return header(c) + w.dims + "\n" + w.weights + "\n" + os.str();
+  return finishModule(c, w, os, a, "rms_norm %h, @final_norm {eps = " + e + "}", tied ? "embed" : "lm_head");
 }
 
 llvm::Expected<std::string> importGPT2(const Config &c, const Checkpoint *ckpt) {
@@ -387,12 +395,7 @@ llvm::Expected<std::string> importGPT2(const Config &c, const Checkpoint *ckpt) 
   os << llvm::formatv("    %fc = matmul %mlp_in, @fc_w, @fc_b : {0}[T, ffn]\n", a);
   os << llvm::formatv("    %act = {1} %fc : {0}[T, ffn]\n", a, act);
   os << llvm::formatv("    %mlp_out = matmul %act, @mlp_proj_w, @mlp_proj_b : {0}[T, hidden]\n", a);
-  os << llvm::formatv("    %x2 = add %x1, %mlp_out : {0}[T, hidden]\n", a);
-  os << "    yield %x2\n  }\n";
-  os << llvm::formatv("  %final = layer_norm %h, @ln_f_w, @ln_f_b {{eps = {1}} : {0}[T, hidden]\n", a, e);
-  os << llvm::formatv("  %logits = matmul %final, @{1} : {0}[T, vocab]\n", a, tied ? "wte" : "lm_head");
-  os << "  return %logits\n}\n";
-  return header(c) + w.dims + "\n" + w.weights + "\n" + os.str();
+  return finishModule(c, w, os, a, "layer_norm %h, @ln_f_w, @ln_f_b {eps = " + e + "}", tied ? "wte" : "lm_head");
 }
 
 const llvm::StringRef kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "GPT2LMHeadModel"};

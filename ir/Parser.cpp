@@ -252,7 +252,7 @@ llvm::Expected<Type> Parser::parseType() {
         type.shape.push_back(*d);
         return llvm::Error::success();
       }))
-    return std::move(e);
+    return e;
   return type;
 }
 

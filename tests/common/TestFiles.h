@@ -1,11 +1,14 @@
 // tests/common/TestFiles.h — scratch files for tests: a unique temporary directory removed at the end of
-// its scope, whole-file reads and writes, an environment variable set for one scope, and a tiny NVRTC
-// kernel for the compile and cache tests.
+// its scope (and a fixture holding one per test), whole-file reads and writes, an environment variable set
+// for one scope, and a tiny NVRTC kernel for the compile and cache tests.
 #pragma once
 
+#include "jit/AtomicFile.h"
 #include "jit/Nvrtc.h"
 #include "jit/Target.h"
 
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -23,13 +26,19 @@
 namespace minfer::test {
 
 // Passes when `e` is an error whose message contains every one of `parts` (the message is shown either way).
-inline testing::AssertionResult failsMentioning(llvm::Error e, std::initializer_list<llvm::StringRef> parts) {
+inline testing::AssertionResult failsMentioning(llvm::Error e, llvm::ArrayRef<llvm::StringRef> parts) {
   if (!e) return testing::AssertionFailure() << "expected an error, got success";
   std::string msg = llvm::toString(std::move(e));
   for (llvm::StringRef p : parts)
     if (!llvm::StringRef(msg).contains(p))
       return testing::AssertionFailure() << "error message\n    " << msg << "\ndoes not mention '" << p.str() << "'";
   return testing::AssertionSuccess() << msg;
+}
+// The same for a value or an error: passes when `v` holds such an error.
+template <typename T>
+testing::AssertionResult failsMentioning(llvm::Expected<T> v, llvm::ArrayRef<llvm::StringRef> parts) {
+  if (v) return testing::AssertionFailure() << "expected an error, got a value";
+  return failsMentioning(v.takeError(), parts);
 }
 
 inline std::string readFile(const std::string &path) {
@@ -76,6 +85,28 @@ public:
 
 private:
   std::string dir_;
+};
+
+// A fixture with a unique temporary directory for each test, removed after it, for the tests of a file
+// format's reader and writer. Files are named by their names in the directory.
+class TempDirTest : public testing::Test {
+protected:
+  explicit TempDirTest(llvm::StringRef prefix) : tmp(prefix), Dir(tmp.path()) {}
+
+  std::string path(llvm::StringRef name) const { return tmp.file(name); }
+  // Writes the file `name` as minferc does: `serialise(os, path)` through the atomic writer.
+  using Serialiser = llvm::function_ref<llvm::Error(llvm::raw_ostream &, llvm::StringRef path)>;
+  llvm::Error saveWith(llvm::StringRef name, Serialiser serialise) const {
+    std::string p = path(name);
+    return writeAtomically(p, [&](llvm::raw_ostream &os) { return serialise(os, p); });
+  }
+  // Writes `bytes` as they are (a hand-made file); its path.
+  std::string writeRaw(llvm::StringRef name, llvm::StringRef bytes) const { return tmp.write(name, bytes); }
+  std::string readRaw(llvm::StringRef name) const { return tmp.read(name); }
+  std::vector<std::string> listDir() const { return tmp.list(); }
+
+  TempDir tmp;
+  const std::string Dir;
 };
 
 // Sets (or, with nullopt, unsets) an environment variable for one scope.

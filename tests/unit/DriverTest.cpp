@@ -23,11 +23,6 @@ namespace {
 constexpr const char *kMissingLibrary = "/nonexistent/minfer-test/libcuda.so.1";
 
 using test::failsMentioning;
-template <typename T>
-testing::AssertionResult failsMentioning(llvm::Expected<T> v, std::initializer_list<StringRef> parts) {
-  if (v) return testing::AssertionFailure() << "expected an error, got a value";
-  return failsMentioning(v.takeError(), parts);
-}
 
 TEST(Driver, MissingLibraryIsNoCudaDriverNamingThePath) {
   EXPECT_TRUE(failsMentioning(cuda::probeDriver(kMissingLibrary), {"no CUDA driver", "cannot load", kMissingLibrary}));

@@ -29,27 +29,6 @@ using test::target;
 
 namespace {
 
-class KernelCacheTest : public ::testing::Test {
-protected:
-  void SetUp() override {
-    llvm::SmallString<128> p;
-    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("minfer-cache-test", p));
-    root = std::string(p);
-  }
-  void TearDown() override { llvm::sys::fs::remove_directories(root); }
-
-  KernelCache cache() { return KernelCache::openAt(root + "/cache"); }
-  std::string keyOf(const KernelSource &s, const Target &t, const CompileOptions &o = {}) {
-    llvm::Expected<CacheKey> k = KernelCache::computeKey(s, t, o);
-    EXPECT_TRUE(bool(k)) << llvm::toString(k.takeError());
-    return k ? k->hex : "";
-  }
-
-  std::string root;
-  ScopedEnv noBypass{"MINFER_NO_CACHE", std::nullopt};
-  ScopedEnv noDebug{"MINFER_CACHE_DEBUG", std::nullopt};
-};
-
 // getOrCompile that fails the test on error; reports whether it hit.
 CompiledKernel get(KernelCache &c, const KernelSource &s, const Target &t, bool *hit,
                    const CompileOptions &o = {}) {
@@ -70,6 +49,56 @@ void expectSameKernel(const CompiledKernel &a, const CompiledKernel &b) {
   EXPECT_TRUE(a.cubin == b.cubin) << "cubins differ: " << a.cubin.size() << " vs " << b.cubin.size() << " bytes";
   EXPECT_EQ(a.ptx, b.ptx);
 }
+
+class KernelCacheTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    llvm::SmallString<128> p;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("minfer-cache-test", p));
+    root = std::string(p);
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(root); }
+
+  KernelCache cache() { return KernelCache::openAt(root + "/cache"); }
+  std::string keyOf(const KernelSource &s, const Target &t, const CompileOptions &o = {}) {
+    llvm::Expected<CacheKey> k = KernelCache::computeKey(s, t, o);
+    EXPECT_TRUE(bool(k)) << llvm::toString(k.takeError());
+    return k ? k->hex : "";
+  }
+
+  // One kernel compiled into the cache, for the tests that damage its entry file.
+  struct CachedEntry {
+    KernelSource src;
+    Target t;
+    CompiledKernel fresh; // as compiled on the first (missing) lookup
+    std::string path;     // its entry file
+    std::string bytes;    // the entry file as first written
+  };
+  CachedEntry compileOneEntry(KernelCache &c) {
+    CachedEntry e{scaleKernel("scale_x3"), target("sm_89"), {}, "", ""};
+    bool hit = true;
+    e.fresh = get(c, e.src, e.t, &hit);
+    EXPECT_FALSE(hit);
+    e.path = c.entryPath(keyOf(e.src, e.t));
+    e.bytes = test::readFile(e.path);
+    return e;
+  }
+  // Overwrites the entry with `damaged`: lookup must refuse it, and getOrCompile must miss, compile the
+  // same kernel again and write the entry anew.
+  void expectDamageRebuilt(KernelCache &c, const CachedEntry &e, const std::string &damaged) {
+    test::writeFile(e.path, damaged);
+    EXPECT_FALSE(c.lookup(keyOf(e.src, e.t), e.t).has_value());
+    bool hit = true;
+    CompiledKernel rebuilt = get(c, e.src, e.t, &hit);
+    EXPECT_FALSE(hit);
+    expectSameKernel(rebuilt, e.fresh);
+    EXPECT_EQ(test::readFile(e.path), e.bytes) << "the rebuilt entry replaces the bad one";
+  }
+
+  std::string root;
+  ScopedEnv noBypass{"MINFER_NO_CACHE", std::nullopt};
+  ScopedEnv noDebug{"MINFER_CACHE_DEBUG", std::nullopt};
+};
 
 } // namespace
 
@@ -121,44 +150,25 @@ TEST_F(KernelCacheTest, AnyKeyChangeIsAMiss) {
 
 TEST_F(KernelCacheTest, TruncatedEntryIsRebuiltNeverUsed) {
   KernelCache c = cache();
-  Target t = target("sm_89");
-  KernelSource src = scaleKernel("scale_x3");
-  bool hit = false;
-  CompiledKernel fresh = get(c, src, t, &hit);
-  std::string entry = c.entryPath(keyOf(src, t));
-  std::string bytes = test::readFile(entry);
-  ASSERT_GT(bytes.size(), fresh.cubin.size());
+  CachedEntry e = compileOneEntry(c);
+  ASSERT_GT(e.bytes.size(), e.fresh.cubin.size());
 
-  for (size_t keep : {bytes.size() - 1, bytes.size() / 2, size_t(10), size_t(0)}) {
+  for (size_t keep : {e.bytes.size() - 1, e.bytes.size() / 2, size_t(10), size_t(0)}) {
     SCOPED_TRACE("kept " + std::to_string(keep) + " bytes");
-    test::writeFile(entry, bytes.substr(0, keep));
-    EXPECT_FALSE(c.lookup(keyOf(src, t), t).has_value());
-    CompiledKernel rebuilt = get(c, src, t, &hit);
-    EXPECT_FALSE(hit);
-    expectSameKernel(rebuilt, fresh);
-    EXPECT_EQ(test::readFile(entry), bytes) << "the rebuilt entry replaces the bad one";
+    expectDamageRebuilt(c, e, e.bytes.substr(0, keep));
   }
 }
 
 TEST_F(KernelCacheTest, FlippedByteIsRebuiltNeverUsed) {
   KernelCache c = cache();
-  Target t = target("sm_89");
-  KernelSource src = scaleKernel("scale_x3");
-  bool hit = false;
-  CompiledKernel fresh = get(c, src, t, &hit);
-  std::string entry = c.entryPath(keyOf(src, t));
-  std::string bytes = test::readFile(entry);
+  CachedEntry e = compileOneEntry(c);
 
   // In the cubin's middle (payload), in the header's key, and in the trailing digest.
-  for (size_t at : {bytes.size() / 2, size_t(20), bytes.size() - 1}) {
+  for (size_t at : {e.bytes.size() / 2, size_t(20), e.bytes.size() - 1}) {
     SCOPED_TRACE("flipped byte " + std::to_string(at));
-    std::string bad = bytes;
+    std::string bad = e.bytes;
     bad[at] ^= 0x01;
-    test::writeFile(entry, bad);
-    EXPECT_FALSE(c.lookup(keyOf(src, t), t).has_value());
-    CompiledKernel rebuilt = get(c, src, t, &hit);
-    EXPECT_FALSE(hit);
-    expectSameKernel(rebuilt, fresh);
+    expectDamageRebuilt(c, e, bad);
   }
 }
 

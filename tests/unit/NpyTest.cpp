@@ -2,12 +2,8 @@
 // format spec, not against our reader), round trips across ranks including 0-d and empty arrays, reads
 // of hand-written files, and one hand-crafted bad file per validation rule.
 #include "io/Npy.h"
-#include "jit/AtomicFile.h"
 
-#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/Endian.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 
 #include "common/TestFiles.h"
 
@@ -15,7 +11,6 @@
 
 #include <bit>
 #include <cmath>
-#include <fstream>
 
 using namespace minfer;
 using llvm::StringRef;
@@ -23,10 +18,6 @@ using llvm::StringRef;
 namespace {
 
 using test::failsMentioning;
-testing::AssertionResult failsMentioning(llvm::Expected<NpyArray> v, std::initializer_list<StringRef> parts) {
-  if (v) return testing::AssertionFailure() << "expected an error, got an array";
-  return failsMentioning(v.takeError(), parts);
-}
 
 /// A hand-made .npy file: magic, version, little-endian header length, header text, then raw data bytes.
 std::string npyBytes(StringRef header, StringRef data, uint8_t major = 1) {
@@ -47,30 +38,19 @@ std::string floatBytes(std::initializer_list<float> values) {
   return s;
 }
 
-/// A unique temporary directory for each test, removed after it.
-class Npy : public testing::Test {
+/// Each test's files in its own temporary directory.
+class Npy : public test::TempDirTest {
 protected:
-  test::TempDir tmp{"minfer-npy"};
-  const std::string Dir = tmp.path();
+  Npy() : TempDirTest("minfer-npy") {}
 
-  std::string path(StringRef name) const { return tmp.file(name); }
-  /// Writes the file `name` as minferc does: the serialiser through the atomic writer.
   llvm::Error save(StringRef name, llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<float> data) const {
-    std::string p = path(name);
-    return writeAtomically(p, [&](llvm::raw_ostream &os) { return writeNpyF32(os, p, shape, data); });
-  }
-  std::string writeRaw(StringRef name, StringRef bytes) const { return tmp.write(name, bytes); }
-  std::string readRaw(StringRef name) const { return tmp.read(name); }
-  bool dirIsEmpty() const {
-    std::error_code ec;
-    return llvm::sys::fs::directory_iterator(Dir, ec) == llvm::sys::fs::directory_iterator();
+    return saveWith(name, [&](llvm::raw_ostream &os, StringRef p) { return writeNpyF32(os, p, shape, data); });
   }
   /// Writes a hand-made file named bad.npy and returns the error from reading it.
   llvm::Error readBad(StringRef bytes) {
     auto a = readNpyF32(writeRaw("bad.npy", bytes));
     return a ? llvm::Error::success() : a.takeError();
   }
-
 };
 
 const char *kHeader23 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
@@ -217,7 +197,7 @@ TEST_F(Npy, WriterRejectsShapeDataMismatchAndLeavesNoFile) {
   EXPECT_TRUE(failsMentioning(save("a.npy", {2, 3}, {1, 2, 3}),
                               {"a.npy", "(2, 3)", "6 elements", "3 floats"}));
   EXPECT_TRUE(failsMentioning(save("a.npy", {-1}, {}), {"a.npy", "negative"}));
-  EXPECT_TRUE(dirIsEmpty());
+  EXPECT_TRUE(listDir().empty());
   // The serialiser checks before it writes anything.
   std::string bytes;
   llvm::raw_string_ostream os(bytes);

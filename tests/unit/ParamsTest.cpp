@@ -119,7 +119,9 @@ TEST(Params, ThePlanBindsOnlyFieldsTheKernelHas) {
         EXPECT_TRUE(fields.insert(b.field).second) << l.op << ": " << layout.fields[b.field].name << " bound twice";
       }
       // A kernel with a row count always gets one.
-      if (layout.find("rows") >= 0) EXPECT_TRUE(plan->param(l, "rows")) << l.op;
+      if (layout.find("rows") >= 0) {
+        EXPECT_TRUE(plan->param(l, "rows")) << l.op;
+      }
     }
 }
 

@@ -32,20 +32,36 @@ std::string loadError(llvm::StringRef model, const rt::EngineOptions &o) {
   return e ? "no error" : llvm::toString(e.takeError());
 }
 
+// A golden fixture as the runtime reads it: the imported module, its checkpoint, and the checkpoint's weights
+// in fp32 for that module (before any fusion adds packed declarations).
+struct ImportedFixture {
+  std::unique_ptr<ir::Module> module;
+  Checkpoint ckpt;
+  ir::WeightSet f32;
+};
+llvm::Expected<ImportedFixture> importFixture(const std::string &name) {
+  std::string dir = test::fixtureDir(name);
+  auto m = importHF(dir);
+  if (!m) return m.takeError();
+  auto ckpt = Checkpoint::open(dir);
+  if (!ckpt) return ckpt.takeError();
+  auto f32 = loadWeightsF32(**m, *ckpt);
+  if (!f32) return f32.takeError();
+  return ImportedFixture{std::move(*m), std::move(*ckpt), std::move(*f32)};
+}
+
 // Every layer of every weight, streamed in small chunks as the kernels read it, equals the interpreter's
 // fp32 copy rounded to the kernel dtype: the transposed GPT-2 Conv1D weights included.
 TEST(StreamWeight, ChunksReassembleTheKernelLayout) {
-  std::string dir = test::fixtureDir("gpt2");
-  auto m = importHF(dir);
-  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
-  auto ckpt = Checkpoint::open(dir);
-  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
-  auto f32 = loadWeightsF32(**m, *ckpt);
-  ASSERT_TRUE(bool(f32)) << llvm::toString(f32.takeError());
+  auto fx = importFixture("gpt2");
+  ASSERT_TRUE(bool(fx)) << llvm::toString(fx.takeError());
+  const ir::Module &m = *fx->module;
+  const Checkpoint &ckpt = fx->ckpt;
+  const ir::WeightSet &f32 = fx->f32;
   int transposed = 0;
-  for (size_t w = 0; w < (*m)->weights.size(); ++w) {
-    transposed += (*m)->weights[w].transposed;
-    for (size_t l = 0; l < f32->byDecl[w].size(); ++l)
+  for (size_t w = 0; w < m.weights.size(); ++w) {
+    transposed += m.weights[w].transposed;
+    for (size_t l = 0; l < f32.byDecl[w].size(); ++l)
       for (ir::DType dt : {ir::DType::BF16, ir::DType::F32}) {
         std::vector<uint8_t> bytes;
         size_t chunks = 0;
@@ -55,9 +71,9 @@ TEST(StreamWeight, ChunksReassembleTheKernelLayout) {
           ++chunks;
           return llvm::Error::success();
         };
-        ASSERT_FALSE(bool(streamWeight(**m, *ckpt, int(w), int64_t(l), dt, 1000, sink)));
-        const std::vector<float> &want = f32->byDecl[w][l].data;
-        ASSERT_EQ(bytes.size(), want.size() * ir::dtypeSize(dt)) << (*m)->weights[w].name;
+        ASSERT_FALSE(bool(streamWeight(m, ckpt, int(w), int64_t(l), dt, 1000, sink)));
+        const std::vector<float> &want = f32.byDecl[w][l].data;
+        ASSERT_EQ(bytes.size(), want.size() * ir::dtypeSize(dt)) << m.weights[w].name;
         EXPECT_GE(chunks, bytes.size() / 4096) << "bounded chunks";
         for (size_t i = 0; i < want.size(); ++i) {
           float got;
@@ -68,7 +84,7 @@ TEST(StreamWeight, ChunksReassembleTheKernelLayout) {
           } else {
             std::memcpy(&got, &bytes[i * 4], 4);
           }
-          ASSERT_EQ(got, want[i]) << (*m)->weights[w].name << " layer " << l << " element " << i; // bf16 source: exact
+          ASSERT_EQ(got, want[i]) << m.weights[w].name << " layer " << l << " element " << i; // bf16 source: exact
         }
       }
   }
@@ -79,23 +95,21 @@ TEST(StreamWeight, ChunksReassembleTheKernelLayout) {
 // (in their epilogue's row order: rope pairs side by side, gate and up rows interleaved), hold the parts'
 // rows where the epilogues read them. The expected order is written out here from its definition.
 TEST(StreamWeight, PackedWeightsArriveInTheirEpiloguesRowOrder) {
-  std::string dir = test::fixtureDir("llama_gqa");
-  auto m = importHF(dir);
-  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
-  auto ckpt = Checkpoint::open(dir);
-  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
-  auto f32 = loadWeightsF32(**m, *ckpt); // the parts, before fusion adds the packed declarations
-  ASSERT_TRUE(bool(f32)) << llvm::toString(f32.takeError());
-  ASSERT_TRUE(bool(fuseModule(**m)));
-  auto plan = buildPlan(**m, *parseTarget("sm_90"));
+  auto fx = importFixture("llama_gqa"); // the parts' weights, before fusion adds the packed declarations
+  ASSERT_TRUE(bool(fx)) << llvm::toString(fx.takeError());
+  ir::Module &m = *fx->module;
+  const Checkpoint &ckpt = fx->ckpt;
+  const ir::WeightSet &f32 = fx->f32;
+  ASSERT_TRUE(bool(fuseModule(m)));
+  auto plan = buildPlan(m, *parseTarget("sm_90"));
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   int checked = 0;
   for (const PlanBuffer &b : plan->buffers) {
-    if (b.kind != BufferKind::Weight || !(*m)->weights[b.weight].packed() || b.layer != 0) continue;
-    const ir::WeightDecl &w = (*m)->weights[b.weight];
+    if (b.kind != BufferKind::Weight || !m.weights[b.weight].packed() || b.layer != 0) continue;
+    const ir::WeightDecl &w = m.weights[b.weight];
     // The stacked parts (layer 0), logical row order.
     std::vector<float> stacked;
-    for (int p : w.parts) stacked.insert(stacked.end(), f32->byDecl[p][0].data.begin(), f32->byDecl[p][0].data.end());
+    for (int p : w.parts) stacked.insert(stacked.end(), f32.byDecl[p][0].data.begin(), f32.byDecl[p][0].data.end());
     int64_t rows = w.type.shape[0].value, cols = w.type.rank() == 2 ? w.type.shape[1].value : 1;
     std::vector<int64_t> source(rows);
     for (int64_t r = 0; r < rows; ++r) source[r] = r;
@@ -112,7 +126,7 @@ TEST(StreamWeight, PackedWeightsArriveInTheirEpiloguesRowOrder) {
       bytes.insert(bytes.end(), part.begin(), part.end());
       return llvm::Error::success();
     };
-    ASSERT_FALSE(bool(streamWeight(**m, *ckpt, b.weight, 0, b.dtype, 1000, sink, rowOrder(b, rows))));
+    ASSERT_FALSE(bool(streamWeight(m, ckpt, b.weight, 0, b.dtype, 1000, sink, rowOrder(b, rows))));
     ASSERT_EQ(bytes.size(), size_t(rows * cols * 2)) << b.name;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {

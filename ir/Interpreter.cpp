@@ -507,7 +507,8 @@ int32_t argmax(const float *row, int64_t n) {
 } // namespace
 
 llvm::Expected<GreedyResult> generateGreedy(Interpreter &interp, llvm::ArrayRef<std::vector<int32_t>> prompts,
-                                            int64_t maxNew, std::optional<int32_t> eos) {
+                                            int64_t maxNew, std::optional<int32_t> eos,
+                                            llvm::function_ref<bool(int64_t, int32_t)> onToken) {
   GreedyResult out;
   int64_t vocab = interp.vocab();
   for (size_t seq = 0; seq < prompts.size(); ++seq) {
@@ -518,7 +519,8 @@ llvm::Expected<GreedyResult> generateGreedy(Interpreter &interp, llvm::ArrayRef<
     while (static_cast<int64_t>(generated.size()) < maxNew) {
       int32_t next = argmax(rows.row(rows.rows() - 1), vocab);
       generated.push_back(next);
-      if ((eos && next == *eos) || static_cast<int64_t>(generated.size()) == maxNew) break;
+      bool go = !onToken || onToken(static_cast<int64_t>(seq), next);
+      if (!go || (eos && next == *eos) || static_cast<int64_t>(generated.size()) == maxNew) break;
       auto stepLogits = interp.step(static_cast<int64_t>(seq), {next});
       if (!stepLogits) return stepLogits.takeError();
       rows.data.insert(rows.data.end(), stepLogits->data.begin(), stepLogits->data.end());

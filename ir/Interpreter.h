@@ -9,6 +9,7 @@
 #include "ir/Module.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
@@ -82,9 +83,11 @@ struct GreedyResult {
 
 // Greedy decoding of every prompt (sequence i of the interpreter gets prompt i): prefill, then up to
 // `maxNew` tokens, each the argmax of the last logits row (lowest id on ties) and fed back, stopping
-// early after `eos` when given. The logits hold one row per prompt position, then one row for each
-// generated token fed back (all but the last).
+// early after `eos` when given, or when `onToken(sequence, token)` (called with each token as it is chosen)
+// returns false. The logits hold one row per prompt position, then one row for each generated token fed
+// back (all but the last).
 llvm::Expected<GreedyResult> generateGreedy(Interpreter &, llvm::ArrayRef<std::vector<int32_t>> prompts,
-                                            int64_t maxNew, std::optional<int32_t> eos = std::nullopt);
+                                            int64_t maxNew, std::optional<int32_t> eos = std::nullopt,
+                                            llvm::function_ref<bool(int64_t, int32_t)> onToken = {});
 
 } // namespace minfer::ir

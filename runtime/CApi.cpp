@@ -13,6 +13,9 @@ struct minfer_engine {
 struct minfer_session {
   minfer::Session session;
 };
+struct minfer_tokenizer {
+  minfer::Tokenizer tokenizer;
+};
 
 namespace {
 
@@ -88,11 +91,57 @@ minfer_error *minfer_generate(minfer_session *session, const int32_t *prompt, si
   go.seed = o.seed;
   if (o.stop_tokens) go.stopTokens.assign(o.stop_tokens, o.stop_tokens + o.num_stop_tokens);
   go.cudaGraph = o.cuda_graph != 0;
+  if (o.tokenizer) go.tokenizer = &o.tokenizer->tokenizer;
+  if (o.on_token)
+    go.onToken = [&o](const minfer::TokenEvent &t) {
+      return o.on_token(o.user_data, t.sequence, t.token, t.text.data(), t.text.size()) != 0;
+    };
   auto g = session->session.generate({std::vector<int32_t>(prompt, prompt + promptLen)}, go);
   if (!g) return error(g.error());
   const std::vector<int32_t> &t = g->tokens[0];
   std::copy(t.begin(), t.end(), tokens);
   *count = t.size();
+  return nullptr;
+}
+
+minfer_error *minfer_tokenizer_load(const char *dir, minfer_tokenizer **out) {
+  if (!dir || !out) return error("minfer_tokenizer_load: dir and tokenizer must not be NULL");
+  auto t = minfer::Tokenizer::load(dir);
+  if (!t) return error(t.error());
+  *out = new minfer_tokenizer{std::move(*t)};
+  return nullptr;
+}
+
+void minfer_tokenizer_free(minfer_tokenizer *t) { delete t; }
+
+int64_t minfer_tokenizer_vocab_size(const minfer_tokenizer *t) { return t ? t->tokenizer.vocabSize() : 0; }
+
+minfer_error *minfer_tokenize(const minfer_tokenizer *t, const char *text, size_t textLen, int addBos, int32_t *ids,
+                              size_t capacity, size_t *count) {
+  if (!t || (!text && textLen) || !ids || !count)
+    return error("minfer_tokenize: tokenizer, text, ids and count must not be NULL");
+  auto r = t->tokenizer.encode(std::string(text ? text : "", textLen), addBos != 0);
+  if (!r) return error(r.error());
+  if (r->size() > capacity)
+    return error("minfer_tokenize: the text is " + std::to_string(r->size()) + " tokens, room for " +
+                 std::to_string(capacity));
+  std::copy(r->begin(), r->end(), ids);
+  *count = r->size();
+  return nullptr;
+}
+
+minfer_error *minfer_detokenize(const minfer_tokenizer *t, const int32_t *ids, size_t count, char *text,
+                                size_t capacity, size_t *len) {
+  if (!t || (!ids && count) || !text || !len)
+    return error("minfer_detokenize: tokenizer, ids, text and len must not be NULL");
+  auto r = t->tokenizer.decode(std::vector<int32_t>(ids, ids + count));
+  if (!r) return error(r.error());
+  if (r->size() >= capacity)
+    return error("minfer_detokenize: the text needs " + std::to_string(r->size() + 1) + " bytes with its NUL, room for " +
+                 std::to_string(capacity));
+  std::copy(r->begin(), r->end(), text);
+  text[r->size()] = '\0';
+  *len = r->size();
   return nullptr;
 }
 

@@ -382,6 +382,7 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
         int32_t t = recorded[toks.size() * B + b];
         toks.push_back(t);
         if (llvm::is_contained(opts.stopTokens, t)) done[b] = true;
+        if (opts.onToken && !opts.onToken(b, t)) done[b] = true;
       }
       if (static_cast<int64_t>(toks.size()) >= opts.maxNewTokens) done[b] = true;
     }
@@ -405,7 +406,7 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
     ++steps;
     if (options.keepLogits)
       if (auto e = keepStepLogits()) return e;
-    if (steps % kStopCheckInterval == 0 || steps == maxSteps || options.keepLogits)
+    if (steps % kStopCheckInterval == 0 || steps == maxSteps || options.keepLogits || opts.onToken)
       if (auto e = readTokens()) return e;
   }
   if (auto e = t2->record(stream.handle())) return e;

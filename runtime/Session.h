@@ -23,6 +23,7 @@
 #include "runtime/Engine.h"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace minfer::rt {
@@ -41,6 +42,9 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::vector<int32_t> stopTokens; // a sequence ends after emitting one of these (it is kept in its tokens)
   bool graph = true;                // replay the decode step as a CUDA graph
+  // Called with each generated token as soon as it is read back (every step when set, else every few
+  // steps); returning false ends that sequence there (the token is kept).
+  std::function<bool(int64_t sequence, int32_t token)> onToken;
 };
 
 struct Generation {

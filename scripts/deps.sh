@@ -1,6 +1,6 @@
 # scripts/deps.sh — sourced by setup.sh and test.sh: installs minfer's build dependencies from Debian's
 # packages when any is missing (the CUDA toolkit is expected in /usr/local/cuda or $CUDA_HOME already).
-minfer_packages=(cmake ninja-build g++ llvm-14-dev libgtest-dev zlib1g-dev python3)
+minfer_packages=(cmake ninja-build g++ llvm-14-dev libgtest-dev zlib1g-dev python3 libsentencepiece-dev libpcre2-dev)
 
 minfer_install_deps() {
   local missing=()

@@ -4,7 +4,10 @@
 //   minferc model.ir --target sm_89 -o model.mfb    plan, compile every kernel (NVRTC, cached), bundle
 //   minferc model.ir --target sm_89 --emit=plan|cuda
 //   minferc import-hf DIR -o model.ir               HF checkpoint directory → IR
-//   minferc run MODEL --prompt-ids 1,2,3 ...        generation on the GPU (or the CPU reference interpreter)
+//   minferc run MODEL --prompt TEXT | --prompt-ids 1,2,3 ...
+//                                                   generation on the GPU (or the CPU reference interpreter)
+//   minferc tokenize DIR --text TEXT                the ids of TEXT with the checkpoint's tokenizer
+//   minferc detokenize DIR --ids 1,2,3              the text of ids
 //   minferc cache ls|verify|clear                   the kernel cache
 //
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
@@ -18,6 +21,7 @@
 #include "jit/ParallelCompile.h"
 #include "compiler/Plan.h"
 #include "io/Safetensors.h"
+#include "io/Tokenizer.h"
 #include "compiler/Tuning.h"
 #include "io/WeightLoader.h"
 #include "ir/Diagnostics.h"
@@ -50,6 +54,8 @@ cl::OptionCategory category("minferc options");
 cl::SubCommand importCmd("import-hf", "Write the IR of a Hugging Face checkpoint directory (config.json, *.safetensors)");
 cl::SubCommand runCmd("run", "Generate tokens from a model (an .ir file, a bundle or an HF checkpoint directory)");
 cl::SubCommand autotuneCmd("autotune", "Tune the tile sizes of a model's kernels on this GPU, into the device's tuning database");
+cl::SubCommand tokenizeCmd("tokenize", "Print the token ids of a text (no BOS or EOS added) with a checkpoint's tokenizer");
+cl::SubCommand detokenizeCmd("detokenize", "Print the text of token ids with a checkpoint's tokenizer");
 cl::SubCommand cacheCmd("cache", "List, verify or clear the kernel cache ($MINFER_CACHE_DIR, $XDG_CACHE_HOME/minfer or ~/.cache/minfer)");
 
 // ----- top level: minferc model.ir
@@ -110,8 +116,16 @@ cl::opt<std::string> importDir(cl::Positional, cl::desc("<checkpoint dir>"), cl:
 cl::opt<std::string> runModel(cl::Positional, cl::desc("<model.ir | model.mfb | checkpoint dir>"), cl::Required, cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> weightsPath("weights", cl::desc("Weights: a .safetensors file, an index.json, or a directory (default: MODEL when it is a directory)"),
                                  cl::value_desc("path"), cl::sub(runCmd), cl::cat(category));
-cl::opt<std::string> promptIds("prompt-ids", cl::desc("Prompt token ids, comma-separated"), cl::value_desc("1,2,3"),
-                               cl::Required, cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> promptIds("prompt-ids", cl::desc("Prompt token ids, comma-separated (prints the generated ids)"),
+                               cl::value_desc("1,2,3"), cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> promptText("prompt",
+                                cl::desc("Prompt text, tokenized with the checkpoint's tokenizer (BOS added as it says); "
+                                         "the generated text is streamed, ending at its EOS"),
+                                cl::value_desc("text"), cl::sub(runCmd), cl::cat(category));
+cl::opt<std::string> tokenizerPath("tokenizer",
+                                   cl::desc("Directory of the tokenizer for --prompt (default: MODEL, or --weights, "
+                                            "when a directory)"),
+                                   cl::value_desc("dir"), cl::sub(runCmd), cl::cat(category));
 cl::opt<int64_t> maxNewTokens("max-new-tokens", cl::desc("Number of tokens to generate"), cl::init(16), cl::sub(runCmd), cl::cat(category));
 enum class Backend { Gpu, Reference };
 cl::opt<Backend> backend("backend", cl::desc("Where to run"),
@@ -141,6 +155,14 @@ cl::opt<std::string> logitsOut("logits-out",
                                cl::desc("Write float32 [rows, vocab] logits as .npy: one row per prompt position, then "
                                         "one per generated token fed back"),
                                cl::value_desc("file.npy"), cl::sub(runCmd), cl::cat(category));
+
+// ----- tokenize DIR --text TEXT / detokenize DIR --ids 1,2,3
+cl::opt<std::string> tokenizeDir(cl::Positional, cl::desc("<checkpoint or tokenizer dir>"), cl::Required,
+                                 cl::sub(tokenizeCmd), cl::sub(detokenizeCmd), cl::cat(category));
+cl::opt<std::string> tokenizeText("text", cl::desc("The text to tokenize"), cl::value_desc("text"), cl::Required,
+                                  cl::sub(tokenizeCmd), cl::cat(category));
+cl::opt<std::string> detokenizeIds("ids", cl::desc("Token ids, comma-separated"), cl::value_desc("1,2,3"), cl::Required,
+                                   cl::sub(detokenizeCmd), cl::cat(category));
 
 int fail(llvm::Error e) {
   llvm::errs() << ir::renderError(std::move(e));
@@ -364,25 +386,120 @@ int importMain() {
   return 0;
 }
 
-llvm::Expected<std::vector<int32_t>> parseIds(llvm::StringRef text, int64_t vocab) {
+// Comma-separated ids (of the option `flag`, for messages), each below `vocab`.
+llvm::Expected<std::vector<int32_t>> parseIds(llvm::StringRef text, int64_t vocab,
+                                              llvm::StringRef flag = "--prompt-ids") {
   llvm::SmallVector<llvm::StringRef> parts;
   text.split(parts, ',');
   std::vector<int32_t> ids;
   for (llvm::StringRef p : parts) {
     int64_t v = 0;
     if (p.trim().getAsInteger(10, v))
-      return ir::makeError("--prompt-ids: '" + p.trim() + "' is not an integer; expected ids like 1,2,3");
+      return ir::makeError(flag + ": '" + p.trim() + "' is not an integer; expected ids like 1,2,3");
     if (v < 0 || v >= vocab)
-      return ir::makeError("--prompt-ids: token id " + std::to_string(v) + " is outside the vocabulary [0, " +
+      return ir::makeError(flag + ": token id " + std::to_string(v) + " is outside the vocabulary [0, " +
                            std::to_string(vocab) + ")");
     ids.push_back(static_cast<int32_t>(v));
   }
-  if (ids.empty() || text.trim().empty()) return ir::makeError("--prompt-ids: expected at least one token id");
+  if (ids.empty() || text.trim().empty()) return ir::makeError(flag + ": expected at least one token id");
   return ids;
 }
 
+int tokenizeMain() {
+  auto tok = tok::loadTokenizer(tokenizeDir);
+  if (!tok) return fail(tok.takeError());
+  auto ids = (*tok)->encode(tokenizeText);
+  if (!ids) return fail(ir::makeError("--text: " + llvm::toString(ids.takeError())));
+  llvm::outs() << llvm::join(llvm::map_range(*ids, [](int32_t t) { return std::to_string(t); }), ",") << "\n";
+  return 0;
+}
+
+int detokenizeMain() {
+  auto tok = tok::loadTokenizer(tokenizeDir);
+  if (!tok) return fail(tok.takeError());
+  auto ids = parseIds(detokenizeIds, (*tok)->vocabSize(), "--ids");
+  if (!ids) return fail(ids.takeError());
+  auto text = (*tok)->decode(*ids);
+  if (!text) return fail(text.takeError());
+  llvm::outs() << *text << "\n";
+  return 0;
+}
+
+// The prompt of `minferc run`: --prompt-ids as given, or --prompt's text through the checkpoint's tokenizer
+// (then `tokenizer` holds it, for streaming the answer).
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+};
+
+llvm::Expected<Prompt> readPrompt() {
+  if (promptText.getNumOccurrences() == promptIds.getNumOccurrences())
+    return ir::makeError("run: give the prompt as --prompt TEXT or as --prompt-ids 1,2,3 (one of them)");
+  Prompt p;
+  if (promptIds.getNumOccurrences()) {
+    auto ids = parseIds(promptIds, INT32_MAX); // the syntax now; the range once the model's vocabulary is known
+    if (!ids) return ids.takeError();
+    p.ids = std::move(*ids);
+    return p;
+  }
+  std::string dir = tokenizerPath;
+  if (dir.empty()) dir = llvm::sys::fs::is_directory(runModel) ? runModel.getValue() : weightsPath.getValue();
+  if (dir.empty() || !llvm::sys::fs::is_directory(dir))
+    return ir::makeError("--prompt: no tokenizer directory; MODEL is a file, so give --tokenizer DIR");
+  auto t = tok::loadTokenizer(dir);
+  if (!t) return t.takeError();
+  auto ids = (*t)->encodePrompt(promptText);
+  if (!ids) return ir::makeError("--prompt: " + llvm::toString(ids.takeError()));
+  if (ids->empty()) return ir::makeError("--prompt: the text gives no tokens");
+  p.ids = std::move(*ids);
+  p.tokenizer = std::move(*t);
+  return p;
+}
+
+// A tokenizer with ids the model has no embedding for would feed it out-of-range ids.
+llvm::Error checkVocab(const Prompt &p, int64_t modelVocab) {
+  if (p.tokenizer && p.tokenizer->vocabSize() > modelVocab)
+    return ir::makeError("the tokenizer (" + p.tokenizer->describe() + ") has " +
+                         std::to_string(p.tokenizer->vocabSize()) + " tokens but the model's vocabulary has " +
+                         std::to_string(modelVocab));
+  for (int32_t id : p.ids)
+    if (id >= modelVocab)
+      return ir::makeError("--prompt-ids: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                           std::to_string(modelVocab) + ")");
+  return llvm::Error::success();
+}
+
+// Prints sequence 0's text as its tokens arrive (nothing for the others, which print at the end).
+class Streamer {
+public:
+  explicit Streamer(const tok::Tokenizer &t) : stream(t) {}
+  void push(int32_t id) {
+    auto piece = stream.push(id);
+    if (piece) llvm::outs() << *piece;
+    else llvm::consumeError(piece.takeError()); // the model's id, checked against the vocabulary already
+    llvm::outs().flush();
+  }
+  void finish() {
+    auto rest = stream.finish();
+    if (rest) llvm::outs() << *rest;
+    else llvm::consumeError(rest.takeError());
+    llvm::outs() << "\n";
+  }
+
+private:
+  tok::TextStream stream;
+};
+
 std::string idList(const std::vector<int32_t> &ids) {
   return llvm::join(llvm::map_range(ids, [](int32_t t) { return std::to_string(t); }), ",");
+}
+
+// The text of a whole generated sequence, its EOS left out.
+void printText(const tok::Tokenizer &t, std::vector<int32_t> ids) {
+  if (!ids.empty() && t.special.isEos(ids.back())) ids.pop_back();
+  auto text = t.decode(ids);
+  if (text) llvm::outs() << *text << "\n";
+  else llvm::consumeError(text.takeError());
 }
 
 // `minferc run --backend=gpu`: Engine (bundle, IR or checkpoint) + Session, timings on stderr.
@@ -391,8 +508,9 @@ int runGpu() {
   auto t0 = Clock::now();
   if (runBatch < 1) return fail(ir::makeError("--batch must be at least 1"));
   if (maxNewTokens < 0) return fail(ir::makeError("--max-new-tokens must not be negative"));
-  // The ids' syntax before loading (their range needs the model's vocabulary).
-  if (auto ids = parseIds(promptIds, INT32_MAX); !ids) return fail(ids.takeError());
+  // The prompt before loading the model (the ids' range needs the model's vocabulary).
+  auto prompt = readPrompt();
+  if (!prompt) return fail(prompt.takeError());
   if (!stopIds.empty())
     if (auto ids = parseIds(stopIds, INT32_MAX); !ids) return fail(ids.takeError());
   rt::EngineOptions eo;
@@ -404,8 +522,7 @@ int runGpu() {
   auto engine = rt::Engine::load(runModel, eo);
   if (!engine) return fail(engine.takeError());
   auto t1 = Clock::now();
-  auto ids = parseIds(promptIds, (*engine)->vocab());
-  if (!ids) return fail(ids.takeError());
+  if (auto e = checkVocab(*prompt, (*engine)->vocab())) return fail(std::move(e));
   rt::GenerateOptions go;
   go.maxNewTokens = maxNewTokens;
   go.temperature = temperature;
@@ -418,11 +535,20 @@ int runGpu() {
     if (!stops) return fail(stops.takeError());
     go.stopTokens = *stops;
   }
+  std::optional<Streamer> streamer;
+  if (prompt->tokenizer) {
+    if (stopIds.empty()) go.stopTokens = prompt->tokenizer->special.eos;
+    streamer.emplace(*prompt->tokenizer);
+    go.onToken = [&](int64_t sequence, int32_t token) {
+      if (sequence == 0 && !prompt->tokenizer->special.isEos(token)) streamer->push(token);
+      return true;
+    };
+  }
   rt::SessionOptions so;
   so.keepLogits = !logitsOut.empty();
   auto session = rt::Session::create(**engine, so);
   if (!session) return fail(session.takeError());
-  auto gen = (*session)->generate(std::vector<std::vector<int32_t>>(runBatch, *ids), go);
+  auto gen = (*session)->generate(std::vector<std::vector<int32_t>>(runBatch, prompt->ids), go);
   if (!gen) return fail(gen.takeError());
   auto t2 = Clock::now();
   if (!logitsOut.empty()) {
@@ -430,7 +556,12 @@ int runGpu() {
     int64_t rows = static_cast<int64_t>(gen->logits[0].size()) / vocab;
     if (auto e = writeLogits(logitsOut, {rows, vocab}, gen->logits[0])) return fail(std::move(e));
   }
-  for (const auto &t : gen->tokens) llvm::outs() << idList(t) << "\n";
+  if (streamer) {
+    streamer->finish();
+    for (size_t b = 1; b < gen->tokens.size(); ++b) printText(*prompt->tokenizer, gen->tokens[b]);
+  } else {
+    for (const auto &t : gen->tokens) llvm::outs() << idList(t) << "\n";
+  }
   const rt::LoadStats &st = (*engine)->stats();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   double prefillTokS = gen->prefillMs > 0 ? gen->promptTokens / (gen->prefillMs / 1e3) : 0;
@@ -475,8 +606,10 @@ int runMain() {
   if (maxNewTokens < 0) return fail(ir::makeError("--max-new-tokens must not be negative"));
 
   int64_t vocab = *module->value(module->outputs[0]).type.lastDim();
-  auto ids = parseIds(promptIds, vocab);
-  if (!ids) return fail(ids.takeError());
+  auto prompt = readPrompt();
+  if (!prompt) return fail(prompt.takeError());
+  if (auto e = checkVocab(*prompt, vocab)) return fail(std::move(e));
+  const std::vector<int32_t> *ids = &prompt->ids;
   auto ckpt = Checkpoint::open(wpath);
   if (!ckpt) return fail(ckpt.takeError());
   auto weights = loadWeightsF32(*module, *ckpt);
@@ -486,7 +619,14 @@ int runMain() {
   int64_t maxSeq = static_cast<int64_t>(ids->size()) + std::max<int64_t>(maxNewTokens, 1);
   auto interp = ir::Interpreter::create(*module, *weights, /*batch=*/1, maxSeq);
   if (!interp) return fail(interp.takeError());
-  auto result = ir::generateGreedy(**interp, {*ids}, maxNewTokens);
+  std::optional<Streamer> streamer;
+  if (prompt->tokenizer) streamer.emplace(*prompt->tokenizer);
+  auto result = ir::generateGreedy(**interp, {*ids}, maxNewTokens, std::nullopt, [&](int64_t, int32_t token) {
+    if (!streamer) return true;
+    if (prompt->tokenizer->special.isEos(token)) return false;
+    streamer->push(token);
+    return true;
+  });
   if (!result) return fail(result.takeError());
   auto t2 = Clock::now();
 
@@ -494,8 +634,8 @@ int runMain() {
     const ir::Tensor &l = result->logits[0];
     if (auto e = writeLogits(logitsOut, l.shape, l.data)) return fail(std::move(e));
   }
-  llvm::outs() << llvm::join(llvm::map_range(result->tokens[0], [](int32_t t) { return std::to_string(t); }), ",")
-               << "\n";
+  if (streamer) streamer->finish();
+  else llvm::outs() << idList(result->tokens[0]) << "\n";
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   llvm::errs() << llvm::format("minferc run: backend=reference load %.0f ms, %zu prompt + %zu generated tokens in %.0f ms\n",
                                ms(t1 - t0), ids->size(), result->tokens[0].size(), ms(t2 - t1));
@@ -593,13 +733,17 @@ int main(int argc, char **argv) {
                                    "  minferc cache ls|verify|clear\n"
                                    "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] | --show\n"
                                    "  minferc import-hf DIR -o model.ir\n"
-                                   "  minferc run MODEL --prompt-ids 1,2,3 [--max-new-tokens N] [--batch B] [--temperature T]\n"
+                                   "  minferc tokenize DIR --text TEXT\n"
+                                   "  minferc detokenize DIR --ids 1,2,3\n"
+                                   "  minferc run MODEL --prompt TEXT | --prompt-ids 1,2,3 [--max-new-tokens N] [--batch B] [--temperature T]\n"
                                    "              [--top-k K] [--top-p P] [--seed S] [--logits-out F.npy] [--no-fuse]\n"
                                    "              [--backend=gpu|reference]\n",
                                    &llvm::errs()))
     return 1;
   if (importCmd) return importMain();
   if (runCmd) return runMain();
+  if (tokenizeCmd) return tokenizeMain();
+  if (detokenizeCmd) return detokenizeMain();
   if (cacheCmd) return cacheMain();
   if (autotuneCmd) return autotuneMain();
   return compileMain();

@@ -41,6 +41,7 @@ extern "C" {
 typedef struct minfer_engine minfer_engine;
 typedef struct minfer_session minfer_session;
 typedef struct minfer_error minfer_error;
+typedef struct minfer_tokenizer minfer_tokenizer;
 
 MINFER_C_API const char *minfer_error_message(const minfer_error *error);
 MINFER_C_API void minfer_error_free(minfer_error *error);
@@ -72,6 +73,12 @@ typedef struct {
   const int32_t *stop_tokens;  /* may be NULL */
   size_t num_stop_tokens;
   int cuda_graph;              /* default 1 */
+  /* Optional: stops at the tokenizer's EOS, and gives the callback text. */
+  const minfer_tokenizer *tokenizer;
+  /* Optional: called with each generated token as it is known; `text` (not NUL-terminated, `text_len`
+   * bytes) is what the token completes with a tokenizer, else empty. Return 0 to end the sequence there. */
+  int (*on_token)(void *user_data, size_t sequence, int32_t token, const char *text, size_t text_len);
+  void *user_data;
 } minfer_generation_options;
 
 MINFER_C_API void minfer_generation_options_init(minfer_generation_options *options);
@@ -80,6 +87,19 @@ MINFER_C_API void minfer_generation_options_init(minfer_generation_options *opti
 MINFER_C_API minfer_error *minfer_generate(minfer_session *session, const int32_t *prompt, size_t prompt_len,
                                            const minfer_generation_options *options, int32_t *tokens,
                                            size_t capacity, size_t *count);
+
+/* dir: a checkpoint (or tokenizer-only) directory with tokenizer.json or tokenizer.model. */
+MINFER_C_API minfer_error *minfer_tokenizer_load(const char *dir, minfer_tokenizer **tokenizer);
+MINFER_C_API void minfer_tokenizer_free(minfer_tokenizer *tokenizer);
+/* The ids of `text_len` bytes of UTF-8 `text` (BOS first with add_bos when the checkpoint adds one); more
+ * than `capacity` ids is an error that says how many. */
+MINFER_C_API minfer_error *minfer_tokenize(const minfer_tokenizer *tokenizer, const char *text, size_t text_len,
+                                           int add_bos, int32_t *ids, size_t capacity, size_t *count);
+/* The text of `count` ids, NUL-terminated in `text` (its length without the NUL in `len`); a text of
+ * `capacity` bytes or more is an error that says how many it needs. */
+MINFER_C_API minfer_error *minfer_detokenize(const minfer_tokenizer *tokenizer, const int32_t *ids, size_t count,
+                                             char *text, size_t capacity, size_t *len);
+MINFER_C_API int64_t minfer_tokenizer_vocab_size(const minfer_tokenizer *tokenizer);
 
 MINFER_C_API const char *minfer_version(void);
 

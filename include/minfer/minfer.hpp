@@ -12,6 +12,13 @@
 //   minfer::Result<minfer::Generation> out = session->generate({{1, 15043, 29892}}, go);
 //   if (out) for (int32_t t : out->tokens[0]) std::cout << t << " ";
 //
+// Text in and out, with the checkpoint's tokenizer (tokenizer.json or tokenizer.model):
+//
+//   minfer::Result<minfer::Tokenizer> tok = minfer::Tokenizer::load("TinyLlama-1.1B/");
+//   go.tokenizer = &*tok;                            // stop at its EOS; text for onToken and Generation::text
+//   go.onToken = [](const minfer::TokenEvent &t) { std::cout << t.text << std::flush; return true; };
+//   out = session->generate({*tok->encode("The capital of France is", /*addBos=*/true)}, go);
+//
 // A model is an .ir file (weights from EngineOptions::weights), a bundle written by `minferc model.ir
 // --target sm_XY -o model.mfb` (no compiler involved at load), or a Hugging Face checkpoint directory.
 // Kernels that are not in a bundle are compiled with NVRTC through the disk cache ($MINFER_CACHE_DIR,
@@ -25,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +51,9 @@ namespace rt {
 class Engine;
 class Session;
 } // namespace rt
+namespace tok {
+class Tokenizer;
+} // namespace tok
 
 // Success, or a message saying what went wrong.
 class Status {
@@ -94,6 +105,31 @@ struct SessionOptions {
   bool keepLogits = false; // return every prompt row's and every step's logits (Generation::logits)
 };
 
+// A checkpoint directory's tokenizer: text to token ids and back, giving Hugging Face's ids.
+class MINFER_API Tokenizer {
+public:
+  static Result<Tokenizer> load(const std::string &dir);
+  // The ids of `text`; with addBos, BOS first when the checkpoint adds one (HF's add_special_tokens).
+  Result<std::vector<int32_t>> encode(const std::string &text, bool addBos = false) const;
+  Result<std::string> decode(const std::vector<int32_t> &ids) const;
+  int64_t vocabSize() const;
+  std::vector<int32_t> eosTokens() const; // the ids that end a sequence (generation_config.json)
+
+private:
+  friend class Session;
+  explicit Tokenizer(std::shared_ptr<const tok::Tokenizer> impl) : impl(std::move(impl)) {}
+  std::shared_ptr<const tok::Tokenizer> impl;
+};
+
+// One generated token, as soon as it is known.
+struct TokenEvent {
+  size_t sequence = 0; // index of its prompt
+  int32_t token = 0;
+  // With GenerationOptions::tokenizer: the text this token completes ("" while a character's bytes are
+  // split over tokens, and for an EOS); never a broken UTF-8 sequence.
+  std::string text;
+};
+
 struct GenerationOptions {
   int64_t maxNewTokens = 16;
   float temperature = 0.f; // <= 0: greedy
@@ -102,6 +138,12 @@ struct GenerationOptions {
   uint64_t seed = 0;       // with the same seed, prompts and options, sampling gives the same tokens
   std::vector<int32_t> stopTokens; // e.g. the tokenizer's EOS; kept as the sequence's last token
   bool cudaGraph = true;           // replay the decode step as one CUDA graph
+  // Optional: stops each sequence at the tokenizer's EOS and gives text (TokenEvent::text,
+  // Generation::text). Its vocabulary must fit the model's. Must outlive the call.
+  const Tokenizer *tokenizer = nullptr;
+  // Optional: called with each token as it is generated (every decode step); returning false ends that
+  // sequence there.
+  std::function<bool(const TokenEvent &)> onToken;
 };
 
 struct Generation {
@@ -109,6 +151,7 @@ struct Generation {
   // With SessionOptions::keepLogits: per prompt, float32 [rows, vocab] row-major, one row per prompt
   // position then one per generated token fed back.
   std::vector<std::vector<float>> logits;
+  std::vector<std::string> text; // with GenerationOptions::tokenizer: each sequence's text, its EOS left out
   int64_t promptTokens = 0, decodeSteps = 0;
   double prefillMs = 0; // GPU time: prefill and first token
   double decodeMs = 0;  // GPU time: the decode steps

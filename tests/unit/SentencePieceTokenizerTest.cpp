@@ -1,0 +1,257 @@
+// SentencePieceTokenizerTest.cpp — io/SentencePieceTokenizer (tokenizer.model) against Hugging Face: every
+// case of tests/fixtures/tokenizers/llama2_sp (written by tests/golden/make_tokenizer_fixtures.py) encodes
+// to HF's ids and decodes to HF's text, also the id sequences that no text encodes to; the tokenizer_config
+// flags (legacy=false, added tokens) change encoding as transformers' LlamaTokenizer does; bad model files
+// and bad text are errors that say what is wrong.
+#include "io/TokenizerFormats.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include "common/TestFiles.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+using namespace minfer;
+using namespace minfer::tok;
+
+namespace {
+
+namespace json = llvm::json;
+using llvm::StringRef;
+using test::failsMentioning;
+
+std::string fixtureDir() { return std::string(MINFER_SOURCE_DIR) + "/tests/fixtures/tokenizers/llama2_sp"; }
+std::string modelPath() { return fixtureDir() + "/tokenizer.model"; }
+
+json::Value readJson(const std::string &path) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf) {
+    ADD_FAILURE() << "cannot read " << path;
+    return nullptr;
+  }
+  auto v = json::parse((*buf)->getBuffer());
+  if (!v) {
+    ADD_FAILURE() << path << ": " << llvm::toString(v.takeError());
+    return nullptr;
+  }
+  return std::move(*v);
+}
+
+// The fixture's tokenizer_config.json, with `edit` applied.
+json::Object fixtureConfig(llvm::function_ref<void(json::Object &)> edit = [](json::Object &) {}) {
+  json::Value v = readJson(fixtureDir() + "/tokenizer_config.json");
+  json::Object o = v.getAsObject() ? std::move(*v.getAsObject()) : json::Object();
+  edit(o);
+  return o;
+}
+
+std::unique_ptr<Tokenizer> load(const json::Object *config) {
+  auto t = loadSentencePieceTokenizer(modelPath(), config);
+  if (!t) {
+    ADD_FAILURE() << llvm::toString(t.takeError());
+    return nullptr;
+  }
+  return std::move(*t);
+}
+
+std::vector<int32_t> idsOf(const json::Value *v) {
+  std::vector<int32_t> out;
+  if (const json::Array *a = v ? v->getAsArray() : nullptr)
+    for (const json::Value &id : *a) out.push_back(int32_t(id.getAsInteger().getValueOr(-1)));
+  return out;
+}
+
+std::string show(llvm::ArrayRef<int32_t> ids) {
+  std::string s = "[";
+  for (int32_t id : ids) s += (s.size() > 1 ? ", " : "") + std::to_string(id);
+  return s + "]";
+}
+
+// Equal id lists, or where they first differ (the ids around that place), which a long case needs.
+testing::AssertionResult sameIds(llvm::ArrayRef<int32_t> got, llvm::ArrayRef<int32_t> want) {
+  if (got == want) return testing::AssertionSuccess();
+  size_t at = std::mismatch(got.begin(), got.end(), want.begin(), want.end()).first - got.begin();
+  size_t from = at > 3 ? at - 3 : 0;
+  auto around = [&](llvm::ArrayRef<int32_t> ids) {
+    return show(ids.drop_front(std::min(from, ids.size())).take_front(12));
+  };
+  return testing::AssertionFailure() << "ids differ at position " << at << " (" << got.size() << " ids, HF has "
+                                     << want.size() << "); from position " << from << ": got "
+                                     << around(got) << ", HF " << around(want);
+}
+
+// A JSON string literal of `s`, so that spaces, tabs and CRs in a failure message can be seen.
+std::string shown(StringRef s) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << json::Value(s.str());
+  return os.str();
+}
+
+TEST(SentencePieceTokenizer, EveryFixtureCaseGivesHuggingFacesIdsAndText) {
+  std::unique_ptr<Tokenizer> tok;
+  json::Object config = fixtureConfig();
+  ASSERT_TRUE(tok = load(&config));
+  json::Value cases = readJson(fixtureDir() + "/cases.json");
+  ASSERT_TRUE(cases.getAsArray());
+  size_t passed = 0, total = 0;
+  for (const json::Value &c : *cases.getAsArray()) {
+    const json::Object &o = *c.getAsObject();
+    std::string text = o.getString("text").getValueOr("").str(), decoded = o.getString("decoded").getValueOr("").str();
+    std::vector<int32_t> want = idsOf(o.get("ids"));
+    ++total;
+    auto ids = tok->encode(text);
+    ASSERT_TRUE(bool(ids)) << shown(text) << ": " << llvm::toString(ids.takeError());
+    auto back = tok->decode(want);
+    ASSERT_TRUE(bool(back)) << shown(text) << ": " << llvm::toString(back.takeError());
+    EXPECT_TRUE(sameIds(*ids, want)) << "encoding " << shown(text);
+    EXPECT_EQ(shown(*back), shown(decoded)) << "decoding the ids of " << shown(text);
+    if (*ids == want && *back == decoded) ++passed;
+    if (const json::Value *withBos = o.get("ids_with_specials")) {
+      auto prompt = tok->encodePrompt(text); // the format's default: <s> first, as LlamaTokenizer adds it
+      ASSERT_TRUE(bool(prompt)) << llvm::toString(prompt.takeError());
+      EXPECT_TRUE(sameIds(*prompt, idsOf(withBos))) << "encoding with BOS " << shown(text);
+    }
+  }
+  EXPECT_EQ(passed, total) << "cases that give HF's ids and text";
+  EXPECT_GT(total, 100u) << "the fixture should have the corpus lines, chunks, edge and special cases";
+}
+
+// Id sequences no text encodes to: byte-fallback runs that are not UTF-8 (one U+FFFD per byte of such a
+// run), specials between bytes, leading "▁" pieces.
+TEST(SentencePieceTokenizer, DecodeCasesGiveHuggingFacesText) {
+  std::unique_ptr<Tokenizer> tok;
+  json::Object config = fixtureConfig();
+  ASSERT_TRUE(tok = load(&config));
+  json::Value cases = readJson(fixtureDir() + "/decode_cases.json");
+  ASSERT_TRUE(cases.getAsArray());
+  size_t checked = 0;
+  for (const json::Value &c : *cases.getAsArray()) {
+    const json::Object &o = *c.getAsObject();
+    if (o.getBoolean("skip_special_tokens").getValueOr(false)) continue; // decode() keeps special tokens
+    std::vector<int32_t> ids = idsOf(o.get("ids"));
+    auto text = tok->decode(ids);
+    ASSERT_TRUE(bool(text)) << show(ids) << ": " << llvm::toString(text.takeError());
+    EXPECT_EQ(shown(*text), shown(o.getString("decoded").getValueOr("").str())) << "decoding " << show(ids);
+    ++checked;
+  }
+  EXPECT_GT(checked, 10u);
+}
+
+TEST(SentencePieceTokenizer, DescribesItselfAndItsDefaults) {
+  std::unique_ptr<Tokenizer> tok;
+  json::Object config = fixtureConfig();
+  ASSERT_TRUE(tok = load(&config));
+  EXPECT_EQ(tok->describe(), "tokenizer.model (SentencePiece BPE, " + std::to_string(tok->vocabSize()) + " pieces)");
+  EXPECT_GE(tok->vocabSize(), 259); // <unk> <s> </s> and the 256 byte pieces
+  EXPECT_EQ(tok->special.bos, std::optional<int32_t>(1));
+  EXPECT_EQ(tok->special.eos, std::vector<int32_t>{2});
+  EXPECT_TRUE(tok->special.addBos);
+  EXPECT_EQ(show(tok->encode("<s>").get()), "[1]");
+  EXPECT_EQ(tok->decode({1, 2, 0}).get(), "<s></s><unk>");
+}
+
+// Without a tokenizer_config.json the tokenizer is LlamaTokenizer's defaults: <unk> <s> </s> are split out,
+// legacy encoding; the same as the fixture's config (which only restates them).
+TEST(SentencePieceTokenizer, WithoutAConfigUsesLlamaTokenizersDefaults) {
+  std::unique_ptr<Tokenizer> bare, configured;
+  json::Object config = fixtureConfig();
+  ASSERT_TRUE(bare = load(nullptr));
+  ASSERT_TRUE(configured = load(&config));
+  for (StringRef text : {"Hello world", "<s>Hi</s> there <unk>", " x", "abc\n\ndef"})
+    EXPECT_EQ(show(bare->encode(text).get()), show(configured->encode(text).get())) << shown(text);
+}
+
+// legacy=false (transformers 4's slow LlamaTokenizer): one "▁" before the whole text and none after a
+// special token, so text with special tokens decodes back to itself; a piece that starts with a space keeps
+// exactly that space, so plain text encodes as with legacy=true.
+TEST(SentencePieceTokenizer, LegacyFalsePrefixesOnlyTheStartOfTheText) {
+  std::unique_ptr<Tokenizer> legacy, modern;
+  json::Object legacyConfig = fixtureConfig();
+  json::Object modernConfig = fixtureConfig([](json::Object &o) { o["legacy"] = false; });
+  ASSERT_TRUE(legacy = load(&legacyConfig));
+  ASSERT_TRUE(modern = load(&modernConfig));
+  auto roundTrip = [](const Tokenizer &t, StringRef text) { return t.decode(t.encode(text).get()).get(); };
+  for (StringRef text : {"Hello world", " Hello", "  two spaces", "a\nb", "x", "don't stop", "\u2581x \u2581"})
+    EXPECT_EQ(show(modern->encode(text).get()), show(legacy->encode(text).get())) << shown(text);
+  for (StringRef text : {"Hello</s>world", "<s>Hello", "<s> Hello", "a<unk>b</s>", "</s>\n<s>"}) {
+    EXPECT_EQ(shown(roundTrip(*modern, text)), shown(text));
+    EXPECT_NE(shown(roundTrip(*legacy, text)), shown(text)) << "legacy=true adds a space after a special token";
+  }
+  // "<s>Hello": the "▁" put before the text is dropped again in front of the special token (decode alone
+  // would not show it: the decoder strips one leading space).
+  std::vector<int32_t> ids = modern->encode("<s>Hello").get();
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 1);
+}
+
+// Added tokens of tokenizer_config.json beyond <unk> <s> </s>, with HF's AddedToken flags: rstrip / lstrip
+// eat the spaces beside the token, single_word splits it out only between spaces. (Checked once against
+// transformers 4.57.6's LlamaTokenizer with the same config, not by this test.)
+TEST(SentencePieceTokenizer, AddedTokensAreSplitOutWithTheirFlags) {
+  json::Object config = fixtureConfig([](json::Object &o) {
+    json::Object &atd = *o.getObject("added_tokens_decoder");
+    atd["1000"] = json::Object{{"content", "<|user|>"}, {"lstrip", true}, {"rstrip", true}, {"special", false}};
+    atd["1001"] = json::Object{{"content", "<|assistant|>"}, {"single_word", true}, {"special", true}};
+    o["additional_special_tokens"] = json::Array{"<|assistant|>"};
+  });
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(tok = load(&config));
+  EXPECT_EQ(tok->vocabSize(), 1002);
+  auto enc = [&](StringRef text) { return tok->encode(text).get(); };
+  auto cat = [](std::vector<int32_t> a, llvm::ArrayRef<int32_t> b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  EXPECT_EQ(show(enc("hi <|user|>  there")), show(cat(cat(enc("hi"), {1000}), enc("there"))));
+  EXPECT_EQ(show(enc("a <|assistant|> b")), show(cat(cat(enc("a "), {1001}), enc(" b"))));
+  EXPECT_EQ(show(enc("a<|assistant|>b")), show(cat(enc("a<|assistant|>"), enc("b"))));
+  EXPECT_FALSE(llvm::is_contained(enc("a<|assistant|>b"), 1001));
+  EXPECT_EQ(tok->decode({1000, 1001}).get(), "<|user|><|assistant|>");
+}
+
+class SentencePieceFiles : public test::TempDirTest {
+protected:
+  SentencePieceFiles() : TempDirTest("minfer-sp") {}
+};
+
+TEST_F(SentencePieceFiles, ACorruptOrMissingModelIsAnErrorNamingTheFile) {
+  std::string bad = writeRaw("tokenizer.model", "this is not a SentencePiece model\n");
+  EXPECT_TRUE(failsMentioning(loadSentencePieceTokenizer(bad, nullptr), {bad, "not a SentencePiece model"}));
+  // Cut short in the middle of a piece.
+  std::string model = test::readFile(modelPath());
+  ASSERT_GT(model.size(), 1000u);
+  writeRaw("tokenizer.model", StringRef(model).take_front(model.size() / 2));
+  EXPECT_TRUE(failsMentioning(loadSentencePieceTokenizer(bad, nullptr), {bad, "not a SentencePiece model"}));
+  writeRaw("tokenizer.model", "");
+  EXPECT_TRUE(failsMentioning(loadSentencePieceTokenizer(bad, nullptr), {bad, "not a SentencePiece model"}));
+  std::string missing = path("missing.model");
+  EXPECT_TRUE(failsMentioning(loadSentencePieceTokenizer(missing, nullptr), {missing, "cannot read"}));
+}
+
+TEST(SentencePieceTokenizer, TextThatIsNotUtf8AndIdsOutsideTheVocabularyAreErrors) {
+  std::unique_ptr<Tokenizer> tok;
+  ASSERT_TRUE(tok = load(nullptr));
+  EXPECT_TRUE(failsMentioning(tok->encode("ab\xC3("), {"not valid UTF-8", "byte 2"}));
+  EXPECT_TRUE(failsMentioning(tok->encode("<s>\xFF"), {"not valid UTF-8", "byte 3"}));
+  EXPECT_TRUE(failsMentioning(tok->decode({1, int32_t(tok->vocabSize())}), {"outside the vocabulary"}));
+  EXPECT_TRUE(failsMentioning(tok->decode({-1}), {"outside the vocabulary"}));
+}
+
+TEST(SentencePieceTokenizer, BadConfigFieldsAreNamed) {
+  json::Object sampling =
+      fixtureConfig([](json::Object &o) { o["sp_model_kwargs"] = json::Object{{"enable_sampling", true}}; });
+  EXPECT_TRUE(failsMentioning(loadSentencePieceTokenizer(modelPath(), &sampling),
+                              {"tokenizer_config.json", "sp_model_kwargs.enable_sampling"}));
+  json::Object legacy = fixtureConfig([](json::Object &o) { o["legacy"] = "yes"; });
+  EXPECT_TRUE(failsMentioning(loadSentencePieceTokenizer(modelPath(), &legacy), {"tokenizer_config.json", "'legacy'"}));
+  json::Object atd = fixtureConfig([](json::Object &o) {
+    (*o.getObject("added_tokens_decoder"))["x"] = json::Object{{"content", "<x>"}};
+  });
+  EXPECT_TRUE(failsMentioning(loadSentencePieceTokenizer(modelPath(), &atd), {"added_tokens_decoder.x", "token id"}));
+}
+
+} // namespace

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Encoding speed of Hugging Face `tokenizers` (tokenizer.json) and transformers' slow LlamaTokenizer
-(tokenizer.model, SentencePiece) on the text minfer_tokenizer_bench encodes, one thread, best of 5.
+"""Encoding speed of Hugging Face `tokenizers` (tokenizer.json, what transformers' fast tokenizers run) on
+the text minfer_tokenizer_bench encodes, one thread, best of 5, whole and line by line.
 
     python3 bench/hf_tokenizer_bench.py --text FILE --out hf.json DIR...
 
-The checksum is computed as minfer_tokenizer_bench computes it, so equal checksums mean equal ids.
+For a SentencePiece checkpoint give the directory of its tokenizer.json (HF's converted form, which gives the
+same ids). The checksum is computed as minfer_tokenizer_bench computes it: equal checksums, equal ids.
 """
 import argparse
 import json
@@ -22,11 +23,6 @@ def checksum(ids):
 
 
 def load(d):
-    if os.path.exists(os.path.join(d, "tokenizer.model")):
-        from transformers import LlamaTokenizer
-        cfg = json.load(open(os.path.join(d, "tokenizer_config.json")))
-        t = LlamaTokenizer(vocab_file=os.path.join(d, "tokenizer.model"), legacy=cfg.get("legacy", True))
-        return "transformers LlamaTokenizer (slow, sentencepiece)", lambda s: t.encode(s, add_special_tokens=False)
     from tokenizers import Tokenizer
     t = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
     return "tokenizers (Rust)", lambda s: t.encode(s, add_special_tokens=False).ids
@@ -43,16 +39,17 @@ def main():
     results = []
     for d in a.dirs:
         impl, encode = load(d)
-        best, ids = 1e30, []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            ids = encode(text)
-            best = min(best, time.perf_counter() - t0)
         name = os.path.basename(os.path.normpath(d))
-        print(f"{name}: {nbytes} bytes -> {len(ids)} tokens in {best * 1e3:.1f} ms "
-              f"({nbytes / 1e6 / best:.2f} MB/s, {impl}), checksum {checksum(ids)}")
-        results.append({"tokenizer": name, "impl": impl, "bytes": nbytes, "tokens": len(ids), "seconds": best,
-                        "mb_per_s": nbytes / 1e6 / best, "checksum": checksum(ids)})
+        for mode, parts in (("whole", [text]), ("lines", text.split("\n"))):
+            best, ids = 1e30, []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                ids = [i for p in parts for i in encode(p)]
+                best = min(best, time.perf_counter() - t0)
+            print(f"{name} ({mode}): {nbytes} bytes -> {len(ids)} tokens in {best * 1e3:.1f} ms "
+                  f"({nbytes / 1e6 / best:.2f} MB/s, {impl}), checksum {checksum(ids)}")
+            results.append({"tokenizer": name, "impl": impl, "mode": mode, "bytes": nbytes, "tokens": len(ids),
+                            "seconds": best, "mb_per_s": nbytes / 1e6 / best, "checksum": checksum(ids)})
     if a.out:
         with open(a.out, "w") as f:
             json.dump(results, f, indent=2)

@@ -35,6 +35,9 @@ python="${PYTHON:-python3}"
 mkdir -p "$OUT"
 
 export MINFER_CACHE_DIR="${MINFER_CACHE_DIR:-/tmp/minfer-kernel-cache}"
+# Shared libraries the build machine has and the GPU machine may not (libsentencepiece.so.0, for the
+# tokenizers), copied next to the build by README's build steps.
+[ -d "$build/extra-libs" ] && export LD_LIBRARY_PATH="$(cd "$build/extra-libs" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$MINFER_CACHE_DIR"
 E2E_MODELS="${E2E_MODELS:-gpt2-124m,tinyllama-1.1b,llama-2-7b}"
 shapes=/tmp/minfer_bench_shapes.json # input to the baseline only; kernel_bench.json holds the same shapes

@@ -37,3 +37,33 @@ for exe in minfer_embed minfer_embed_c; do
     echo "$exe: no GPU here, failed cleanly (exit 1): $(cat "$work/$exe.err")"
   fi
 done
+
+# Text in and out: the 321-token GPT-2 tokenizer fixture with the gpt2 model fixture (the same vocabulary).
+# The prompt ids must be HF's ("hello world" in tests/fixtures/tokenizers/tiny_gpt2/cases.json; GPT-2 adds no
+# BOS) with or without a GPU; with one, the streamed text must be what `minferc detokenize` gives for the ids
+# the same prompt generates, up to the tokenizer's EOS (320).
+gfix=$src/tests/golden/fixtures/gpt2
+tokdir=$src/tests/fixtures/tokenizers/tiny_gpt2
+want_ids=71,68,292,78,303,297
+for exe in minfer_embed minfer_embed_c; do
+  if text=$("$work/build/$exe" "$gfix" --tokenizer "$tokdir" --text "hello world" 8 2> "$work/$exe.text.err"); then
+    ids=$("$work/build/$exe" "$gfix" "$want_ids" 8 2> /dev/null | sed 's/,320.*$//; s/^320.*$//')
+    whole=""
+    [ -z "$ids" ] || whole=$("$build/tools/minferc" detokenize "$tokdir" --ids "$ids")
+    if [ "$text" != "$whole" ]; then
+      echo "FAIL: $exe streamed '$text'; the ids $ids detokenize to '$whole'"
+      exit 1
+    fi
+    echo "$exe: streamed the text of its tokens ($ids)"
+  elif ! grep -q "no CUDA driver" "$work/$exe.text.err"; then
+    echo "FAIL: $exe --text failed:"
+    cat "$work/$exe.text.err"
+    exit 1
+  fi
+  if ! grep -q "prompt ids $want_ids\$" "$work/$exe.text.err"; then
+    echo "FAIL: $exe did not tokenize 'hello world' as HF does ($want_ids):"
+    cat "$work/$exe.text.err"
+    exit 1
+  fi
+  echo "$exe: tokenized the prompt as HF does ($want_ids)"
+done

@@ -231,6 +231,56 @@ TEST(Session, AStopTokenEndsItsSequence) {
   EXPECT_EQ(out->tokens[0], std::vector<int32_t>(ref.greedyIds.begin(), ref.greedyIds.begin() + firstStop + 1));
 }
 
+// Text out: with a tokenizer (the 321-token GPT-2 fixture, the gpt2 model's vocabulary) the tokens are still
+// HF's greedy ids, up to and including the tokenizer's EOS; the text arrives token by token and adds up
+// to Generation::text, the decode of those ids; a callback returning false ends the sequence; and
+// `minferc run --prompt` prints the same text for the same prompt.
+TEST(Session, TextStreamsThroughTheTokenizerAndStopsAtItsEos) {
+  MINFER_REQUIRE_GPU();
+  OPEN_FIXTURE_SESSION("gpt2");
+  const std::string tokDir = std::string(MINFER_SOURCE_DIR) + "/tests/fixtures/tokenizers/tiny_gpt2";
+  API_TRY(tok, Tokenizer::load(tokDir));
+  ASSERT_EQ(tok->eosTokens(), std::vector<int32_t>{320});
+  GenerationOptions go;
+  go.maxNewTokens = static_cast<int64_t>(ref.greedyIds.size());
+  go.tokenizer = &*tok;
+  std::string streamed;
+  std::vector<int32_t> seen;
+  go.onToken = [&](const TokenEvent &t) {
+    EXPECT_EQ(t.sequence, 0u);
+    seen.push_back(t.token);
+    streamed += t.text;
+    return true;
+  };
+  API_TRY(out, session->generate({ref.promptIds}, go));
+  auto eos = std::find(ref.greedyIds.begin(), ref.greedyIds.end(), 320);
+  std::vector<int32_t> want(ref.greedyIds.begin(), eos == ref.greedyIds.end() ? eos : eos + 1);
+  EXPECT_EQ(out->tokens[0], want);
+  EXPECT_EQ(seen, want);
+  std::vector<int32_t> textIds(want.begin(), eos == ref.greedyIds.end() ? want.end() : want.end() - 1);
+  API_TRY(whole, tok->decode(textIds));
+  ASSERT_EQ(out->text.size(), 1u);
+  EXPECT_EQ(out->text[0], *whole);
+  EXPECT_EQ(streamed, *whole);
+
+  // Returning false ends the sequence after that token.
+  go.onToken = [n = 0](const TokenEvent &) mutable { return ++n < 3; };
+  API_TRY(stopped, session->generate({ref.promptIds}, go));
+  EXPECT_EQ(stopped->tokens[0].size(), std::min<size_t>(3, want.size()));
+
+  // The command line, on the GPU, for "hello world" (HF's ids in the fixture's cases.json).
+  go.onToken = nullptr;
+  API_TRY(hello, session->generate({{71, 68, 292, 78, 303, 297}}, go));
+  test::TempDir tmp;
+  std::string stdoutPath = tmp.file("text.txt"), stderrPath = tmp.file("stderr.txt");
+  std::string maxNew = std::to_string(go.maxNewTokens);
+  std::vector<llvm::StringRef> args = {MINFERC_PATH, "run", dir, "--tokenizer", tokDir, "--prompt", "hello world",
+                                       "--max-new-tokens", maxNew};
+  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(stdoutPath), llvm::StringRef(stderrPath)};
+  ASSERT_EQ(llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::None, redirects), 0) << test::readFile(stderrPath);
+  EXPECT_EQ(test::readFile(stdoutPath), hello->text[0] + "\n");
+}
+
 TEST(Session, MisuseIsAnErrorBeforeAnyWorkAndTheSessionStaysUsable) {
   MINFER_REQUIRE_GPU();
   OPEN_FIXTURE_SESSION("gpt2", eo.maxSeq = 32);

@@ -289,4 +289,47 @@ TEST(PublicApi, ErrorsAreValuesWithMessages) {
   std::cout << "[ no GPU ] the C API reported: " << why << "\n";
 }
 
+// The tokenizer half of the public API needs no GPU. Expected ids and text: HF's, from the fixture's
+// cases.json ("hello world"; GPT-2 adds no BOS).
+TEST(PublicApi, TokenizersTurnTextIntoIdsAndBack) {
+  const std::string dir = std::string(MINFER_SOURCE_DIR) + "/tests/fixtures/tokenizers/tiny_gpt2";
+  const std::vector<int32_t> hello = {71, 68, 292, 78, 303, 297};
+  Result<Tokenizer> tok = Tokenizer::load(dir);
+  ASSERT_TRUE(tok.ok()) << tok.error();
+  EXPECT_EQ(tok->vocabSize(), 321);
+  EXPECT_EQ(tok->eosTokens(), std::vector<int32_t>{320});
+  Result<std::vector<int32_t>> ids = tok->encode("hello world", /*addBos=*/true);
+  ASSERT_TRUE(ids.ok()) << ids.error();
+  EXPECT_EQ(*ids, hello);
+  Result<std::string> text = tok->decode(hello);
+  ASSERT_TRUE(text.ok()) << text.error();
+  EXPECT_EQ(*text, "hello world");
+  EXPECT_NE(tok->decode({321}).error().find("outside the vocabulary"), std::string::npos);
+  EXPECT_NE(Tokenizer::load("/no/such/dir").error().find("not a directory"), std::string::npos);
+
+  minfer_tokenizer *t = nullptr;
+  minfer_error *err = minfer_tokenizer_load(dir.c_str(), &t);
+  ASSERT_EQ(err, nullptr) << minfer_error_message(err);
+  int32_t out[8];
+  size_t count = 0;
+  ASSERT_EQ(minfer_tokenize(t, "hello world", 11, 1, out, 8, &count), nullptr);
+  EXPECT_EQ(std::vector<int32_t>(out, out + count), hello);
+  err = minfer_tokenize(t, "hello world", 11, 1, out, 3, &count); // room for 3 of 6
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(minfer_error_message(err)).find("6 tokens, room for 3"), std::string::npos);
+  minfer_error_free(err);
+  char buf[32];
+  size_t len = 0;
+  ASSERT_EQ(minfer_detokenize(t, hello.data(), hello.size(), buf, sizeof buf, &len), nullptr);
+  EXPECT_EQ(std::string(buf, len), "hello world");
+  EXPECT_EQ(buf[len], '\0');
+  err = minfer_detokenize(t, hello.data(), hello.size(), buf, 11, &len); // no room for the NUL
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(minfer_error_message(err)).find("needs 12 bytes"), std::string::npos);
+  minfer_error_free(err);
+  EXPECT_EQ(minfer_tokenizer_vocab_size(t), 321);
+  minfer_tokenizer_free(t);
+  minfer_tokenizer_free(nullptr); // a no-op
+}
+
 } // namespace

@@ -80,6 +80,14 @@ run_all() {
         got="$("$build/embed/$exe" "$here/../tests/golden/fixtures/llama_gqa" 449,229,25,320,261,451,196 8)"
         echo "$exe: $got"
         [[ "$got" == "452,130,223,454,332,66,478,395" ]] || failed+=("$exe")
+        # Text in and out: the streamed text is the detokenized ids of the same prompt, up to EOS (320).
+        tok="$here/../tests/fixtures/tokenizers/tiny_gpt2" gpt2="$here/../tests/golden/fixtures/gpt2"
+        text="$("$build/embed/$exe" "$gpt2" --tokenizer "$tok" --text "hello world" 8)"
+        ids="$("$build/embed/$exe" "$gpt2" 71,68,292,78,303,297 8 | sed 's/,320.*$//; s/^320.*$//')"
+        whole=""
+        [[ -z "$ids" ]] || whole="$("$build/tools/minferc" detokenize "$tok" --ids "$ids")"
+        echo "$exe --text 'hello world': streamed $(printf '%q' "$text") (ids $ids)"
+        [[ "$text" == "$whole" ]] || { echo "  but the ids detokenize to $(printf '%q' "$whole")"; failed+=("$exe --text"); }
       else
         echo "$build/embed/$exe not built"; failed+=("$exe")
       fi

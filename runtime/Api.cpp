@@ -118,6 +118,12 @@ Result<Generation> Session::generate(const std::vector<std::vector<int32_t>> &pr
     return toStatus(g.takeError());
   }
   if (callbackError) return toStatus(std::move(callbackError));
+  if (options.onToken && tokenizer)
+    for (size_t b = 0; b < streams.size(); ++b) {
+      auto rest = streams[b].finish();
+      if (!rest) return toStatus(rest.takeError());
+      options.onToken(TokenEvent{b, -1, std::move(*rest), /*end=*/true});
+    }
   Generation out;
   out.tokens = std::move(g->tokens);
   out.logits = std::move(g->logits);

@@ -76,7 +76,9 @@ typedef struct {
   /* Optional: stops at the tokenizer's EOS, and gives the callback text. */
   const minfer_tokenizer *tokenizer;
   /* Optional: called with each generated token as it is known; `text` (not NUL-terminated, `text_len`
-   * bytes) is what the token completes with a tokenizer, else empty. Return 0 to end the sequence there. */
+   * bytes) is what the token completes with a tokenizer, else empty. Return 0 to end the sequence there.
+   * With a tokenizer, a last call with token -1 ends each sequence, with any text held back (a character
+   * the sequence ended inside, as U+FFFD). */
   int (*on_token)(void *user_data, size_t sequence, int32_t token, const char *text, size_t text_len);
   void *user_data;
 } minfer_generation_options;

@@ -121,13 +121,15 @@ private:
   std::shared_ptr<const tok::Tokenizer> impl;
 };
 
-// One generated token, as soon as it is known.
+// One generated token, as soon as it is known; with a tokenizer, one more event ends each sequence.
 struct TokenEvent {
   size_t sequence = 0; // index of its prompt
-  int32_t token = 0;
+  int32_t token = 0;   // -1 in the end event
   // With GenerationOptions::tokenizer: the text this token completes ("" while a character's bytes are
-  // split over tokens, and for an EOS); never a broken UTF-8 sequence.
+  // split over tokens, and for an EOS); never a broken UTF-8 sequence. In the end event: what was held
+  // back, if the sequence ended inside a character (as U+FFFD, as the whole decode shows it).
   std::string text;
+  bool end = false; // the sequence has ended (its last token came before); the callback's answer is ignored
 };
 
 struct GenerationOptions {

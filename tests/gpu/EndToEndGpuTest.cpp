@@ -246,9 +246,11 @@ TEST(Session, TextStreamsThroughTheTokenizerAndStopsAtItsEos) {
   go.tokenizer = &*tok;
   std::string streamed;
   std::vector<int32_t> seen;
+  int ends = 0;
   go.onToken = [&](const TokenEvent &t) {
     EXPECT_EQ(t.sequence, 0u);
-    seen.push_back(t.token);
+    if (t.end) ++ends;
+    else seen.push_back(t.token);
     streamed += t.text;
     return true;
   };
@@ -262,9 +264,10 @@ TEST(Session, TextStreamsThroughTheTokenizerAndStopsAtItsEos) {
   ASSERT_EQ(out->text.size(), 1u);
   EXPECT_EQ(out->text[0], *whole);
   EXPECT_EQ(streamed, *whole);
+  EXPECT_EQ(ends, 1);
 
   // Returning false ends the sequence after that token.
-  go.onToken = [n = 0](const TokenEvent &) mutable { return ++n < 3; };
+  go.onToken = [n = 0](const TokenEvent &t) mutable { return t.end || ++n < 3; };
   API_TRY(stopped, session->generate({ref.promptIds}, go));
   EXPECT_EQ(stopped->tokens[0].size(), std::min<size_t>(3, want.size()));
 

@@ -91,55 +91,10 @@ std::string shown(StringRef s) {
   return os.str();
 }
 
-TEST(SentencePieceTokenizer, EveryFixtureCaseGivesHuggingFacesIdsAndText) {
-  std::unique_ptr<Tokenizer> tok;
-  json::Object config = fixtureConfig();
-  ASSERT_TRUE(tok = load(&config));
-  json::Value cases = readJson(fixtureDir() + "/cases.json");
-  ASSERT_TRUE(cases.getAsArray());
-  size_t passed = 0, total = 0;
-  for (const json::Value &c : *cases.getAsArray()) {
-    const json::Object &o = *c.getAsObject();
-    std::string text = o.getString("text").getValueOr("").str(), decoded = o.getString("decoded").getValueOr("").str();
-    std::vector<int32_t> want = idsOf(o.get("ids"));
-    ++total;
-    auto ids = tok->encode(text);
-    ASSERT_TRUE(bool(ids)) << shown(text) << ": " << llvm::toString(ids.takeError());
-    auto back = tok->decode(want);
-    ASSERT_TRUE(bool(back)) << shown(text) << ": " << llvm::toString(back.takeError());
-    EXPECT_TRUE(sameIds(*ids, want)) << "encoding " << shown(text);
-    EXPECT_EQ(shown(*back), shown(decoded)) << "decoding the ids of " << shown(text);
-    if (*ids == want && *back == decoded) ++passed;
-    if (const json::Value *withBos = o.get("ids_with_specials")) {
-      auto prompt = tok->encodePrompt(text); // the format's default: <s> first, as LlamaTokenizer adds it
-      ASSERT_TRUE(bool(prompt)) << llvm::toString(prompt.takeError());
-      EXPECT_TRUE(sameIds(*prompt, idsOf(withBos))) << "encoding with BOS " << shown(text);
-    }
-  }
-  EXPECT_EQ(passed, total) << "cases that give HF's ids and text";
-  EXPECT_GT(total, 100u) << "the fixture should have the corpus lines, chunks, edge and special cases";
-}
+// Every case of the fixture (cases.json, decode_cases.json) and streaming are checked through loadTokenizer
+// with the other styles (TokenizerTest.cpp, Styles/TokenizerFixture.*/llama2_sp); these tests cover what is
+// particular to SentencePiece.
 
-// Id sequences no text encodes to: byte-fallback runs that are not UTF-8 (one U+FFFD per byte of such a
-// run), specials between bytes, leading "▁" pieces.
-TEST(SentencePieceTokenizer, DecodeCasesGiveHuggingFacesText) {
-  std::unique_ptr<Tokenizer> tok;
-  json::Object config = fixtureConfig();
-  ASSERT_TRUE(tok = load(&config));
-  json::Value cases = readJson(fixtureDir() + "/decode_cases.json");
-  ASSERT_TRUE(cases.getAsArray());
-  size_t checked = 0;
-  for (const json::Value &c : *cases.getAsArray()) {
-    const json::Object &o = *c.getAsObject();
-    if (o.getBoolean("skip_special_tokens").getValueOr(false)) continue; // decode() keeps special tokens
-    std::vector<int32_t> ids = idsOf(o.get("ids"));
-    auto text = tok->decode(ids);
-    ASSERT_TRUE(bool(text)) << show(ids) << ": " << llvm::toString(text.takeError());
-    EXPECT_EQ(shown(*text), shown(o.getString("decoded").getValueOr("").str())) << "decoding " << show(ids);
-    ++checked;
-  }
-  EXPECT_GT(checked, 10u);
-}
 
 TEST(SentencePieceTokenizer, DescribesItselfAndItsDefaults) {
   std::unique_ptr<Tokenizer> tok;

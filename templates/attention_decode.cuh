@@ -263,8 +263,9 @@ __global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combin
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8 && HEAD_DIM <= 128, "HEAD_DIM: a multiple of 8, at most 128");
   constexpr int THREADS = attn::kCombineThreads;
   constexpr int VECS = HEAD_DIM / 4;       // float4 column groups of one row
-  constexpr int LANES = THREADS / VECS;    // chunks merged side by side (4 at head dim 128, 64 at 8)
-  static_assert(THREADS % VECS == 0, "head dim must divide into the block's float4 lanes");
+  // Chunks merged side by side (4 at head dim 128, 64 at 8); when VECS does not divide THREADS (head dim
+  // 24, 96, ...), the last THREADS % VECS threads have no lane and only take part in the barriers.
+  constexpr int LANES = THREADS / VECS;
   __shared__ float weight[attn::kMaxSplits];
   __shared__ float scratch[THREADS / kWarpSize];
   __shared__ float4 part[LANES][VECS];
@@ -299,17 +300,19 @@ __global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combin
   // Lane group `lane` merges chunks lane, lane + LANES, ...; each thread one float4 of columns.
   const int vec = threadIdx.x % VECS, lane = threadIdx.x / VECS;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  const float4 *src = reinterpret_cast<const float4 *>(partial_out + base * HEAD_DIM) + vec;
+  if (THREADS % VECS == 0 || lane < LANES) {
+    const float4 *src = reinterpret_cast<const float4 *>(partial_out + base * HEAD_DIM) + vec;
 #pragma unroll 4
-  for (int s = lane; s < valid; s += LANES) {
-    const float4 o = __ldg(src + (size_t)s * VECS);
-    const float w = weight[s];
-    acc.x += w * o.x;
-    acc.y += w * o.y;
-    acc.z += w * o.z;
-    acc.w += w * o.w;
+    for (int s = lane; s < valid; s += LANES) {
+      const float4 o = __ldg(src + (size_t)s * VECS);
+      const float w = weight[s];
+      acc.x += w * o.x;
+      acc.y += w * o.y;
+      acc.z += w * o.z;
+      acc.w += w * o.w;
+    }
+    part[lane][vec] = acc;
   }
-  part[lane][vec] = acc;
   __syncthreads();
   if (lane == 0) {
     for (int l = 1; l < LANES; ++l) {

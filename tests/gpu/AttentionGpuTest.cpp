@@ -27,7 +27,8 @@ struct HeadConfig {
 };
 
 // Llama-2-7B, TinyLlama, Qwen2.5-0.5B, and the test fixtures' shapes (MQA 4/1/32, GQA 4/2/16, 8/8/8).
-const HeadConfig kConfigs[] = {{32, 32, 128}, {32, 4, 64}, {14, 2, 64}, {4, 1, 32}, {4, 2, 16}, {8, 8, 8}};
+const HeadConfig kConfigs[] = {{32, 32, 128}, {8, 8, 96}, {32, 4, 64}, {14, 2, 64}, {4, 1, 32},
+                               {2, 2, 24},    {4, 2, 16}, {8, 8, 8}};
 
 std::string configText(const HeadConfig &c) {
   std::ostringstream s;

@@ -22,6 +22,7 @@
 #include "compiler/kernels/RowOps.h"
 #include "compiler/kernels/Split.h"
 #include "ir/Diagnostics.h"
+#include "ir/Limits.h"
 #include "ir/Interpreter.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -667,6 +668,9 @@ llvm::Error Lowering::run() {
 llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
   if (o.maxBatch <= 0 || o.maxPrefillRows <= 0 || o.maxSeq <= 0)
     return ir::makeError("plan: batch, prefill rows and max_seq must be positive");
+  if (o.maxSeq > ir::limits::kMaxSeq)
+    return ir::makeError("max_seq " + llvm::Twine(o.maxSeq) + " exceeds minfer's limit of " +
+                         llvm::Twine(ir::limits::kMaxSeq) + " cache positions a sequence (give a smaller --max-seq)");
   if (o.maxBatch > kMaxDecodeBatch)
     return ir::makeError("--max-batch " + llvm::Twine(o.maxBatch) + " exceeds " + llvm::Twine(kMaxDecodeBatch) +
                 " (a decode step feeds its tokens back in one block of threads)");

@@ -1,6 +1,7 @@
 // io/HFImport.cpp — config.json → IR text for the Llama family (Llama, Mistral, Qwen2) and GPT-2.
 #include "io/HFImport.h"
 
+#include "ir/Limits.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -31,12 +32,17 @@ public:
     return v && v->kind() != llvm::json::Value::Null ? v : nullptr;
   }
   bool has(llvm::StringRef key) const { return value(key) != nullptr; }
-  llvm::Expected<int64_t> integer(llvm::StringRef key, std::optional<int64_t> fallback = std::nullopt) const {
+  // A positive integer of at most `max` (ir/Limits.h: far above what a GPU holds, so sizes derived from
+  // it cannot overflow).
+  llvm::Expected<int64_t> integer(llvm::StringRef key, std::optional<int64_t> fallback = std::nullopt,
+                                  int64_t max = ir::limits::kMaxDim) const {
     const llvm::json::Value *v = value(key);
     if (!v) return fallback ? llvm::Expected<int64_t>(*fallback) : fail("missing field '" + key + "' (an integer)");
     auto i = v->getAsInteger();
     if (!i) return fail("field '" + key + "' must be an integer");
     if (*i <= 0) return fail("field '" + key + "' must be positive, got " + std::to_string(*i));
+    if (*i > max)
+      return fail("field '" + key + "' is " + std::to_string(*i) + ", above minfer's limit of " + std::to_string(max));
     return *i;
   }
   llvm::Expected<double> number(llvm::StringRef key, std::optional<double> fallback = std::nullopt) const {
@@ -238,13 +244,13 @@ llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, c
   TRY(vocab, c.integer("vocab_size"));
   TRY(hidden, c.integer("hidden_size"));
   TRY(ffn, c.integer("intermediate_size"));
-  TRY(layers, c.integer("num_hidden_layers"));
-  TRY(heads, c.integer("num_attention_heads"));
-  TRY(kvHeads, c.integer("num_key_value_heads", heads));
+  TRY(layers, c.integer("num_hidden_layers", std::nullopt, ir::limits::kMaxLayers));
+  TRY(heads, c.integer("num_attention_heads", std::nullopt, ir::limits::kMaxHeads));
+  TRY(kvHeads, c.integer("num_key_value_heads", heads, ir::limits::kMaxHeads));
   if (!c.has("head_dim") && hidden % heads)
     return c.fail("hidden_size " + std::to_string(hidden) + " is not a multiple of num_attention_heads " +
                   std::to_string(heads) + " and no head_dim is given");
-  TRY(headDim, c.integer("head_dim", hidden / heads));
+  TRY(headDim, c.integer("head_dim", hidden / heads, ir::limits::kMaxHeadDim));
   if (heads % kvHeads)
     return c.fail("num_attention_heads " + std::to_string(heads) + " is not a multiple of num_key_value_heads " +
                   std::to_string(kvHeads));
@@ -330,8 +336,8 @@ llvm::Expected<std::string> importLlama(const Config &c, llvm::StringRef arch, c
 llvm::Expected<std::string> importGPT2(const Config &c, const Checkpoint *ckpt) {
   TRY(vocab, c.integer("vocab_size"));
   TRY(hidden, c.integer("n_embd"));
-  TRY(layers, c.integer("n_layer"));
-  TRY(heads, c.integer("n_head"));
+  TRY(layers, c.integer("n_layer", std::nullopt, ir::limits::kMaxLayers));
+  TRY(heads, c.integer("n_head", std::nullopt, ir::limits::kMaxHeads));
   TRY(maxPos, c.integer("n_positions"));
   TRY(ffn, c.integer("n_inner", 4 * hidden));
   TRY(eps, c.number("layer_norm_epsilon", 1e-5));

@@ -3,6 +3,7 @@
 #include "ir/Parser.h"
 
 #include "ir/Diagnostics.h"
+#include "ir/Limits.h"
 
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
@@ -203,7 +204,9 @@ llvm::Expected<int64_t> Parser::parseInt(const Token &t) {
   llvm::StringRef s = t.text;
   bool neg = s.consume_front("-");
   s.consume_front("+");
-  if (s.getAsInteger(10, v)) return errorAt(t.loc(), "integer '" + t.text + "' is out of range");
+  if (s.getAsInteger(10, v) || v > limits::kMaxInt)
+    return errorAt(t.loc(), "integer '" + t.text + "' is out of range (at most " + std::to_string(limits::kMaxInt) +
+                                " in magnitude)");
   return neg ? -v : v;
 }
 

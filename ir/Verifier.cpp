@@ -1,6 +1,8 @@
 // ir/Verifier.cpp — per-op shape rules (infer<Id>, one per row of Ops.def) and module-level checks.
 #include "ir/Verifier.h"
 
+#include "ir/Limits.h"
+
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
@@ -40,9 +42,13 @@ struct OpCheck {
       return fail(what + " " + name(i) + " must be [" + std::to_string(n) + "], got " + t.str());
     return llvm::Error::success();
   }
-  llvm::Error positiveInt(Attr attr) const {
-    if (op.intAttr(attr) <= 0)
-      return fail("attribute '" + attrName(attr) + "' must be positive, got " + std::to_string(op.intAttr(attr)));
+  // A positive int attribute of at most `max`.
+  llvm::Error positiveInt(Attr attr, int64_t max = limits::kMaxDim) const {
+    int64_t v = op.intAttr(attr);
+    if (v <= 0) return fail("attribute '" + attrName(attr) + "' must be positive, got " + std::to_string(v));
+    if (v > max)
+      return fail("attribute '" + attrName(attr) + "' is " + std::to_string(v) + ", above the limit of " +
+                  std::to_string(max));
     return llvm::Error::success();
   }
   llvm::Error positiveFloat(Attr attr) const {
@@ -169,8 +175,8 @@ llvm::Error checkRopeSchedule(const OpCheck &c);
 llvm::Error checkPositions(const OpCheck &c, size_t i, size_t rowsOf);
 
 llvm::Expected<Types> inferRope(const OpCheck &c) {
-  for (Attr a : {Attr::Heads, Attr::HeadDim})
-    if (auto e = c.positiveInt(a)) return e;
+  if (auto e = c.positiveInt(Attr::Heads, limits::kMaxHeads)) return e;
+  if (auto e = c.positiveInt(Attr::HeadDim, limits::kMaxHeadDim)) return e;
   int64_t heads = c.op.intAttr(Attr::Heads), hd = c.op.intAttr(Attr::HeadDim);
   if (hd % 2) return c.fail("head_dim must be even to rotate pairs, got " + std::to_string(hd));
   if (auto e = checkHeads(c, 0, heads, hd, nullptr)) return e;
@@ -220,8 +226,9 @@ llvm::Error checkPositions(const OpCheck &c, size_t i, size_t rowsOf) {
 }
 
 llvm::Expected<Types> inferQkv(const OpCheck &c) {
-  for (Attr a : {Attr::Heads, Attr::KvHeads, Attr::HeadDim})
-    if (auto e = c.positiveInt(a)) return e;
+  for (Attr a : {Attr::Heads, Attr::KvHeads})
+    if (auto e = c.positiveInt(a, limits::kMaxHeads)) return e;
+  if (auto e = c.positiveInt(Attr::HeadDim, limits::kMaxHeadDim)) return e;
   int64_t heads = c.op.intAttr(Attr::Heads), kv = c.op.intAttr(Attr::KvHeads), hd = c.op.intAttr(Attr::HeadDim);
   if (auto e = c.floatWithFeatures(0)) return e;
   const Type &x = c.operand(0), &w = c.operand(2);
@@ -274,8 +281,9 @@ llvm::Expected<Types> inferSplit(const OpCheck &c) {
 }
 
 llvm::Expected<Types> inferAttention(const OpCheck &c) {
-  for (Attr a : {Attr::Heads, Attr::KvHeads, Attr::HeadDim})
-    if (auto e = c.positiveInt(a)) return e;
+  for (Attr a : {Attr::Heads, Attr::KvHeads})
+    if (auto e = c.positiveInt(a, limits::kMaxHeads)) return e;
+  if (auto e = c.positiveInt(Attr::HeadDim, limits::kMaxHeadDim)) return e;
   int64_t heads = c.op.intAttr(Attr::Heads), kv = c.op.intAttr(Attr::KvHeads), hd = c.op.intAttr(Attr::HeadDim);
   if (heads % kv)
     return c.fail("heads (" + std::to_string(heads) + ") must be a multiple of kv_heads (" + std::to_string(kv) + ")");
@@ -297,6 +305,15 @@ llvm::Expected<Types> dispatchInfer(const OpCheck &c) {
   return c.fail("unknown op kind");
 }
 
+// Every dim within limits::kMaxDim, so that shapes and their products stay far from int64 overflow.
+llvm::Error checkDims(const Module &m) {
+  for (const DimDecl &d : m.dims)
+    if (d.value <= 0 || d.value > limits::kMaxDim)
+      return m.error(d.loc, "dim " + d.name + " = " + std::to_string(d.value) + " must be in 1.." +
+                                std::to_string(limits::kMaxDim));
+  return llvm::Error::success();
+}
+
 llvm::Error checkWeights(const Module &m) {
   for (const WeightDecl &w : m.weights) {
     if (!isFloat(w.type.dtype)) return m.error(w.loc, "weight @" + w.name + " must have a float element type");
@@ -305,6 +322,13 @@ llvm::Error checkWeights(const Module &m) {
     for (const Dim &d : w.type.shape)
       if (d.isSymbolic() || d.value <= 0)
         return m.error(w.loc, "weight @" + w.name + " must have positive constant dims, got " + w.type.str());
+    for (const Dim &d : w.type.shape)
+      if (d.value > limits::kMaxDim)
+        return m.error(w.loc, "weight @" + w.name + " has a dim of " + std::to_string(d.value) + ", above the limit of " +
+                                  std::to_string(limits::kMaxDim));
+    if (w.type.rank() == 2 && w.type.shape[0].value * w.type.shape[1].value > limits::kMaxWeightElements)
+      return m.error(w.loc, "weight @" + w.name + " " + w.type.str() + " has more than " +
+                                std::to_string(limits::kMaxWeightElements) + " elements");
     if (w.transposed && w.type.rank() != 2)
       return m.error(w.loc, "only a matrix can be transposed, @" + w.name + " is " + w.type.str());
     for (int p : w.parts)
@@ -368,6 +392,7 @@ llvm::Expected<Types> inferResultTypes(const Module &m, const Op &op) {
 }
 
 llvm::Error verifyModule(const Module &m) {
+  if (auto e = checkDims(m)) return e;
   if (auto e = checkWeights(m)) return e;
   if (auto e = checkInputs(m)) return e;
   std::vector<bool> weightUsed(m.weights.size(), false);
@@ -377,7 +402,9 @@ llvm::Error verifyModule(const Module &m) {
       continue;
     }
     const Repeat &r = std::get<Repeat>(item);
-    if (r.count.value <= 0) return m.error(r.loc, "repeat count must be positive");
+    if (r.count.value <= 0 || r.count.value > limits::kMaxLayers)
+      return m.error(r.loc, "repeat count " + std::to_string(r.count.value) + " must be in 1.." +
+                                std::to_string(limits::kMaxLayers));
     for (const Op &op : r.body)
       if (auto e = checkOp(m, op, true, weightUsed)) return e;
     for (size_t i = 0; i < r.yields.size(); ++i) {

@@ -3,6 +3,7 @@
 
 #include "compiler/kernels/Epilogue.h"
 #include "ir/Diagnostics.h"
+#include "ir/Limits.h"
 
 #include "io/Safetensors.h"
 
@@ -224,7 +225,9 @@ llvm::Error Session::checkPrompts(const std::vector<std::vector<int32_t>> &promp
   if (static_cast<int64_t>(prompts.size()) > po.maxBatch)
     return ir::makeError("generate: " + std::to_string(prompts.size()) + " prompts, but the engine was planned for a batch of " +
                 std::to_string(po.maxBatch) + " (raise --max-batch / EngineOptions::plan.maxBatch)");
-  if (opts.maxNewTokens < 0) return ir::makeError("generate: max_new_tokens must not be negative");
+  if (opts.maxNewTokens < 0 || opts.maxNewTokens > ir::limits::kMaxNewTokens)
+    return ir::makeError("generate: max_new_tokens must be in 0.." + std::to_string(ir::limits::kMaxNewTokens) +
+                         ", got " + std::to_string(opts.maxNewTokens));
   if (opts.temperature > 0.f && !(opts.topP > 0.f && opts.topP <= 1.f))
     return ir::makeError("generate: top_p must be in (0, 1], got " + std::to_string(opts.topP));
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -26,6 +26,7 @@
 #include "io/WeightLoader.h"
 #include "ir/Diagnostics.h"
 #include "ir/Interpreter.h"
+#include "ir/Limits.h"
 #include "ir/Parser.h"
 #include "ir/Printer.h"
 #include "ir/Verifier.h"
@@ -507,7 +508,8 @@ int runGpu() {
   using Clock = std::chrono::steady_clock;
   auto t0 = Clock::now();
   if (runBatch < 1) return fail(ir::makeError("--batch must be at least 1"));
-  if (maxNewTokens < 0) return fail(ir::makeError("--max-new-tokens must not be negative"));
+  if (maxNewTokens < 0 || maxNewTokens > ir::limits::kMaxNewTokens)
+    return fail(ir::makeError("--max-new-tokens must be in 0.." + std::to_string(ir::limits::kMaxNewTokens)));
   // The prompt before loading the model (the ids' range needs the model's vocabulary).
   auto prompt = readPrompt();
   if (!prompt) return fail(prompt.takeError());
@@ -603,13 +605,20 @@ int runMain() {
   std::unique_ptr<ir::Module> module = std::move(*loaded);
   std::string wpath = weightsPath.empty() ? (isDir ? runModel.getValue() : std::string()) : weightsPath.getValue();
   if (wpath.empty()) return fail(ir::makeError("model '" + runModel + "' is an IR file; give its weights with --weights PATH"));
-  if (maxNewTokens < 0) return fail(ir::makeError("--max-new-tokens must not be negative"));
+  if (maxNewTokens < 0 || maxNewTokens > ir::limits::kMaxNewTokens)
+    return fail(ir::makeError("--max-new-tokens must be in 0.." + std::to_string(ir::limits::kMaxNewTokens)));
 
   int64_t vocab = *module->value(module->outputs[0]).type.lastDim();
   auto prompt = readPrompt();
   if (!prompt) return fail(prompt.takeError());
   if (auto e = checkVocab(*prompt, vocab)) return fail(std::move(e));
   const std::vector<int32_t> *ids = &prompt->ids;
+  // The interpreter would go on past the positions the model was trained for; the GPU plan refuses them.
+  if (const ir::DimDecl *maxPos = module->findDim("max_pos"))
+    if (int64_t need = static_cast<int64_t>(ids->size()) + std::max<int64_t>(maxNewTokens - 1, 0); need > maxPos->value)
+      return fail(ir::makeError("the prompt (" + std::to_string(ids->size()) + " tokens) and --max-new-tokens " +
+                                std::to_string(maxNewTokens) + " need " + std::to_string(need) +
+                                " positions, more than the model's max_pos " + std::to_string(maxPos->value)));
   auto ckpt = Checkpoint::open(wpath);
   if (!ckpt) return fail(ckpt.takeError());
   auto weights = loadWeightsF32(*module, *ckpt);

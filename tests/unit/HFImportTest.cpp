@@ -156,6 +156,11 @@ TEST(HFImport, EachUnsupportedSettingIsItsOwnError) {
       {R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 64, "n_embd": 32, "n_layer": 2, "n_head": 4,
          "n_positions": 16, "scale_attn_by_inverse_layer_idx": true})",
        "field 'scale_attn_by_inverse_layer_idx' is true"},
+      // Sizes above ir/Limits.h: once negative byte counts (vocab 2^62) or minutes of planning (1e6 layers).
+      {llama(R"(, "vocab_size": 4611686018427387904)"), "field 'vocab_size' is 4611686018427387904, above minfer's limit of 16777216"},
+      {llama(R"(, "num_hidden_layers": 1000000)"), "field 'num_hidden_layers' is 1000000, above minfer's limit of 1024"},
+      {llama(R"(, "num_hidden_layers": 3000000000)"), "field 'num_hidden_layers' is 3000000000, above minfer's limit of 1024"},
+      {llama(R"(, "head_dim": 1073741824)"), "field 'head_dim' is 1073741824, above minfer's limit of 1024"},
   };
   for (const Case &c : cases) {
     std::string err = importError(c.json);

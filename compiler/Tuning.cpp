@@ -1,5 +1,6 @@
 // compiler/Tuning.cpp — buckets, fingerprints, the tuning database file and the search (Tuning.h).
 #include "compiler/Tuning.h"
+#include "ir/Json.h"
 
 #include "ir/Diagnostics.h"
 #include "jit/AtomicFile.h"
@@ -123,7 +124,7 @@ llvm::json::Object TuningDb::toJSON() const {
 llvm::Expected<TuningDb> TuningDb::read(llvm::StringRef path) {
   auto buf = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buf) return ir::makeError(path + ": " + buf.getError().message());
-  auto json = llvm::json::parse((*buf)->getBuffer());
+  auto json = ir::parseJson((*buf)->getBuffer());
   if (!json) return ir::makeError(path + ": not JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *o = json->getAsObject();
   if (!o) return ir::makeError(path + ": expected a JSON object");

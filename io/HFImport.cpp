@@ -1,5 +1,6 @@
 // io/HFImport.cpp — config.json → IR text for the Llama family (Llama, Mistral, Qwen2) and GPT-2.
 #include "io/HFImport.h"
+#include "ir/Json.h"
 
 #include "ir/Limits.h"
 #include "ir/Parser.h"
@@ -446,7 +447,7 @@ llvm::Expected<std::unique_ptr<ir::Module>> importHF(llvm::StringRef dir) {
   auto buf = llvm::MemoryBuffer::getFile(configPath, /*IsText=*/true);
   if (!buf)
     return llvm::createStringError(buf.getError(), "cannot read '" + configPath + "': " + buf.getError().message());
-  auto json = llvm::json::parse((*buf)->getBuffer());
+  auto json = ir::parseJson((*buf)->getBuffer());
   if (!json) return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                             configPath + ": invalid JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *obj = json->getAsObject();

@@ -3,6 +3,7 @@
 // supplies before anything indexes with it, so a damaged or hostile checkpoint yields an error, not a
 // crash.
 #include "io/Safetensors.h"
+#include "ir/Json.h"
 
 #include "io/Files.h"
 
@@ -152,7 +153,7 @@ llvm::Expected<JsonScan> scanJson(StringRef path, StringRef text, StringRef what
 
 /// Parses `text`, which must be a JSON object; `what` names it in errors.
 llvm::Expected<json::Value> parseObject(StringRef path, StringRef text, StringRef what) {
-  llvm::Expected<json::Value> v = json::parse(text);
+  llvm::Expected<json::Value> v = ir::parseJson(text);
   if (!v) return fileError(path, "{0} is not valid JSON: {1}", what, llvm::toString(v.takeError()));
   if (!v->getAsObject()) return fileError(path, "{0} must be a JSON object, found {1}", what, describe(*v));
   return v;

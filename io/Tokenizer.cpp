@@ -4,6 +4,7 @@
 
 #include "io/Files.h"
 #include "io/TokenizerFormats.h"
+#include "ir/Json.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -107,7 +108,7 @@ llvm::Expected<std::optional<json::Value>> readJson(const std::string &path) {
   if (!llvm::sys::fs::exists(path)) return std::optional<json::Value>();
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf) return fileError(path, "cannot read: {0}", buf.getError().message());
-  auto v = json::parse((*buf)->getBuffer());
+  auto v = ir::parseJson((*buf)->getBuffer());
   if (!v) return fileError(path, "not valid JSON: {0}", llvm::toString(v.takeError()));
   return std::optional<json::Value>(std::move(*v));
 }

@@ -3,6 +3,7 @@
 //
 // The expected dims below are read off each published config by hand (tests/importer/configs/EXPECTED.md),
 // not produced by the importer.
+#include "common/TestFiles.h"
 #include "common/TestModels.h"
 
 #include "io/HFImport.h"
@@ -114,6 +115,13 @@ INSTANTIATE_TEST_SUITE_P(
         if (!isalnum(static_cast<unsigned char>(c))) c = '_';
       return n;
     });
+
+// config.json nested a million levels deep: an error naming the file, not a stack overflow.
+TEST(HFImport, DeeplyNestedConfigIsAnErrorNotACrash) {
+  test::TempDir tmp;
+  tmp.write("config.json", "{\"a\": " + std::string(1000000, '[') + std::string(1000000, ']') + "}");
+  EXPECT_TRUE(test::failsMentioning(importHF(tmp.path()), {"config.json", "nested deeper than 128 levels"}));
+}
 
 TEST(HFImport, RejectsAnActiveSlidingWindowNamingTheField) {
   auto m = importText(readConfig("mistral-7b-v0.1.json"), "mistral/config.json");

@@ -272,3 +272,14 @@ TEST(TuningPlan, APlanTakesItsTilesFromTheDatabaseAndSaysWhich) {
 }
 
 } // namespace
+
+// A stray file in the tuning directory nested a million levels deep once overflowed the stack of every
+// compile (llvm::json::parse recurses per level); now it is an error naming the file and the byte.
+TEST(TuningDb, DeeplyNestedJsonIsAnErrorNotACrash) {
+  test::TempDir tmp;
+  std::string path = tmp.write("deep.json", std::string(1000000, '[') + std::string(1000000, ']'));
+  EXPECT_TRUE(test::failsMentioning(TuningDb::read(path), {"deep.json", "nested deeper than 128 levels at byte 128"}));
+  // Brackets inside strings do not count.
+  std::string strings = tmp.write("strings.json", "{\"x\": \"" + std::string(1000, '[') + "\"}");
+  EXPECT_FALSE(test::failsMentioning(TuningDb::read(strings), {"nested deeper"}));
+}

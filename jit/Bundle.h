@@ -2,9 +2,19 @@
 //
 // A bundle carries everything the runtime needs without a compiler: the module's IR text, the plan, and
 // every kernel's cubin and PTX, with a manifest naming the IR's hash, the target, the NVRTC and minfer
-// versions. Layout: the 8-byte magic "MINFERBD", a little-endian u32 format version, a u32 of zero, a u64
-// manifest length, the manifest (JSON), then the kernel bytes. Every blob's offset, length and SHA-256
-// are in the manifest and are checked on read, before any byte could reach cuModuleLoadData.
+// versions. Layout (format 2, little-endian):
+//
+//   "MINFERBD" | u32 format version | u32 zero | u64 manifest length      the 24-byte header
+//   | manifest (JSON)                                                      plan, kernel table, versions, IR
+//   | SHA-256 of every byte before it: 32 bytes                            seals header + manifest
+//   | kernel blobs, back to back in the manifest's order                  nothing follows the last one
+//
+// Every byte is covered by a checksum and checked on read, before any byte could reach cuModuleLoadData:
+// the header and manifest by the seal, each blob by its entry's "digest". That digest is bound to its
+// kernel — SHA-256 over the kernel's name, the blob's kind ("cubin" or "ptx") and the SHA-256 of its bytes
+// — so two kernels' cubins swapped, or one kernel's entry copied over another's (from this bundle or
+// another), are refused even where the manifest was resealed. Format 1 (no seal, unbound per-blob SHA-256)
+// is refused as written by another format version.
 #pragma once
 
 #include "llvm/Support/Error.h"
@@ -32,7 +42,8 @@ struct Bundle {
   std::string irHash() const; // SHA-256 of irText, hex
 };
 
-constexpr uint32_t kBundleFormatVersion = 1;
+// 2: the manifest is sealed and each blob's digest is bound to its kernel. Older bundles are refused.
+constexpr uint32_t kBundleFormatVersion = 2;
 
 // Writes atomically (jit/AtomicFile.h): a failure leaves nothing behind.
 llvm::Error writeBundle(llvm::StringRef path, const Bundle &);

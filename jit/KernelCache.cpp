@@ -156,12 +156,66 @@ llvm::Expected<ParsedEntry> parseEntry(llvm::StringRef data, llvm::StringRef wan
   return e;
 }
 
-llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readFile(const llvm::Twine &path) {
+// What a path that is not a regular file is, for messages.
+const char *kindOf(llvm::sys::fs::file_type t) {
+  using llvm::sys::fs::file_type;
+  switch (t) {
+  case file_type::directory_file: return "a directory";
+  case file_type::symlink_file: return "a symbolic link";
+  case file_type::fifo_file: return "a FIFO";
+  case file_type::socket_file: return "a socket";
+  case file_type::block_file:
+  case file_type::character_file: return "a device";
+  default: return "not a regular file";
+  }
+}
+
+// An entry file's bytes. The problem otherwise is the whole message: "unreadable: <why>", or "a directory
+// where an entry file should be" (checked first: reading a FIFO would block, a directory fails obscurely).
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> readEntryFile(const llvm::Twine &path) {
+  llvm::sys::fs::file_status st;
+  if (std::error_code ec = llvm::sys::fs::status(path, st)) return bad("unreadable: " + ec.message());
+  if (st.type() != llvm::sys::fs::file_type::regular_file)
+    return bad(llvm::Twine(kindOf(st.type())) + " where an entry file should be");
   // IsVolatile: read, never mmap, so a file changed under us cannot fault (SIGBUS) mid-verification.
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
       llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false, /*IsVolatile=*/true);
-  if (!buf) return llvm::errorCodeToError(buf.getError());
+  if (!buf) return bad("unreadable: " + buf.getError().message());
   return std::move(*buf);
+}
+
+bool isKeyHex(llvm::StringRef s) {
+  return s.size() == 2 * kDigestBytes &&
+         llvm::all_of(s, [](char c) { return llvm::isDigit(c) || (c >= 'a' && c <= 'f'); });
+}
+
+// Names the cache itself makes in its kernels directory: <key>.mkc, <key>.lock, jit/AtomicFile's
+// temporaries "<key>.mkc.tmp-XXXXXXXX", and usable()'s probes "probe-XXXXXXXX.tmp".
+bool isCacheName(llvm::StringRef file) {
+  if (size_t tmp = file.find(".tmp-"); tmp != llvm::StringRef::npos) file = file.take_front(tmp);
+  if (file.consume_back(kEntrySuffix) || file.consume_back(kLockSuffix)) return isKeyHex(file);
+  return file.startswith("probe-") && file.endswith(".tmp");
+}
+
+// Removes one path of the kernels directory, not following links: a directory with everything in it, but
+// only when named like something the cache makes (a directory of another name is not the cache's to
+// delete); anything else as it is. Returns "" when the path is gone, else why it is not.
+std::string removeCachePath(llvm::StringRef path) {
+  namespace fs = llvm::sys::fs;
+  fs::file_status st;
+  if (std::error_code ec = fs::status(path, st, /*Follow=*/false))
+    return ec == std::errc::no_such_file_or_directory ? "" : ec.message();
+  if (st.type() == fs::file_type::directory_file) {
+    if (!isCacheName(llvm::sys::path::filename(path)))
+      return "a directory not named like a cache entry, lock or temporary: remove it by hand";
+    if (std::error_code ec = fs::remove_directories(path, /*IgnoreErrors=*/false))
+      return "a directory, cannot remove it: " + ec.message();
+    return "";
+  }
+  // unlink(2), not fs::remove: LLVM's refuses anything but files, directories and links (a FIFO, a socket).
+  std::string p = path.str();
+  if (::unlink(p.c_str()) != 0 && errno != ENOENT) return std::strerror(errno);
+  return "";
 }
 
 // The descriptors of every CacheLock open in this process, stored as fd + 1 (0 = free slot). A worker
@@ -324,7 +378,7 @@ llvm::Expected<CacheKey> KernelCache::computeKey(const KernelSource &src, const 
 
 std::optional<CompiledKernel> KernelCache::lookup(llvm::StringRef key, const Target &target) const {
   if (dir_.empty()) return std::nullopt;
-  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readFile(entryPath(key));
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readEntryFile(entryPath(key));
   if (!buf) {
     llvm::consumeError(buf.takeError());
     return std::nullopt;
@@ -378,8 +432,9 @@ llvm::Expected<CompiledKernel> KernelCache::getOrCompile(const KernelSource &src
     if (hit) *hit = true;
     return std::move(*k);
   }
-  // Still absent or bad under the lock: a bad entry is removed here, then rebuilt.
-  llvm::sys::fs::remove(entryPath(key->hex));
+  // Still absent or bad under the lock: a bad entry is removed here (a directory in its place too), then
+  // rebuilt. Should the removal fail, the store below fails and warns.
+  removeCachePath(entryPath(key->hex));
 
   if (envFlag("MINFER_CACHE_DEBUG")) {
     llvm::errs() << "minfer: kernel cache miss for '" << src.name << "' (" << target.name << "): key " << key->hex
@@ -401,11 +456,10 @@ llvm::Expected<std::vector<CacheEntryInfo>> KernelCache::list() const {
     if (!file.endswith(kEntrySuffix)) continue; // locks, temporaries
     CacheEntryInfo info;
     info.key = file.drop_back(kEntrySuffix.size()).str();
-    uint64_t size = 0;
-    if (!llvm::sys::fs::file_size(it->path(), size)) info.bytes = size;
-    llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readFile(it->path());
+    llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readEntryFile(it->path());
+    if (buf) info.bytes = (*buf)->getBufferSize();
     if (!buf) {
-      info.problem = "unreadable: " + llvm::toString(buf.takeError());
+      info.problem = llvm::toString(buf.takeError());
     } else if (llvm::Expected<ParsedEntry> e = parseEntry((*buf)->getBuffer(), info.key, nullptr)) {
       info.kernel = e->kernel.name;
       info.target = e->target;
@@ -431,21 +485,29 @@ llvm::Expected<VerifyReport> KernelCache::verify(bool removeBad) const {
       ++report.valid;
       continue;
     }
+    BadEntry bad{std::move(info)};
     if (removeBad) {
       // Under the key's lock, and only if still bad: a writer may have just replaced it with a good one.
-      llvm::Expected<CacheLock> lock = lockKey(info.key);
-      if (!lock) return lock.takeError();
-      llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readFile(entryPath(info.key));
-      bool stillBad = true;
-      if (buf) {
-        if (llvm::Expected<ParsedEntry> e = parseEntry((*buf)->getBuffer(), info.key, nullptr)) stillBad = false;
-        else llvm::consumeError(e.takeError());
+      if (llvm::Expected<CacheLock> lock = lockKey(bad.info.key)) {
+        llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> buf = readEntryFile(entryPath(bad.info.key));
+        bool stillBad = true;
+        if (buf) {
+          if (llvm::Expected<ParsedEntry> e = parseEntry((*buf)->getBuffer(), bad.info.key, nullptr)) stillBad = false;
+          else llvm::consumeError(e.takeError());
+        } else {
+          llvm::consumeError(buf.takeError());
+        }
+        if (stillBad) {
+          bad.notRemoved = removeCachePath(entryPath(bad.info.key));
+          bad.removed = bad.notRemoved.empty();
+        }
       } else {
-        llvm::consumeError(buf.takeError());
+        bad.notRemoved = "cannot take its lock: " + llvm::toString(lock.takeError());
       }
-      if (stillBad && !llvm::sys::fs::remove(entryPath(info.key))) ++report.removed;
     }
-    report.bad.push_back(std::move(info));
+    report.removed += bad.removed;
+    report.notRemoved += !bad.notRemoved.empty();
+    report.bad.push_back(std::move(bad));
   }
   return report;
 }
@@ -453,14 +515,17 @@ llvm::Expected<VerifyReport> KernelCache::verify(bool removeBad) const {
 llvm::Error KernelCache::clear() const {
   if (dir_.empty() || !llvm::sys::fs::is_directory(kernelsDir())) return llvm::Error::success();
   std::error_code ec;
-  std::vector<std::string> files;
+  std::vector<std::string> paths;
   for (llvm::sys::fs::directory_iterator it(kernelsDir(), ec), end; it != end && !ec; it.increment(ec))
-    files.push_back(it->path());
+    paths.push_back(it->path());
   if (ec) return llvm::createStringError(ec, "cannot list %s: %s", kernelsDir().c_str(), ec.message().c_str());
-  for (const std::string &f : files)
-    if (std::error_code rec = llvm::sys::fs::remove(f))
-      return llvm::createStringError(rec, "cannot remove %s: %s", f.c_str(), rec.message().c_str());
-  return llvm::Error::success();
+  // Everything is tried, and everything left is named: one stubborn path does not hide the others.
+  std::vector<std::string> left;
+  for (const std::string &p : paths)
+    if (std::string why = removeCachePath(p); !why.empty()) left.push_back(p + ": " + why);
+  if (left.empty()) return llvm::Error::success();
+  return bad("cannot clear " + kernelsDir() + ": removed " + llvm::Twine(paths.size() - left.size()) + " of " +
+             llvm::Twine(paths.size()) + ", left " + llvm::join(left, "; "));
 }
 
 } // namespace minfer

@@ -50,10 +50,20 @@ struct CacheEntryInfo {
   std::string problem; // why it is not valid
 };
 
+// An entry that failed verification, and what removing it did.
+struct BadEntry {
+  CacheEntryInfo info;
+  bool removed = false;
+  // Why it is still there after a removal was asked for: "" when removed, or when it was found good again
+  // under its lock (a writer replaced it meanwhile).
+  std::string notRemoved;
+};
+
 struct VerifyReport {
   unsigned valid = 0;
-  std::vector<CacheEntryInfo> bad; // entries that failed verification (removed when asked)
-  unsigned removed = 0;
+  std::vector<BadEntry> bad;
+  unsigned removed = 0;    // of `bad`, the entries removed
+  unsigned notRemoved = 0; // of `bad`, those that could not be (each says why)
 };
 
 // An exclusive flock on one key's lock file, held until destruction; the kernel drops it if the process dies.
@@ -96,9 +106,13 @@ public:
 
   // Every entry (valid or not), sorted by kernel name. An absent cache is an empty list.
   llvm::Expected<std::vector<CacheEntryInfo>> list() const;
-  // Checks every entry completely; with `removeBad`, deletes those that fail.
+  // Checks every entry completely; with `removeBad`, deletes those that fail. Something other than a file
+  // where an entry should be (a directory, a FIFO) is a bad entry; a directory is removed with its contents
+  // only when named like an entry (<64 hex digits>.mkc), else reported as not removed. Errors: the cache
+  // cannot be listed; a bad entry that cannot be removed is in the report, not an error.
   llvm::Expected<VerifyReport> verify(bool removeBad = false) const;
-  // Deletes every entry, lock and leftover temporary.
+  // Deletes every entry, lock and leftover temporary; directories among them only when named like one of
+  // those. The error, when anything is left, names each path left and why.
   llvm::Error clear() const;
 
   // False when MINFER_NO_CACHE=1, no location exists, or the directory cannot be created or written (that

@@ -313,8 +313,18 @@ int cacheMain() {
   if (cacheAction == "verify") {
     auto report = cache.verify(/*removeBad=*/true);
     if (!report) return fail(report.takeError());
-    for (const CacheEntryInfo &e : report->bad) llvm::outs() << "removed " << e.key << ": " << e.problem << "\n";
-    llvm::outs() << report->valid << " valid entries, " << report->removed << " bad entries removed\n";
+    for (const BadEntry &e : report->bad) {
+      if (e.removed) llvm::outs() << "removed " << e.info.key << ": " << e.info.problem << "\n";
+      else if (!e.notRemoved.empty())
+        llvm::outs() << "not removed " << e.info.key << ": " << e.info.problem << "; " << e.notRemoved << "\n";
+      else llvm::outs() << "kept " << e.info.key << ": rewritten meanwhile, now valid\n";
+    }
+    llvm::outs() << report->valid << " valid entries, " << report->removed << " bad entries removed";
+    if (report->notRemoved) llvm::outs() << ", " << report->notRemoved << " could not be removed";
+    llvm::outs() << "\n";
+    if (report->notRemoved)
+      return fail(ir::makeError("cache verify: " + std::to_string(report->notRemoved) +
+                                " bad entries could not be removed from " + cache.kernelsDir()));
     return 0;
   }
   if (cacheAction == "clear") {

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -412,6 +413,9 @@ TEST_F(KernelCacheTest, ListVerifyClear) {
   report = c.verify(/*removeBad=*/true);
   ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
   EXPECT_EQ(report->removed, 1u);
+  EXPECT_EQ(report->notRemoved, 0u);
+  ASSERT_EQ(report->bad.size(), 1u);
+  EXPECT_TRUE(report->bad[0].removed);
   EXPECT_FALSE(llvm::sys::fs::exists(bEntry));
   EXPECT_EQ(listed(c).size(), 1u);
 
@@ -421,6 +425,112 @@ TEST_F(KernelCacheTest, ListVerifyClear) {
   std::error_code ec;
   EXPECT_EQ(llvm::sys::fs::directory_iterator(c.kernelsDir(), ec), llvm::sys::fs::directory_iterator())
       << "clear leaves no locks or temporaries";
+}
+
+// Something other than a file where an entry should be: listed as bad (never read: a FIFO would block),
+// removed by verify when named like an entry, a directory with everything in it.
+TEST_F(KernelCacheTest, VerifyRemovesADirectoryOrFifoInAnEntrysPlace) {
+  KernelCache c = cache();
+  Target t = target("sm_80");
+  KernelSource a = scaleKernel("scale_a"), b = scaleKernel("scale_b", 5);
+  bool hit = false;
+  get(c, a, t, &hit);
+  std::string dirEntry = c.entryPath(keyOf(b, t));
+  ASSERT_FALSE(llvm::sys::fs::create_directories(dirEntry + "/sub"));
+  test::writeFile(dirEntry + "/sub/file", "x");
+  std::string fifoEntry = c.entryPath(std::string(64, 'f'));
+  ASSERT_EQ(::mkfifo(fifoEntry.c_str(), 0600), 0);
+
+  std::vector<CacheEntryInfo> entries = listed(c);
+  ASSERT_EQ(entries.size(), 3u);
+  for (const CacheEntryInfo &e : entries) {
+    if (e.valid) continue;
+    EXPECT_NE(e.problem.find(e.key == keyOf(b, t) ? "a directory where an entry file should be"
+                                                  : "a FIFO where an entry file should be"),
+              std::string::npos)
+        << e.problem;
+  }
+  llvm::Expected<VerifyReport> report = c.verify();
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->bad.size(), 2u);
+  EXPECT_EQ(report->removed, 0u) << "nothing removed unless asked";
+  EXPECT_TRUE(llvm::sys::fs::exists(dirEntry));
+
+  report = c.verify(/*removeBad=*/true);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->valid, 1u);
+  EXPECT_EQ(report->removed, 2u);
+  EXPECT_EQ(report->notRemoved, 0u);
+  for (const BadEntry &e : report->bad) EXPECT_TRUE(e.removed && e.notRemoved.empty()) << e.notRemoved;
+  EXPECT_FALSE(llvm::sys::fs::exists(dirEntry));
+  EXPECT_FALSE(llvm::sys::fs::exists(fifoEntry));
+  EXPECT_EQ(listed(c).size(), 1u);
+  llvm::Error cleared = c.clear();
+  EXPECT_FALSE(bool(cleared)) << llvm::toString(std::move(cleared));
+}
+
+// A directory whose name is no key is not the cache's to delete: verify and clear leave it, say so and
+// fail; everything else is still cleared.
+TEST_F(KernelCacheTest, ADirectoryNotNamedLikeAnEntryIsReportedNotRemoved) {
+  KernelCache c = cache();
+  Target t = target("sm_80");
+  bool hit = false;
+  get(c, scaleKernel("scale_a"), t, &hit);
+  std::string foreign = c.kernelsDir() + "/mine.mkc";
+  ASSERT_FALSE(llvm::sys::fs::create_directories(foreign));
+  test::writeFile(foreign + "/keep", "x");
+
+  llvm::Expected<VerifyReport> report = c.verify(/*removeBad=*/true);
+  ASSERT_TRUE(bool(report)) << llvm::toString(report.takeError());
+  EXPECT_EQ(report->valid, 1u);
+  EXPECT_EQ(report->removed, 0u);
+  EXPECT_EQ(report->notRemoved, 1u);
+  ASSERT_EQ(report->bad.size(), 1u);
+  EXPECT_FALSE(report->bad[0].removed);
+  EXPECT_NE(report->bad[0].notRemoved.find("not named like a cache entry"), std::string::npos)
+      << report->bad[0].notRemoved;
+  EXPECT_EQ(test::readFile(foreign + "/keep"), "x");
+
+  llvm::Error cleared = c.clear();
+  ASSERT_TRUE(bool(cleared));
+  std::string err = llvm::toString(std::move(cleared));
+  EXPECT_NE(err.find("cannot clear " + c.kernelsDir()), std::string::npos) << err;
+  EXPECT_NE(err.find(foreign + ": a directory not named like a cache entry"), std::string::npos) << err;
+  EXPECT_EQ(test::readFile(foreign + "/keep"), "x");
+  EXPECT_TRUE(listed(c).size() == 1 && !listed(c)[0].valid) << "the good entry and the locks are gone";
+
+  ASSERT_FALSE(llvm::sys::fs::remove_directories(foreign));
+  cleared = c.clear();
+  EXPECT_FALSE(bool(cleared)) << llvm::toString(std::move(cleared));
+}
+
+// clear removes directories in the places of locks, entries and temporaries, with their contents.
+TEST_F(KernelCacheTest, ClearRemovesDirectoriesNamedLikeItsOwnFiles) {
+  KernelCache c = cache();
+  std::string key(64, 'a');
+  for (std::string name : {key + ".mkc", key + ".lock", key + ".mkc.tmp-12345678"}) {
+    ASSERT_FALSE(llvm::sys::fs::create_directories(c.kernelsDir() + "/" + name + "/d"));
+    test::writeFile(c.kernelsDir() + "/" + name + "/d/f", "x");
+  }
+  llvm::Error cleared = c.clear();
+  ASSERT_FALSE(bool(cleared)) << llvm::toString(std::move(cleared));
+  std::error_code ec;
+  EXPECT_EQ(llvm::sys::fs::directory_iterator(c.kernelsDir(), ec), llvm::sys::fs::directory_iterator());
+}
+
+// A compile that finds a directory in its entry's place removes it under the lock and stores the entry.
+TEST_F(KernelCacheTest, GetOrCompileReplacesADirectoryInItsEntrysPlace) {
+  KernelCache c = cache();
+  Target t = target("sm_80");
+  KernelSource a = scaleKernel("scale_a");
+  std::string entry = c.entryPath(keyOf(a, t));
+  ASSERT_FALSE(llvm::sys::fs::create_directories(entry + "/sub"));
+  bool hit = true;
+  get(c, a, t, &hit);
+  EXPECT_FALSE(hit);
+  EXPECT_TRUE(llvm::sys::fs::is_regular_file(entry));
+  get(c, a, t, &hit);
+  EXPECT_TRUE(hit);
 }
 
 TEST_F(KernelCacheTest, CompileAllInWorkersMatchesSerialAndHitsTheSecondTime) {

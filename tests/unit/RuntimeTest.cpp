@@ -243,13 +243,13 @@ TEST_F(BundleLoad, ABundleMissingAKernelOfItsPlanIsRefused) {
 
 TEST_F(BundleLoad, ACorruptedBundleIsRefused) {
   std::string bytes = test::readFile(path);
-  size_t at = bytes.rfind("model "); // inside the IR text blob
+  size_t at = bytes.rfind("model "); // inside the IR text, in the sealed manifest
   ASSERT_NE(at, std::string::npos);
   bytes[at] = 'M';
   test::writeFile(path, bytes);
   std::string e = loadError(path, o);
   EXPECT_NE(e.find(path), std::string::npos) << e;
-  EXPECT_NE(e.find("does not match its recorded SHA-256"), std::string::npos) << e;
+  EXPECT_NE(e.find("does not match its SHA-256 seal"), std::string::npos) << e;
 }
 
 TEST_F(BundleLoad, ABundleNeedsItsWeights) {

@@ -14,3 +14,18 @@ if [ -x "$gpu_tests" ]; then
   why=$("$gpu_tests" --gtest_filter='DriverGpu*' 2>&1 | grep -m1 -o 'no GPU, skipping: .*' || true)
   [ -z "$why" ] || echo "minfer: the GPU tests (CTest label gpu) were skipped here — $why"
 fi
+
+# The sanitizer leg: the CPU tests, lit and the fuzz targets again, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (any report is fatal). MINFER_SANITIZER_LEG=0 skips it.
+if [ "${MINFER_SANITIZER_LEG:-1}" != 0 ]; then
+  asan="${MINFER_ASAN_BUILD_DIR:-build-asan}"
+  echo "minfer: sanitizer leg (ASan + UBSan) in $asan"
+  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_SANITIZE=ON > /dev/null
+  cmake --build "$asan" --target minfer_unit_tests minfer_fuzz minferc
+  # Left out: the embedding example (it links the instrumented library into an uninstrumented program),
+  # the GPU tests (not built here), and the NVRTC compile sweeps (NVRTC is not instrumented; the first leg
+  # ran them).
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir "$asan" --output-on-failure -j "$(nproc)" -LE gpu \
+      -E '^embed_example$|_NOT_BUILT|^MatmulNvrtc\.|EveryTemplate'
+fi

@@ -20,7 +20,9 @@ fi
 if [ "${MINFER_SANITIZER_LEG:-1}" != 0 ]; then
   asan="${MINFER_ASAN_BUILD_DIR:-build-asan}"
   echo "minfer: sanitizer leg (ASan + UBSan) in $asan"
-  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMINFER_SANITIZE=ON > /dev/null
+  # -O1: compiles in about two thirds of -O3's time, and the sanitizers need no more.
+  cmake -S . -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_C_FLAGS=-O1 -DCMAKE_CXX_FLAGS=-O1 \
+    -DMINFER_SANITIZE=ON > /dev/null
   cmake --build "$asan" --target minfer_unit_tests minfer_fuzz minferc
   # Left out: the embedding example (it links the instrumented library into an uninstrumented program),
   # the GPU tests (not built here), and the NVRTC compile sweeps (NVRTC is not instrumented; the first leg

@@ -1,5 +1,6 @@
 // tools/minferc.cpp — the minfer command-line driver.
-// (Over 650 lines: every subcommand's options are declared together at the top, as llvm::cl wants, and each subcommand is one short function below them.)
+// (Over 650 lines: every subcommand's options are declared together at the top, as llvm::cl wants,
+// and each subcommand is one short function below them.)
 //
 //   minferc model.ir [--emit=ir] [-o out.ir]        parse, verify, print
 //   minferc model.ir --target sm_89 -o model.mfb    plan, compile every kernel (NVRTC, cached), bundle

@@ -32,7 +32,17 @@ llvm::Error diagnosticAt(const llvm::SourceMgr &sm, llvm::SMLoc loc, const llvm:
 llvm::Error makeError(const llvm::Twine &msg);
 
 // Renders any error for a terminal: a DiagnosticError as it is, anything else as `error: msg`, with
-// exactly one trailing newline. Consumes the error.
+// exactly one trailing newline, passed through clipMessage. Consumes the error.
 std::string renderError(llvm::Error err);
+
+// Bounds on a rendered message: whatever the input, an error is at most kMaxMessageLines lines of at most
+// kMaxLineBytes bytes each (a 1 MB token or a binary file read as IR must not flood the terminal).
+inline constexpr size_t kMaxLineBytes = 512;
+inline constexpr size_t kMaxMessageLines = 40;
+
+// `text` made safe and short for a terminal or a log: bytes that are not printable ASCII, tab, newline or
+// part of a valid UTF-8 sequence are written as \xNN; a line longer than kMaxLineBytes keeps its head and
+// says how many bytes were cut; past kMaxMessageLines lines the rest is summarised in one line.
+std::string clipMessage(llvm::StringRef text);
 
 } // namespace minfer::ir

@@ -2,13 +2,14 @@
 #include "minfer/minfer.hpp"
 
 #include "io/Tokenizer.h"
+#include "ir/Diagnostics.h"
 #include "runtime/Engine.h"
 #include "runtime/Session.h"
 
 namespace minfer {
 namespace {
 
-Status toStatus(llvm::Error e) { return Status::failure(llvm::toString(std::move(e))); }
+Status toStatus(llvm::Error e) { return Status::failure(ir::clipMessage(llvm::toString(std::move(e)))); }
 
 } // namespace
 

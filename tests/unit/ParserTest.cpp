@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 using namespace minfer;
 
 namespace {
@@ -77,6 +79,30 @@ TEST(Parser, ErrorsCarryFileLineColumnAndACaret) {
                   "dup.ir:2:5: note: previous definition is here\n"
                   "dim d = 4\n"
                   "    ^\n");
+}
+
+TEST(Parser, ErrorMessagesAreBoundedAndPrintable) {
+  // A 1 MB identifier: the message quotes it and the diagnostic shows its line, both clipped.
+  std::string huge(1 << 20, 'x');
+  auto m = ir::parseModuleString("model \"m\"\n" + huge + "\n", "huge.ir");
+  ASSERT_FALSE(bool(m));
+  std::string text = ir::renderError(m.takeError());
+  EXPECT_LT(text.size(), ir::kMaxMessageLines * (ir::kMaxLineBytes + 32));
+  EXPECT_NE(text.find("huge.ir:2:1: error:"), std::string::npos) << text;
+  EXPECT_NE(text.find("more bytes]"), std::string::npos) << text;
+
+  // Binary input: control bytes and invalid UTF-8 come out escaped, valid UTF-8 stays as it is.
+  EXPECT_EQ(ir::clipMessage(std::string("a\x01" "b\xff\xc3\xa9\x1b[2J", 10)), "a\\x01b\\xff\xc3\xa9\\x1b[2J");
+  EXPECT_EQ(ir::clipMessage("one\ntwo\n"), "one\ntwo\n");
+
+  // Many lines: the first kMaxMessageLines are kept, the rest is counted.
+  std::string lines;
+  for (int i = 0; i < 1000; ++i) lines += "line\n";
+  std::string clipped = ir::clipMessage(lines);
+  EXPECT_EQ(std::count(clipped.begin(), clipped.end(), '\n'), long(ir::kMaxMessageLines) + 1);
+  EXPECT_NE(clipped.find("... [" + std::to_string(5 * (1000 - ir::kMaxMessageLines)) + " more bytes]"),
+            std::string::npos)
+      << clipped;
 }
 
 TEST(Parser, MissingFileIsAnErrorNamingIt) {

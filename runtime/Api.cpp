@@ -92,6 +92,7 @@ Result<Generation> Session::generate(const std::vector<std::vector<int32_t>> &pr
   o.topP = options.topP;
   o.seed = options.seed;
   o.stopTokens = options.stopTokens;
+  o.forcedTokens = options.forcedTokens;
   o.graph = options.cudaGraph;
   std::vector<tok::TextStream> streams;
   if (tokenizer) {

@@ -230,6 +230,20 @@ llvm::Error Session::checkPrompts(const std::vector<std::vector<int32_t>> &promp
                          ", got " + std::to_string(opts.maxNewTokens));
   if (opts.temperature > 0.f && !(opts.topP > 0.f && opts.topP <= 1.f))
     return ir::makeError("generate: top_p must be in (0, 1], got " + std::to_string(opts.topP));
+  if (!opts.forcedTokens.empty() && opts.forcedTokens.size() != prompts.size())
+    return ir::makeError("generate: " + std::to_string(opts.forcedTokens.size()) + " lists of forced tokens for " +
+                         std::to_string(prompts.size()) + " prompts: give one list per prompt, or none");
+  for (size_t i = 0; i < opts.forcedTokens.size(); ++i) {
+    const auto &f = opts.forcedTokens[i];
+    if (static_cast<int64_t>(f.size()) > std::max<int64_t>(opts.maxNewTokens - 1, 0))
+      return ir::makeError("generate: prompt " + std::to_string(i) + " has " + std::to_string(f.size()) +
+                           " forced tokens, but only max_new_tokens - 1 = " +
+                           std::to_string(std::max<int64_t>(opts.maxNewTokens - 1, 0)) + " tokens are fed back");
+    for (int32_t t : f)
+      if (t < 0 || t >= vocab)
+        return ir::makeError("generate: prompt " + std::to_string(i) + " has forced token id " + std::to_string(t) +
+                             ", outside the vocabulary [0, " + std::to_string(vocab) + ")");
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     const auto &p = prompts[i];
     std::string which = "prompt " + std::to_string(i);
@@ -358,6 +372,17 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
   if (auto e = put(address(dph, io.seqOf), seqOf)) return e;
   if (auto e = put(address(dph, io.step), {0})) return e; // the decode steps recorded so far
   if (auto e = enqueueDecodeStep(B, opts, /*tailOnly=*/true)) return e;
+  // Teacher forcing: after step k's advance wrote the chosen tokens as the next input, sequence b's input
+  // becomes forcedTokens[b][k] (history keeps what the model chose).
+  const cuda::DevicePtr inputTokens = address(dph, io.tokens);
+  auto force = [&](int64_t k) -> llvm::Error {
+    for (int64_t b = 0; b < static_cast<int64_t>(opts.forcedTokens.size()); ++b)
+      if (k < static_cast<int64_t>(opts.forcedTokens[b].size()))
+        if (auto e = cuda::copyHostToDeviceAsync(inputTokens + b * 4, &opts.forcedTokens[b][k], 4, stream.handle()))
+          return e;
+    return llvm::Error::success();
+  };
+  if (auto e = force(0)) return e;
   if (auto e = t1->record(stream.handle())) return e;
 
   // The decode steps, read back every few steps to stop at a stop token.
@@ -407,6 +432,7 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
       return e;
     }
     ++steps;
+    if (auto e = force(steps)) return e;
     if (options.keepLogits)
       if (auto e = keepStepLogits()) return e;
     if (steps % kStopCheckInterval == 0 || steps == maxSteps || options.keepLogits || opts.onToken)

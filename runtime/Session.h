@@ -45,6 +45,11 @@ struct GenerateOptions {
   // Called with each generated token as soon as it is read back (every step when set, else every few
   // steps); returning false ends that sequence there (the token is kept).
   std::function<bool(int64_t sequence, int32_t token)> onToken;
+  // Teacher forcing (scoring a given continuation): empty, or one list per prompt; decode step k feeds
+  // forcedTokens[b][k] to sequence b instead of the token it generated (k = 0 is the step after the
+  // prefill), as long as the list lasts. The generated tokens are still reported: what the model chose
+  // at each position. A list holds at most maxNewTokens - 1 tokens (the last generated token is not fed).
+  std::vector<std::vector<int32_t>> forcedTokens;
 };
 
 struct Generation {

@@ -146,6 +146,11 @@ struct GenerationOptions {
   // Optional: called with each token as it is generated (every decode step); returning false ends that
   // sequence there.
   std::function<bool(const TokenEvent &)> onToken;
+  // Optional teacher forcing, to score a given continuation: one list per prompt. Decode step k feeds
+  // forcedTokens[p][k] to prompt p's sequence instead of the token it generated, while the list lasts;
+  // Generation::tokens still holds what the model chose at each position and, with keepLogits, the logits
+  // rows are those of the forced tokens. At most maxNewTokens - 1 tokens a list.
+  std::vector<std::vector<int32_t>> forcedTokens;
 };
 
 struct Generation {

@@ -1,6 +1,7 @@
 // tests/common/GoldenReference.h — the golden fixtures (tests/golden/fixtures/*, written by
-// make_fixtures.py) and their Hugging Face reference: the prompt, HF's fp32 logits for it and for
-// teacher-forced steps, and HF's greedy continuation with the logits each token was chosen from.
+// make_fixtures.py) and their Hugging Face reference, computed in float64: the prompt, the logits for it
+// and for 57 teacher-forced steps (64 positions in all), and HF's greedy continuation with the logits each
+// token was chosen from.
 #pragma once
 
 #include "io/Safetensors.h"
@@ -13,7 +14,8 @@
 
 namespace minfer::test {
 
-inline const char *const kFixtures[] = {"gpt2", "llama_gqa", "qwen2_tied", "mistral_mqa", "llama_linear"};
+inline const char *const kFixtures[] = {"gpt2",     "llama_gqa", "qwen2_tied", "mistral_mqa", "llama_linear",
+                                        "gpt2_odd", "llama_odd", "qwen2_odd",  "mistral_odd"};
 
 inline std::string fixtureDir(const std::string &name) {
   return std::string(MINFER_SOURCE_DIR) + "/tests/golden/fixtures/" + name;

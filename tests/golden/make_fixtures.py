@@ -2,14 +2,18 @@
 """Build minfer's golden fixtures: tiny random-weight Hugging Face models plus reference outputs.
 
 What it is
-    For each fixture below this script builds a tiny decoder (2 layers, hidden 64, vocab 256-512) with
+    For each fixture below this script builds a tiny decoder (2-3 layers, hidden 48-120, vocab 256-512) with
     `transformers`, re-initialises EVERY parameter from a seeded generator (norm weights ~ 1 + noise,
     nonzero biases, matrices scaled so the logits are peaky), saves it in bfloat16 with
-    `save_pretrained`, RELOADS the saved checkpoint in float32 with eager attention, and computes the
-    reference outputs with that fp32 model, on the CPU. The reference therefore uses exactly the
-    bf16-representable weights that minfer will load, upcast to fp32.
+    `save_pretrained`, RELOADS the saved checkpoint in float64 with eager attention, and computes the
+    reference outputs with that float64 model, on the CPU. The reference therefore uses exactly the
+    bf16-representable weights that minfer will load, upcast to float64. (Hugging Face's Llama-family
+    code still computes RMSNorm, the attention softmax and the RoPE angles in float32 inside a float64
+    model: the self-checks show that as ~2e-7; GPT-2 has no such islands and self-checks at ~1e-15.
+    Its plain float32 forward is ~1e-6 from float64 over these 64 positions, recorded per fixture.)
 
-    Fixtures: gpt2, llama_gqa, qwen2_tied, mistral_mqa, llama_linear (see FIXTURES below).
+    Fixtures: gpt2, llama_gqa, qwen2_tied, mistral_mqa, llama_linear, and one odd-shaped model per family:
+    gpt2_odd, llama_odd, qwen2_odd, mistral_odd (see FIXTURES below).
 
 How to run
     python3 tests/golden/make_fixtures.py OUTDIR [FIXTURE ...]
@@ -30,6 +34,7 @@ What it writes, per fixture, in OUTDIR/<name>/
         prompt_ids     I32 [P]         the prompt
         prompt_logits  F32 [P, V]      logits of one forward over the prompt (no cache)
         forced_ids     I32 [D]         tokens fed one at a time after the prompt, through the KV cache
+                                       (P + D = 64 positions, so RoPE and cache drift would show)
         forced_logits  F32 [D, V]      row i: logits after feeding forced_ids[i] (position P+i)
         greedy_ids     I32 [G]         greedy continuation of the prompt (manual argmax loop + KV cache)
         greedy_logits  F32 [G, V]      row k: the logits greedy_ids[k] was chosen from
@@ -37,11 +42,11 @@ What it writes, per fixture, in OUTDIR/<name>/
         metadata (strings): fixture, seed, torch / transformers / safetensors versions, min_margin, ...
 
 Self-checks (the script fails loudly if any does not hold)
-    - every parameter was re-initialised, none is (nearly) zero, and the reloaded fp32 model holds
+    - every parameter was re-initialised, none is (nearly) zero, and the reloaded float64 model holds
       exactly the bf16-rounded weights (nothing silently re-initialised on load);
     - tied fixtures store no lm_head.weight and the reloaded lm_head IS the embedding; untied ones store it;
     - teacher-forced cached logits == one no-cache forward over prompt + forced tokens, and the greedy
-      cached logits == one no-cache forward over prompt + greedy tokens (max|a-b| / max|b| < 1e-5);
+      cached logits == one no-cache forward over prompt + greedy tokens (max|a-b| / max|b| < 1e-6);
     - at the last prompt position and at every greedy step, top-1 minus top-2 logit > MIN_MARGIN (0.25),
       and the greedy run has >= 5 distinct tokens; if a seed fails, the next seed is tried
       (deterministically) and the seed used (and those rejected) is recorded;
@@ -67,13 +72,13 @@ from safetensors.torch import load_file, save_file
 # ---------------------------------------------------------------------------------------------------
 
 P = 7  # prompt length
-D = 5  # teacher-forced decode steps
-G = 8  # greedy steps
+D = 57  # teacher-forced decode steps: prompt + forced = 64 positions
+G = 8  # greedy steps (every decision must be clear-cut, see MIN_MARGIN: longer runs of a random model are not)
 MIN_MARGIN = 0.25  # top-1 minus top-2 logit, absolute, at every greedy decision (logit std is ~4)
 MIN_DISTINCT_GREEDY = 5  # a greedy run stuck repeating one token tests little
 MAX_SEED_TRIES = 200
 MAX_DIR_BYTES = 2 * 1024 * 1024
-SELF_CHECK_TOL = 1e-5
+SELF_CHECK_TOL = 1e-6  # float64, but HF keeps norms, softmax and RoPE angles in float32 inside (~1e-7)
 
 EMBED_STD = 0.5  # token embedding (also the lm_head when tied): logit std ~ sqrt(hidden) * 0.5 ~ 4
 POS_EMBED_STD = 0.3  # GPT-2 learned positions
@@ -103,17 +108,17 @@ def rope_kwargs(theta, scaling=None):
 # (odd vocab like GPT-2's 50257, ffn not a power of two, head_dim != hidden/heads, MQA, biases).
 
 
-def llama_family(family, seed, vocab, ffn, heads, kv_heads, eps, tied, bos, eos, rope, **extra):
-    """A fixture of the Llama family (LlamaConfig, Qwen2Config and MistralConfig share these names): hidden
-    64, 2 layers, 128 positions, SiLU MLP. The arguments are what the fixtures vary; `rope` is a
-    rope_kwargs(...) dict, `extra` any further config fields."""
+def llama_family(family, seed, vocab, ffn, heads, kv_heads, eps, tied, bos, eos, rope, hidden=64, **extra):
+    """A fixture of the Llama family (LlamaConfig, Qwen2Config and MistralConfig share these names): 2 layers,
+    128 positions, SiLU MLP. The arguments are what the fixtures vary; `rope` is a rope_kwargs(...) dict,
+    `extra` any further config fields."""
     return dict(
         config_cls=f"{family}Config",
         model_cls=f"{family}ForCausalLM",
         seed=seed,
         config=dict(
             vocab_size=vocab,
-            hidden_size=64,
+            hidden_size=hidden,
             intermediate_size=ffn,
             num_hidden_layers=2,
             num_attention_heads=heads,
@@ -182,6 +187,46 @@ FIXTURES = {
     "llama_linear": llama_family(
         "Llama", seed=5000, vocab=256, ffn=192, heads=8, kv_heads=8, eps=1e-5, tied=False, bos=1, eos=2,
         rope=rope_kwargs(10000.0, {"rope_type": "linear", "factor": 2.0}), attention_bias=True, mlp_bias=True,
+    ),
+    # Odd shapes, one per family: 3 heads, a prime vocabulary, widths that are multiples of 8 (what the GPU
+    # kernels' 16-byte loads need) but not of 16, head_dim 16, 24, 40 and 56.
+    # gpt2_odd is the shape of a wrong-answer report on the unfused GPU path (n_embd 48, 3 heads, 3 layers,
+    # vocab 503, n_positions 64): prompt + forced steps reach the last position exactly.
+    "gpt2_odd": dict(
+        config_cls="GPT2Config",
+        model_cls="GPT2LMHeadModel",
+        seed=6000,
+        config=dict(
+            vocab_size=503,
+            n_positions=64,
+            n_embd=48,
+            n_layer=3,
+            n_head=3,
+            n_inner=None,  # 192
+            activation_function="gelu_new",
+            layer_norm_epsilon=1e-5,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            tie_word_embeddings=True,
+            bos_token_id=0,
+            eos_token_id=0,
+        ),
+    ),
+    # hidden 72, head_dim 24, MQA (3 query heads on one KV head), ffn 184
+    "llama_odd": llama_family(
+        "Llama", seed=7000, vocab=509, ffn=184, heads=3, kv_heads=1, eps=1e-5, tied=False, bos=1, eos=2,
+        rope=rope_kwargs(10000.0), hidden=72,
+    ),
+    # hidden 120, head_dim 40, q/k/v biases (Qwen2's), tied lm_head, ffn 200
+    "qwen2_odd": llama_family(
+        "Qwen2", seed=8000, vocab=499, ffn=200, heads=3, kv_heads=3, eps=1e-6, tied=True, bos=0, eos=1,
+        rope=rope_kwargs(1000000.0), hidden=120, use_sliding_window=False, sliding_window=None,
+    ),
+    # hidden 88, head_dim 56 != hidden / heads, MQA, ffn 168
+    "mistral_odd": llama_family(
+        "Mistral", seed=9000, vocab=487, ffn=168, heads=3, kv_heads=1, eps=1e-5, tied=False, bos=1, eos=2,
+        rope=rope_kwargs(10000.0), hidden=88, head_dim=56, sliding_window=None,
     ),
 }
 
@@ -255,24 +300,25 @@ def margin(logits_row):
 
 @torch.inference_mode()
 def compute_reference(model, prompt, forced):
-    """Returns a dict of reference tensors and a dict of check results."""
+    """Returns a dict of reference tensors (logits computed in the model's dtype, float64, stored as
+    float32) and a dict of check results."""
     ids = prompt.view(1, -1)
 
     # 1. prompt logits, one forward, no cache
-    prompt_logits = model(input_ids=ids, use_cache=False).logits[0].float()
+    prompt_logits = model(input_ids=ids, use_cache=False).logits[0].double()
 
     # 2. teacher forcing through the KV cache
     out = model(input_ids=ids, use_cache=True)
-    cached_prompt_logits = out.logits[0].float()
+    cached_prompt_logits = out.logits[0].double()
     cache = out.past_key_values
     forced_rows = []
     for t in forced.tolist():
         out = model(input_ids=torch.tensor([[t]], dtype=torch.long), past_key_values=cache, use_cache=True)
         cache = out.past_key_values
-        forced_rows.append(out.logits[0, -1].float())
+        forced_rows.append(out.logits[0, -1].double())
     forced_logits = torch.stack(forced_rows)
 
-    full = model(input_ids=torch.cat([prompt, forced]).view(1, -1), use_cache=False).logits[0].float()
+    full = model(input_ids=torch.cat([prompt, forced]).view(1, -1), use_cache=False).logits[0].double()
     checks = {
         "cache_vs_nocache_prompt": rel_diff(cached_prompt_logits, prompt_logits),
         "forced_full_prefix_vs_prompt": rel_diff(full[:P], prompt_logits),
@@ -282,7 +328,7 @@ def compute_reference(model, prompt, forced):
     # 3. greedy: explicit argmax loop through the KV cache (no generate(), no sampling, no eos stop)
     out = model(input_ids=ids, use_cache=True)
     cache = out.past_key_values
-    row = out.logits[0, -1].float()
+    row = out.logits[0, -1].double()
     greedy, greedy_rows = [], []
     for k in range(G):
         greedy_rows.append(row)
@@ -292,13 +338,13 @@ def compute_reference(model, prompt, forced):
             break
         out = model(input_ids=torch.tensor([[nxt]], dtype=torch.long), past_key_values=cache, use_cache=True)
         cache = out.past_key_values
-        row = out.logits[0, -1].float()
+        row = out.logits[0, -1].double()
     greedy_ids = torch.tensor(greedy, dtype=torch.long)
     greedy_logits = torch.stack(greedy_rows)
 
     # greedy cross-check without a cache: one forward over prompt + greedy[:-1]
     seq = torch.cat([prompt, greedy_ids[:-1]]).view(1, -1)
-    full_g = model(input_ids=seq, use_cache=False).logits[0].float()[P - 1 :]
+    full_g = model(input_ids=seq, use_cache=False).logits[0].double()[P - 1 :]
     checks["greedy_cached_vs_full"] = rel_diff(greedy_logits, full_g)
     if not torch.equal(torch.argmax(full_g, dim=-1), greedy_ids):
         raise RuntimeError("greedy tokens differ between the cached loop and a no-cache forward")
@@ -306,11 +352,11 @@ def compute_reference(model, prompt, forced):
     margins = [margin(r) for r in greedy_logits]  # margins[0] is the last prompt position
     ref = {
         "prompt_ids": prompt.to(torch.int32).contiguous(),
-        "prompt_logits": prompt_logits.contiguous(),
+        "prompt_logits": prompt_logits.float().contiguous(),
         "forced_ids": forced.to(torch.int32).contiguous(),
-        "forced_logits": forced_logits.contiguous(),
+        "forced_logits": forced_logits.float().contiguous(),
         "greedy_ids": greedy_ids.to(torch.int32).contiguous(),
-        "greedy_logits": greedy_logits.contiguous(),
+        "greedy_logits": greedy_logits.float().contiguous(),
     }
     return ref, checks, margins
 
@@ -333,8 +379,8 @@ def canonicalize_header(path):
         f.write(len(text).to_bytes(8, "little") + text + blob[8 + n :])
 
 
-def load_fp32(model_cls, path, **kw):
-    return model_cls.from_pretrained(path, dtype=torch.float32, attn_implementation="eager", **kw).eval()
+def load_model(model_cls, path, dtype=torch.float64, **kw):
+    return model_cls.from_pretrained(path, dtype=dtype, attn_implementation="eager", **kw).eval()
 
 
 def rope_sensitivity(model_cls, path, ref_model, prompt, forced):
@@ -345,7 +391,7 @@ def rope_sensitivity(model_cls, path, ref_model, prompt, forced):
         cfg.rope_parameters = {"rope_type": "default", "rope_theta": theta}
     else:
         cfg.rope_scaling = None
-    plain = load_fp32(model_cls, path, config=cfg)
+    plain = load_model(model_cls, path, config=cfg)
     seq = torch.cat([prompt, forced]).view(1, -1)
     with torch.inference_mode():
         a = ref_model(input_ids=seq, use_cache=False).logits
@@ -397,14 +443,14 @@ def attempt(name, spec, seed, workdir):
     if not tied and "lm_head.weight" not in keys:
         raise RuntimeError(f"{name}: untied model did not store lm_head.weight")
 
-    # Reload in fp32 with eager attention; the reference is computed with THIS model.
-    ref_model = load_fp32(model_cls, workdir)
+    # Reload in float64 with eager attention; the reference is computed with THIS model.
+    ref_model = load_model(model_cls, workdir)
     loaded = ref_model.state_dict()
     for k, v in bf16_state.items():
         if k not in loaded:
             raise RuntimeError(f"{name}: reloaded model has no {k}")
-        if loaded[k].dtype != torch.float32 or not torch.equal(loaded[k], v.float()):
-            raise RuntimeError(f"{name}: reloaded {k} is not the saved bf16 weight upcast to fp32")
+        if loaded[k].dtype != torch.float64 or not torch.equal(loaded[k], v.double()):
+            raise RuntimeError(f"{name}: reloaded {k} is not the saved bf16 weight upcast to float64")
     if tied:
         if ref_model.get_output_embeddings().weight.data_ptr() != ref_model.get_input_embeddings().weight.data_ptr():
             raise RuntimeError(f"{name}: reloaded lm_head is not tied to the embedding")
@@ -445,6 +491,15 @@ def make_fixture(name, outdir):
             if not rope_delta > 1e-3:
                 raise RuntimeError(f"{name}: RoPE scaling changes the logits by only {rope_delta:.2e}")
 
+        # How far Hugging Face's own float32 forward is from the float64 reference (relative L2 of the logits
+        # over prompt + forced): why the references are float64.
+        fp32_model = load_model(info["model_cls"], workdir, dtype=torch.float32)
+        seq = torch.cat([info["prompt"], info["forced"]]).view(1, -1)
+        with torch.inference_mode():
+            lo32 = fp32_model(input_ids=seq, use_cache=False).logits[0].double()
+            lo64 = info["model"](input_ids=seq, use_cache=False).logits[0].double()
+        fp32_drift = ((lo32 - lo64).norm() / lo64.norm()).item()
+
         metadata = {
             "fixture": name,
             "seed": str(info["seed"]),
@@ -455,9 +510,11 @@ def make_fixture(name, outdir):
             "min_margin_required": repr(MIN_MARGIN),
             "min_margin": repr(min(info["margins"])),
             "min_distinct_greedy_required": str(MIN_DISTINCT_GREEDY),
-            "reference_model": "fp32 from_pretrained(bf16 checkpoint), attn_implementation=eager, CPU",
+            "reference_model": "float64 from_pretrained(bf16 checkpoint), attn_implementation=eager, CPU; "
+                               "logits stored as float32",
             "greedy": "manual argmax loop with KV cache, no eos stop; greedy_logits[k] chose greedy_ids[k]",
             "self_checks": json.dumps(info["checks"]),
+            "hf_fp32_rel_l2_vs_float64": repr(fp32_drift),
             "P": str(P), "D": str(D), "G": str(G),
         }
         ref_path = os.path.join(workdir, "reference.safetensors")
@@ -497,6 +554,7 @@ def make_fixture(name, outdir):
     print(f"   margins (last prompt pos, then greedy steps) " + " ".join(f"{m:.3f}" for m in info["margins"]))
     print(f"   top-1 prob at greedy steps " + " ".join(f"{p:.2f}" for p in probs.tolist()))
     print(f"   self-checks " + "  ".join(f"{k} {v:.1e}" for k, v in info["checks"].items()))
+    print(f"   HF float32 vs float64 logits: relative L2 {fp32_drift:.2e} over {P + D} positions")
     if rope_delta is not None:
         print(f"   RoPE scaling changes max|logit| by {rope_delta:.3f} vs unscaled")
 

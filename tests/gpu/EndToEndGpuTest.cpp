@@ -18,6 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <regex>
 
 extern char **environ;
@@ -93,6 +95,91 @@ TEST_P(EndToEnd, CppApiGeneratesTransformersTokens) {
   EXPECT_GT(err, 0.0) << "fused and unfused logits are bit-identical: did the fusion pass run?";
 }
 
+// 64 positions: the prompt and the forced tokens as one prefill, and the prompt followed by the forced tokens
+// fed one decode step at a time through the KV cache (teacher forcing), each against HF's float64 logits;
+// fused and unfused, CUDA graph and kernel by kernel. RoPE tables, cache layout and decode attention over a
+// long context would all show here.
+TEST_P(EndToEnd, SixtyFourPositionsMatchTransformers) {
+  MINFER_REQUIRE_GPU();
+  std::string dir = test::fixtureDir(GetParam());
+  GPU_TRY(ref, test::readReference(dir));
+  const int64_t P = static_cast<int64_t>(ref.promptIds.size()), D = static_cast<int64_t>(ref.forcedIds.size());
+  const int64_t vocab = ref.promptLogits.cols();
+  ASSERT_GE(P + D, 64);
+  std::vector<float> want = ref.promptLogits.data; // [P + D, vocab]: every position's logits
+  want.insert(want.end(), ref.forcedLogits.data.begin(), ref.forcedLogits.data.end());
+  std::vector<int32_t> all = ref.promptIds;
+  all.insert(all.end(), ref.forcedIds.begin(), ref.forcedIds.end());
+  for (bool fuse : {true, false}) {
+    SCOPED_TRACE(fuse ? "fused" : "unfused");
+    EngineOptions eo;
+    eo.fuse = fuse;
+    eo.maxSeq = P + D;
+    API_TRY(engine, Engine::load(dir, eo));
+    SessionOptions so;
+    so.keepLogits = true;
+    API_TRY(session, engine->createSession(so));
+
+    GenerationOptions prefillOnly;
+    prefillOnly.maxNewTokens = 0;
+    API_TRY(pre, session->generate({all}, prefillOnly));
+    ASSERT_EQ(static_cast<int64_t>(pre->logits[0].size()), (P + D) * vocab);
+    double prefillErr = test::relError(pre->logits[0], want);
+    EXPECT_LT(prefillErr, kLogitsTolerance) << "prefill of " << P + D << " tokens";
+
+    GenerationOptions go;
+    go.maxNewTokens = D + 1;
+    go.forcedTokens = {ref.forcedIds};
+    for (bool graph : {true, false}) {
+      SCOPED_TRACE(graph ? "CUDA graph" : "kernel by kernel");
+      go.cudaGraph = graph;
+      API_TRY(out, session->generate({ref.promptIds}, go));
+      ASSERT_EQ(static_cast<int64_t>(out->logits[0].size()), (P + D) * vocab);
+      std::vector<float> steps(out->logits[0].begin() + P * vocab, out->logits[0].end());
+      double decodeErr = test::relError(steps, ref.forcedLogits.data);
+      EXPECT_LT(decodeErr, kLogitsTolerance) << D << " teacher-forced decode steps";
+      // What the model chose at each forced position is the argmax of HF's logits there, wherever HF's
+      // top two are clearly apart.
+      ASSERT_EQ(static_cast<int64_t>(out->tokens[0].size()), D + 1);
+      for (int64_t k = 0; k < D; ++k) {
+        const float *row = ref.forcedLogits.row(k);
+        std::vector<float> sorted(row, row + vocab);
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+        if (sorted[0] - sorted[1] > 0.25f)
+          EXPECT_EQ(out->tokens[0][k + 1], std::max_element(row, row + vocab) - row) << "forced step " << k;
+      }
+      std::cout << "[ e2e ] " << GetParam() << (fuse ? " fused" : " unfused") << (graph ? " graph" : "")
+                << ": prefill of " << P + D << " rel err " << prefillErr << ", " << D << " forced steps " << decodeErr
+                << "\n";
+    }
+  }
+}
+
+// Teacher forcing is checked before any work: one list per prompt, ids in the vocabulary, no more tokens
+// than are fed back.
+TEST(Session, ForcedTokensAreCheckedBeforeAnyWork) {
+  MINFER_REQUIRE_GPU();
+  OPEN_FIXTURE_SESSION("gpt2");
+  GenerationOptions go;
+  go.maxNewTokens = 3;
+  go.forcedTokens = {{1, 2}, {3}};
+  auto two = session->generate({ref.promptIds}, go);
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.error().find("2 lists of forced tokens for 1 prompts"), std::string::npos) << two.error();
+  go.forcedTokens = {{1, 2, 3}};
+  auto many = session->generate({ref.promptIds}, go);
+  ASSERT_FALSE(many.ok());
+  EXPECT_NE(many.error().find("only max_new_tokens - 1 = 2 tokens are fed back"), std::string::npos) << many.error();
+  go.forcedTokens = {{1, 321}};
+  auto outside = session->generate({ref.promptIds}, go);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.error().find("forced token id 321, outside the vocabulary [0, 321)"), std::string::npos)
+      << outside.error();
+  go.forcedTokens = {{ref.greedyIds[0], ref.greedyIds[1]}}; // forcing what greedy picks changes nothing
+  API_TRY(same, session->generate({ref.promptIds}, go));
+  EXPECT_EQ(same->tokens[0], std::vector<int32_t>(ref.greedyIds.begin(), ref.greedyIds.begin() + 3));
+}
+
 // `minferc run` (the default GPU backend): tokens on stdout, logits in the reference backend's .npy layout.
 TEST_P(EndToEnd, MinfercRunGeneratesTransformersTokens) {
   MINFER_REQUIRE_GPU();
@@ -114,7 +201,9 @@ TEST_P(EndToEnd, MinfercRunGeneratesTransformersTokens) {
   expectLogitsMatch(logits.data, ref, ref.promptLogits.cols());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, EndToEnd, ::testing::ValuesIn(test::kFixtures));
+// Named by fixture: EndToEnd.CppApiGeneratesTransformersTokens/llama_gqa.
+INSTANTIATE_TEST_SUITE_P(Fixtures, EndToEnd, ::testing::ValuesIn(test::kFixtures),
+                         [](const auto &info) { return std::string(info.param); });
 
 // `minferc autotune` writes the device's tuning database; a later `minferc run` plans with the tuned tiles,
 // says so, and still gives HF's tokens; `minferc autotune --show` lists the entries.

@@ -50,7 +50,7 @@ struct AttentionCombineParams {
 namespace attn {
 
 // Keys per warp step: one 16-key tile (the mma k of PV, two n8 tiles of QK^T).
-constexpr int kDecodeTile = 16;
+inline constexpr int kDecodeTile = 16;
 
 // cp.async ring depth of each warp: as many 16-key K+V tiles as fit a ~64 KB budget for the block, between 2
 // and 4. With 4 warps that is 2 stages at head dim 128 (68 KB) and 3 at 64 (54 KB); either way 2-3 blocks
@@ -73,8 +73,8 @@ __host__ __device__ constexpr int decodeSmemBytes(int headDim, int threads) {
 
 // attention_decode_combine: 128 threads (4 warps) per (sequence, head). The most chunks it merges: the
 // log-sum-exps are staged in shared memory (1 KB).
-constexpr int kCombineThreads = 128;
-constexpr int kMaxSplits = 256;
+inline constexpr int kCombineThreads = 128;
+inline constexpr int kMaxSplits = 256;
 
 } // namespace attn
 

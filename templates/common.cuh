@@ -11,7 +11,10 @@ namespace minfer {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kWarpSize = 32;
+// Namespace-scope constants in these headers are `inline constexpr`: NVRTC emits a plain `constexpr` one as
+// an internal global whose mangled name carries a per-process id, so the same kernel compiled in two
+// processes would give different PTX and cubins (and bundles that are not reproducible).
+inline constexpr int kWarpSize = 32;
 
 __device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float toFloat(__half x) { return __half2float(x); }

@@ -44,7 +44,7 @@ namespace gemm_detail {
 
 // Tile rows per raster group: 8 tile rows of A (1024 rows at BM = 128) stay hot in L2 while the blocks
 // of one wave sweep their W columns; Triton's and CUTLASS's usual choice.
-constexpr int kGroupM = 8;
+inline constexpr int kGroupM = 8;
 
 // Where 16-byte chunk c of row r of a [rows][CPR chunks] tile lives, in chunks from the tile's start.
 // Chunks are grouped in 128-byte lines of 8 (one row when CPR = 8, two rows when CPR = 4, a half row

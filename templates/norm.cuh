@@ -42,7 +42,7 @@ namespace norm_detail {
 
 // The registers of one row are PER × VEC floats; 16 vectors of 8 is 128 floats per thread, past which
 // the row should get more threads rather than spill.
-constexpr int kMaxVectorsPerThread = 16;
+inline constexpr int kMaxVectorsPerThread = 16;
 
 template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL>
 __device__ __forceinline__ void normRow(const bf16 *a, const bf16 *b, const WeightT *gamma, const WeightT *beta,

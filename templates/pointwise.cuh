@@ -99,7 +99,7 @@ struct SiluMul {
 // 256 threads: 8 warps, each thread one 16-byte vector per input, so a block has 4 KB per input in flight;
 // 8 such blocks fill an SM (2048 threads) at prefill sizes, and a decode-sized row (rows = 1) still spreads
 // over a few SMs. PointwiseSpec launches one vector per thread; the grid-stride loop makes any grid correct.
-constexpr int kPointwiseThreads = 256;
+inline constexpr int kPointwiseThreads = 256;
 
 namespace pw {
 // Calls f(i) for every 16-byte vector i (VEC elements) of a [rows, COLS] tensor, grid-stride: rows * COLS is

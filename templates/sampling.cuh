@@ -107,7 +107,7 @@ __device__ __forceinline__ float keyValue(unsigned key) {
   return __uint_as_float(b << 16);
 }
 
-constexpr float kWeightOne = 1099511627776.0f; // 2^40: W of the top logit
+inline constexpr float kWeightOne = 1099511627776.0f; // 2^40: W of the top logit
 
 __device__ __forceinline__ u64 fixedWeight(float l, float m, float invT) {
   const float d = (l == m) ? 0.f : l - m;
@@ -120,10 +120,10 @@ __device__ __forceinline__ u64 fixedWeight(float l, float m, float invT) {
 // The radix split of the 16-bit keys: 4096 coarse bins (the high 12 bits), then 16 fine ones. Logits crowd
 // into a few binades; a bin spans 1/8 of a binade, so the lanes of a warp seldom add into the same one
 // (with 8-bit coarse bins, ten bins took nearly every logit and the atomics serialised: 4-8x slower).
-constexpr int kFineBits = 4;
-constexpr int kCoarse = 1 << (16 - kFineBits); // 4096
-constexpr int kFine = 1 << kFineBits;          // 16
-constexpr unsigned kFull = 0xffffffffu;
+inline constexpr int kFineBits = 4;
+inline constexpr int kCoarse = 1 << (16 - kFineBits); // 4096
+inline constexpr int kFine = 1 << kFineBits;          // 16
+inline constexpr unsigned kFull = 0xffffffffu;
 
 struct Shared {
   u64 hist[kCoarse]; // coarse masses, or coarse counts through a 32-bit view (32 KB)

@@ -4,7 +4,9 @@
 #
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
-# STEPS is a comma-separated subset of tests,embed,e2e,profile,kernels (default: all but profile). `e2e` runs, per model in
+# STEPS is a comma-separated subset of tests,sanitize,embed,e2e,profile,kernels (default: all but profile and
+# sanitize). `sanitize` runs the GPU tests under compute-sanitizer memcheck, racecheck and synccheck
+# (sanitize_<tool>.log and .xml). `e2e` runs, per model in
 # $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
 # model (time to first token), `minferc autotune` of the model for the benchmark's buckets (unless
@@ -62,8 +64,11 @@ run_all() {
   configured="$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)"
   if command -v ctest >/dev/null && [[ -n "$configured" && "$(realpath "$configured")" == "$(realpath "$build")" ]]
   then
-    ctest --test-dir "$build" -L gpu -j "$(nproc)" --no-tests=error --output-on-failure --timeout 300 \
+    # The soak samples the device's free memory, so it runs alone, after the rest.
+    ctest --test-dir "$build" -L gpu -E '^Soak\.' -j "$(nproc)" --no-tests=error --output-on-failure --timeout 300 \
       --output-junit "$OUT/gpu_tests.xml" || failed+=("GPU tests")
+    ctest --test-dir "$build" -R '^Soak\.' --no-tests=error --output-on-failure --timeout 300 -V \
+      --output-junit "$OUT/soak.xml" | grep -E "soak|Passed|Failed|Failure" || failed+=("soak")
   elif [[ -x "$build/tests/minfer_gpu_tests" ]]; then
     echo "(ctest unavailable or build dir moved from '${configured}': running the test binary directly)"
     "$build/tests/minfer_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.xml" || failed+=("GPU tests")
@@ -71,6 +76,27 @@ run_all() {
     echo "no GPU tests in $build"
     failed+=("GPU tests")
   fi
+  fi
+
+  if wants sanitize; then
+    # The GPU suite under compute-sanitizer: memcheck (out-of-bounds and misaligned accesses, leaks of
+    # device memory), racecheck (shared-memory hazards) and synccheck (illegal barriers), each a run of the
+    # test binary with every kernel it launches checked. Left out: the soak (10,000 steps, minutes under a
+    # sanitizer; it runs plain in `tests`) and the autotuner's timing sweeps (the tuned kernels' own tests
+    # cover them). $SANITIZE_TOOLS picks the tools, $SANITIZE_FILTER the tests.
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
+      step "compute-sanitizer --tool $tool"
+      extra=()
+      [[ "$tool" == memcheck ]] && extra=(--leak-check full)
+      [[ "$tool" == racecheck ]] && extra=(--racecheck-report hazard)
+      "${SANITIZER:-compute-sanitizer}" --tool "$tool" "${extra[@]}" --error-exitcode 3 --target-processes all \
+        --print-limit 20 "$build/tests/minfer_gpu_tests" --gtest_filter="${SANITIZE_FILTER:--Soak.*:Autotune.*}" \
+        --gtest_output="xml:$OUT/sanitize_$tool.xml" > "$OUT/sanitize_$tool.log" 2>&1
+      rc=$?
+      tail -n 3 "$OUT/sanitize_$tool.log"
+      grep -E "ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | sort | uniq -c
+      [[ $rc -eq 0 ]] || failed+=("compute-sanitizer $tool (exit $rc)")
+    done
   fi
 
   if wants embed; then

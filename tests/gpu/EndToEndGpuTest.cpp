@@ -19,8 +19,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <functional>
 #include <regex>
+
+#include <unistd.h>
 
 extern char **environ;
 
@@ -145,8 +149,9 @@ TEST_P(EndToEnd, SixtyFourPositionsMatchTransformers) {
         const float *row = ref.forcedLogits.row(k);
         std::vector<float> sorted(row, row + vocab);
         std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-        if (sorted[0] - sorted[1] > 0.25f)
+        if (sorted[0] - sorted[1] > 0.25f) {
           EXPECT_EQ(out->tokens[0][k + 1], std::max_element(row, row + vocab) - row) << "forced step " << k;
+        }
       }
       std::cout << "[ e2e ] " << GetParam() << (fuse ? " fused" : " unfused") << (graph ? " graph" : "")
                 << ": prefill of " << P + D << " rel err " << prefillErr << ", " << D << " forced steps " << decodeErr
@@ -307,6 +312,73 @@ TEST(Session, SamplingWithASeedIsReproducibleAndGraphAgnostic) {
   greedy.maxNewTokens = go.maxNewTokens;
   API_TRY(g, session->generate({ref.promptIds}, greedy));
   EXPECT_NE(a->tokens[0], g->tokens[0]) << "sampling at temperature 1.5 is not greedy decoding";
+}
+
+// Resident set size of this process, from /proc/self/statm (bytes).
+uint64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The soak: one sequence decoded for 10,000 steps (llama_gqa with its positions raised to 10,016: llama3 RoPE,
+// GQA, the split decode attention over a long context), through the CUDA graph, every token read back as it
+// comes. Device and host memory are sampled every 1,000 steps: neither may grow. Every token stays in the
+// vocabulary and the run neither stops early nor hangs (the test has a timeout).
+TEST(Soak, TenThousandDecodeStepsKeepMemoryFlat) {
+  MINFER_REQUIRE_GPU();
+  test::TempDir tmp;
+  std::string src = test::fixtureDir("llama_gqa");
+  std::string config = test::readFile(src + "/config.json");
+  const std::string from = "\"max_position_embeddings\": 128", to = "\"max_position_embeddings\": 10016";
+  ASSERT_NE(config.find(from), std::string::npos);
+  config.replace(config.find(from), from.size(), to);
+  tmp.write("config.json", config);
+  tmp.write("model.safetensors", test::readFile(src + "/model.safetensors"));
+
+  EngineOptions eo;
+  eo.maxSeq = 10016;
+  API_TRY(engine, Engine::load(tmp.path(), eo));
+  API_TRY(session, engine->createSession());
+  constexpr int64_t kSteps = 10000, kEvery = 1000;
+  std::vector<size_t> deviceFree;
+  std::vector<uint64_t> resident;
+  int64_t seen = 0;
+  bool inVocab = true;
+  GenerationOptions go;
+  go.maxNewTokens = kSteps + 1; // the first token comes from the prefill
+  go.onToken = [&](const TokenEvent &ev) {
+    if (ev.end) return true;
+    inVocab = inVocab && ev.token >= 0 && ev.token < engine->vocabSize();
+    if (++seen % kEvery == 1) { // after the prefill's token, then every 1,000 steps
+      auto mem = cuda::memoryInfo();
+      if (!mem) {
+        ADD_FAILURE() << llvm::toString(mem.takeError());
+        return false;
+      }
+      deviceFree.push_back(mem->free);
+      resident.push_back(residentBytes());
+    }
+    return true;
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  API_TRY(out, session->generate({{1, 2, 3, 4, 5}}, go));
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(static_cast<int64_t>(out->tokens[0].size()), kSteps + 1);
+  EXPECT_EQ(out->decodeSteps, kSteps);
+  EXPECT_TRUE(inVocab);
+  ASSERT_EQ(deviceFree.size(), static_cast<size_t>(kSteps / kEvery + 1));
+  std::cout << "[ soak ] " << kSteps << " steps in " << s << " s; device free (MiB) and resident (MiB) every " << kEvery
+            << " steps:";
+  for (size_t i = 0; i < deviceFree.size(); ++i)
+    std::cout << " " << (deviceFree[i] >> 20) << "/" << (resident[i] >> 20);
+  std::cout << "\n";
+  // From the first sample (after warm-up: graph captured, every kernel loaded) on, nothing grows.
+  for (size_t i = 1; i < deviceFree.size(); ++i) {
+    EXPECT_EQ(deviceFree[i], deviceFree[1]) << "device memory changed by step " << i * kEvery;
+    EXPECT_LE(resident[i], resident[1] + (4u << 20)) << "host memory grew by step " << i * kEvery;
+  }
 }
 
 TEST(Session, AStopTokenEndsItsSequence) {

@@ -51,10 +51,14 @@ template <int V> struct IntConstant {
 };
 
 // W: read once per step, so keep it out of L1 (no_allocate) and use the non-coherent path (W is
-// constant for the kernel's lifetime). Not volatile: the compiler may schedule it like any load.
+// constant for the kernel's lifetime). Volatile: without it the compiler treats the asm as a pure
+// function and may execute it where the source guards it (`ok ? loadStreaming(p) : 0` became an
+// unconditional load plus a select), reading past the end of W; compute-sanitizer memcheck found that in
+// gemvMma when K has fewer 32-wide chunks than the block has warps. The SASS is otherwise unchanged in
+// instruction and load count.
 __device__ __forceinline__ uint4 loadStreaming(const bf16 *p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;

@@ -12,6 +12,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <chrono>
+
 #ifndef MINFER_VERSION
 #define MINFER_VERSION "unknown"
 #endif
@@ -159,17 +161,26 @@ llvm::Expected<std::vector<CompiledKernel>> Pipeline::compile(const Target &targ
   }
   std::vector<KernelSource> srcs = sources();
   if (!options_.cache) {
+    CompileStats local;
+    CompileStats &st = stats ? *stats : local;
+    st = CompileStats{};
+    auto start = std::chrono::steady_clock::now();
     for (const KernelSource &s : srcs) {
+      auto t0 = std::chrono::steady_clock::now();
       auto k = compileKernel(s, target, options_.compile);
       if (!k) return k.takeError();
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      st.compiled.push_back({s.name, ms});
+      if (options_.progress) options_.progress({s.name, out.size() + 1, srcs.size(), ms, false});
       out.push_back(std::move(*k));
     }
-    if (stats) stats->kernels = stats->misses = static_cast<unsigned>(srcs.size());
+    st.kernels = st.misses = static_cast<unsigned>(srcs.size());
+    st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
   }
   unsigned jobs = options_.jobs ? options_.jobs : defaultJobs();
   KernelCache cache = KernelCache::openDefault();
-  return compileAll(srcs, target, options_.compile, cache, jobs, stats);
+  return compileAll(srcs, target, options_.compile, cache, jobs, stats, options_.progress);
 }
 
 Bundle Pipeline::makeBundle(std::vector<CompiledKernel> compiled) const {

@@ -34,6 +34,7 @@ struct PipelineOptions {
   unsigned jobs = 0;    // compile workers (0: the cores)
   bool cache = true;    // false: compile in this process, without the disk cache
   CompileOptions compile;
+  CompileProgressFn progress; // called as each kernel is compiled (minferc's progress bar)
 };
 
 class Pipeline {

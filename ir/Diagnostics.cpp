@@ -20,11 +20,21 @@ llvm::Error diagnosticAt(const llvm::SourceMgr &sm, llvm::SMLoc loc, const llvm:
   return llvm::make_error<DiagnosticError>(std::move(text));
 }
 
-std::string renderError(llvm::Error err) {
-  std::string out;
+std::string renderError(llvm::Error err, llvm::StringRef tool) {
+  std::string out, prefix = tool.empty() ? "error: " : tool.str() + ": error: ";
+  auto separate = [&] {
+    if (!out.empty() && out.back() != '\n') out += '\n';
+  };
   llvm::handleAllErrors(
-      std::move(err), [&](const DiagnosticError &d) { out += d.formatted(); },
-      [&](const llvm::ErrorInfoBase &e) { out += "error: " + e.message(); });
+      std::move(err),
+      [&](const DiagnosticError &d) {
+        separate();
+        out += d.formatted();
+      },
+      [&](const llvm::ErrorInfoBase &e) {
+        separate();
+        out += prefix + e.message();
+      });
   out = clipMessage(out);
   while (!out.empty() && out.back() == '\n') out.pop_back();
   return out + "\n";

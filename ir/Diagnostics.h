@@ -1,7 +1,7 @@
 // ir/Diagnostics.h — errors that carry a source location, already formatted for a terminal.
 //
 // A DiagnosticError's message is the full `file:line:col: error: ...` text with the offending line and a
-// caret (llvm::SourceMgr). Tools print it as it is; other errors they prefix with `error: `.
+// caret (llvm::SourceMgr). Tools print it as it is; other errors they prefix with `<tool>: error: `.
 #pragma once
 
 #include "llvm/Support/Error.h"
@@ -31,9 +31,10 @@ llvm::Error diagnosticAt(const llvm::SourceMgr &sm, llvm::SMLoc loc, const llvm:
 // used to define locally as `fail`).
 llvm::Error makeError(const llvm::Twine &msg);
 
-// Renders any error for a terminal: a DiagnosticError as it is, anything else as `error: msg`, with
-// exactly one trailing newline, passed through clipMessage. Consumes the error.
-std::string renderError(llvm::Error err);
+// Renders any error for a terminal: a DiagnosticError as it is, anything else as `<tool>: error: msg`
+// (`error: msg` without a tool), one line each when several are joined, with exactly one trailing newline,
+// passed through clipMessage. Consumes the error.
+std::string renderError(llvm::Error err, llvm::StringRef tool = "");
 
 // Bounds on a rendered message: whatever the input, an error is at most kMaxMessageLines lines of at most
 // kMaxLineBytes bytes each (a 1 MB token or a binary file read as IR must not flood the terminal).

@@ -485,7 +485,8 @@ llvm::Expected<VerifyReport> KernelCache::verify(bool removeBad) const {
       ++report.valid;
       continue;
     }
-    BadEntry bad{std::move(info)};
+    BadEntry bad;
+    bad.info = std::move(info);
     if (removeBad) {
       // Under the key's lock, and only if still bad: a writer may have just replaced it with a good one.
       if (llvm::Expected<CacheLock> lock = lockKey(bad.info.key)) {

@@ -3,8 +3,9 @@
 // Why processes: NVRTC holds process-wide locks for much of a compile, so threads barely scale. The parent
 // looks every kernel up first, forks up to `jobs` workers for the misses (round-robin shares), and each
 // worker compiles its share with KernelCache::getOrCompile, which publishes the cubin atomically. A worker
-// reports compile errors as text on a pipe (NUL-separated) and exits 1; the parent drains every pipe, reaps
-// every worker, then reads the results back from the cache. Anything still missing afterwards (a worker
+// sends one NUL-terminated record per kernel on its pipe — `K<item> <ms>` when compiled, `E<message>` on a
+// compile error (then it exits 1) — and the parent drains every pipe (reporting progress as records arrive),
+// reaps every worker, then reads the results back from the cache. Anything still missing afterwards (a worker
 // could not store, a fork failed) is compiled in the parent, so the cache is an accelerator, never a
 // requirement.
 #include "jit/ParallelCompile.h"
@@ -28,11 +29,15 @@ namespace {
 
 struct Worker {
   pid_t pid = -1;
-  int fd = -1;                // read end of the worker's error pipe
+  int fd = -1;                // read end of the worker's pipe
   std::vector<size_t> items;  // indices into the distinct kernels
+  std::string pending;        // bytes of a record not yet complete
   std::string errors;         // NUL-separated error messages the worker sent
   int status = 0;             // from waitpid
 };
+
+using Clock = std::chrono::steady_clock;
+double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
 void writeAll(int fd, llvm::StringRef data) {
   while (!data.empty()) {
@@ -48,13 +53,13 @@ void writeAll(int fd, llvm::StringRef data) {
                             const Target &target, const CompileOptions &opts, KernelCache cache, int errFd) {
   int failed = 0;
   for (size_t i : w.items) {
+    auto t0 = Clock::now();
     llvm::Expected<CompiledKernel> k = cache.getOrCompile(*kernels[i], target, opts);
-    if (!k) {
-      std::string msg = llvm::toString(k.takeError());
-      msg += '\0';
-      writeAll(errFd, msg);
-      failed = 1;
-    }
+    std::string record = k ? "K" + std::to_string(i) + " " + std::to_string(msSince(t0))
+                           : "E" + llvm::toString(k.takeError());
+    failed |= record[0] == 'E';
+    record += '\0';
+    writeAll(errFd, record);
   }
   ::close(errFd);
   // _exit: no atexit handlers or static destructors of the parent's program (test frameworks, caches), and
@@ -62,8 +67,9 @@ void writeAll(int fd, llvm::StringRef data) {
   ::_exit(failed);
 }
 
-// Reads every worker's pipe to EOF (a worker blocked on a full pipe would otherwise never exit).
-void drainPipes(std::vector<Worker> &workers) {
+// Reads every worker's pipe to EOF (a worker blocked on a full pipe would otherwise never exit), handing
+// each complete record to `onRecord` as it arrives.
+void drainPipes(std::vector<Worker> &workers, llvm::function_ref<void(Worker &, llvm::StringRef)> onRecord) {
   std::vector<pollfd> fds;
   std::vector<Worker *> owners;
   for (Worker &w : workers)
@@ -83,7 +89,13 @@ void drainPipes(std::vector<Worker> &workers) {
       ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
       if (n > 0) {
-        owners[i]->errors.append(buf, size_t(n));
+        Worker &w = *owners[i];
+        w.pending.append(buf, size_t(n));
+        size_t end;
+        while ((end = w.pending.find('\0')) != std::string::npos) {
+          onRecord(w, llvm::StringRef(w.pending).take_front(end));
+          w.pending.erase(0, end + 1);
+        }
         continue;
       }
       ::close(fds[i].fd);
@@ -121,9 +133,10 @@ llvm::Error workerError(const Worker &w, const std::vector<const KernelSource *>
 }
 
 // Forks the workers for `misses` and waits for all of them. Returns their compile errors and crashes, joined.
+// Each kernel a worker compiled goes into `st.compiled` and to `progress`.
 llvm::Error runWorkers(const std::vector<size_t> &misses, const std::vector<const KernelSource *> &kernels,
                        const Target &target, const CompileOptions &opts, KernelCache &cache, unsigned jobs,
-                       unsigned &forked) {
+                       CompileStats &st, const CompileProgressFn &progress) {
   std::vector<Worker> workers(std::min<size_t>(jobs, misses.size()));
   for (size_t i = 0; i < misses.size(); ++i) workers[i % workers.size()].items.push_back(misses[i]);
 
@@ -144,10 +157,24 @@ llvm::Error runWorkers(const std::vector<size_t> &misses, const std::vector<cons
     }
     w.pid = pid;
     w.fd = p[0];
-    ++forked;
+    ++st.workers;
   }
 
-  drainPipes(workers);
+  size_t done = 0;
+  drainPipes(workers, [&](Worker &w, llvm::StringRef record) {
+    if (record.consume_front("E")) {
+      w.errors.append(record.data(), record.size());
+      w.errors += '\0';
+      return;
+    }
+    auto [item, ms] = record.drop_front().split(' ');
+    size_t i = 0;
+    double t = 0;
+    if (!record.startswith("K") || item.getAsInteger(10, i) || i >= kernels.size() || !llvm::to_float(ms, t))
+      return; // not a record a worker writes
+    st.compiled.push_back({kernels[i]->name, t});
+    if (progress) progress({kernels[i]->name, ++done, misses.size(), t, false});
+  });
   llvm::Error errors = llvm::Error::success();
   for (Worker &w : workers) {
     if (w.pid < 0) continue;
@@ -167,8 +194,9 @@ llvm::Error runWorkers(const std::vector<size_t> &misses, const std::vector<cons
 
 llvm::Expected<std::vector<CompiledKernel>> compileAll(llvm::ArrayRef<KernelSource> sources, const Target &target,
                                                        const CompileOptions &opts, KernelCache &cache,
-                                                       unsigned jobs, CompileStats *stats) {
-  auto start = std::chrono::steady_clock::now();
+                                                       unsigned jobs, CompileStats *stats,
+                                                       const CompileProgressFn &progress) {
+  auto start = Clock::now();
   CompileStats local;
   CompileStats &st = stats ? *stats : local;
   st = CompileStats{};
@@ -190,6 +218,7 @@ llvm::Expected<std::vector<CompiledKernel>> compileAll(llvm::ArrayRef<KernelSour
   std::vector<std::optional<CompiledKernel>> done(kernels.size());
 
   if (jobs > 1 && cache.usable()) {
+    auto lookupStart = Clock::now();
     std::vector<std::string> keys;
     std::vector<size_t> misses;
     for (size_t i = 0; i < kernels.size(); ++i) {
@@ -199,9 +228,10 @@ llvm::Expected<std::vector<CompiledKernel>> compileAll(llvm::ArrayRef<KernelSour
       if ((done[i] = cache.lookup(key->hex, target))) ++st.hits;
       else misses.push_back(i);
     }
+    st.lookupSeconds += msSince(lookupStart) / 1e3;
     // One miss gains nothing from a fork; it is compiled below, in-process.
     if (misses.size() > 1) {
-      if (llvm::Error e = runWorkers(misses, kernels, target, opts, cache, jobs, st.workers)) return e;
+      if (llvm::Error e = runWorkers(misses, kernels, target, opts, cache, jobs, st, progress)) return e;
       for (size_t i : misses)
         if ((done[i] = cache.lookup(keys[i], target))) ++st.misses;
     }
@@ -209,16 +239,23 @@ llvm::Expected<std::vector<CompiledKernel>> compileAll(llvm::ArrayRef<KernelSour
 
   // Serially, in this process: everything without workers, and whatever the workers could not publish.
   // Every error is collected, as the workers do, so one run shows all broken kernels.
+  // A hit here counts as a cache lookup, a miss as a compile.
   llvm::Error errors = llvm::Error::success();
+  size_t left = llvm::count_if(done, [](const auto &d) { return !d; }), finished = 0;
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (done[i]) continue;
     bool hit = false;
+    auto t0 = Clock::now();
     llvm::Expected<CompiledKernel> k = cache.getOrCompile(*kernels[i], target, opts, &hit);
+    double ms = msSince(t0);
     if (!k) {
       errors = llvm::joinErrors(std::move(errors), k.takeError());
       continue;
     }
     ++(hit ? st.hits : st.misses);
+    if (hit) st.lookupSeconds += ms / 1e3;
+    else st.compiled.push_back({kernels[i]->name, ms});
+    if (progress) progress({kernels[i]->name, ++finished, left, ms, hit});
     done[i] = std::move(*k);
   }
   if (errors) return errors;
@@ -226,7 +263,7 @@ llvm::Expected<std::vector<CompiledKernel>> compileAll(llvm::ArrayRef<KernelSour
   std::vector<CompiledKernel> out;
   out.reserve(sources.size());
   for (size_t i : indexOf) out.push_back(*done[i]);
-  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  st.seconds = msSince(start) / 1e3;
   return out;
 }
 

@@ -40,6 +40,17 @@ bool available(std::string *why = nullptr);
 // library even after init() has run (init() caches its first answer for the life of the process).
 llvm::Expected<int> probeDriver(llvm::StringRef libraryPath);
 
+// The driver's version (e.g. 13000), from the library init() would load ($MINFER_LIBCUDA or libcuda.so.1),
+// without initialising it (minferc --version); init()'s driver when it has run.
+llvm::Expected<int> driverVersion();
+// The CUDA version of the headers minfer was built with (CUDA_VERSION, e.g. 12080).
+int headerCudaVersion();
+// 12080 -> "12.8".
+std::string versionString(int version);
+// The name of a CUresult ("CUDA_ERROR_STUB_LIBRARY" for 34) from minfer's own table of the common ones, for
+// when the driver cannot name it (cuGetErrorName needs a loaded driver); null when not in the table.
+const char *resultName(int result);
+
 struct DeviceInfo {
   std::string name;
   int ordinal = 0;

@@ -32,15 +32,36 @@ constexpr const char *kDefaultLibrary = "libcuda.so.1";
 // 12040 -> "12.4" (the driver encodes major * 1000 + minor * 10).
 std::string versionText(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
-// "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)"
+// The CUresults a user is likely to meet, named without the driver: cuGetErrorName needs a working driver,
+// and the errors of loading one (the toolkit's stub library answers every call with 34) come before that.
+#define MINFER_CURESULT_NAMES(X)                                                                             \
+  X(CUDA_SUCCESS) X(CUDA_ERROR_INVALID_VALUE) X(CUDA_ERROR_OUT_OF_MEMORY) X(CUDA_ERROR_NOT_INITIALIZED)       \
+  X(CUDA_ERROR_DEINITIALIZED) X(CUDA_ERROR_STUB_LIBRARY) X(CUDA_ERROR_DEVICE_UNAVAILABLE)                    \
+  X(CUDA_ERROR_NO_DEVICE) X(CUDA_ERROR_INVALID_DEVICE) X(CUDA_ERROR_DEVICE_NOT_LICENSED)                     \
+  X(CUDA_ERROR_INVALID_IMAGE) X(CUDA_ERROR_INVALID_CONTEXT) X(CUDA_ERROR_NO_BINARY_FOR_GPU)                  \
+  X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION) X(CUDA_ERROR_INVALID_HANDLE) X(CUDA_ERROR_NOT_FOUND)                  \
+  X(CUDA_ERROR_NOT_READY) X(CUDA_ERROR_ILLEGAL_ADDRESS) X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)                \
+  X(CUDA_ERROR_LAUNCH_TIMEOUT) X(CUDA_ERROR_ILLEGAL_INSTRUCTION) X(CUDA_ERROR_MISALIGNED_ADDRESS)            \
+  X(CUDA_ERROR_LAUNCH_FAILED) X(CUDA_ERROR_NOT_PERMITTED) X(CUDA_ERROR_NOT_SUPPORTED)                        \
+  X(CUDA_ERROR_SYSTEM_NOT_READY) X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)                                        \
+  X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE) X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)                      \
+  X(CUDA_ERROR_UNKNOWN)
+
+// "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)": the driver's name and text when it can give
+// them, else the name from minfer's table, else the number.
 std::string describe(const Api &api, CUresult r) {
   const char *name = nullptr, *text = nullptr;
-  if (api.cuGetErrorName_) api.cuGetErrorName_(r, &name);
-  if (api.cuGetErrorString_) api.cuGetErrorString_(r, &text);
+  if (api.cuGetErrorName_ && api.cuGetErrorName_(r, &name) != CUDA_SUCCESS) name = nullptr;
+  if (api.cuGetErrorString_ && api.cuGetErrorString_(r, &text) != CUDA_SUCCESS) text = nullptr;
+  if (!name) name = resultName(r);
   std::string s = name ? name : "CUresult " + std::to_string(int(r));
   if (text) s += std::string(" (") + text + ")";
   return s;
 }
+
+// What to do when the library is missing or not a driver.
+constexpr const char *kLibcudaHint =
+    "; if the NVIDIA driver is installed elsewhere, set MINFER_LIBCUDA to the path of its libcuda.so.1";
 
 // dlopen + version check + entry points; nothing is initialised. The library is closed again on failure.
 llvm::Expected<std::unique_ptr<Api>> loadLibrary(const std::string &path) {
@@ -50,7 +71,8 @@ llvm::Expected<std::unique_ptr<Api>> loadLibrary(const std::string &path) {
   api->library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!api->library) {
     const char *why = dlerror();
-    return ir::makeError("no CUDA driver: cannot load " + path + ": " + (why ? why : "unknown dlopen error"));
+    return ir::makeError("no CUDA driver: cannot load " + path + ": " + (why ? why : "unknown dlopen error") +
+                         kLibcudaHint);
   }
   auto closeOnError = llvm::make_scope_exit([&] {
     if (api && api->library) dlclose(api->library);
@@ -61,9 +83,13 @@ llvm::Expected<std::unique_ptr<Api>> loadLibrary(const std::string &path) {
   api->cuGetErrorName_ = reinterpret_cast<PFN_cuGetErrorName_v6000>(symbol("cuGetErrorName"));
   api->cuGetErrorString_ = reinterpret_cast<PFN_cuGetErrorString_v6000>(symbol("cuGetErrorString"));
   if (!getVersion || !api->cuGetErrorName_ || !api->cuGetErrorString_)
-    return ir::makeError("no CUDA driver: " + path + " is not a CUDA driver library (it has no cuDriverGetVersion)");
-  if (llvm::Error e = check(*api, getVersion(&api->driverVersion), "cuDriverGetVersion", path))
-    return e;
+    return ir::makeError("no CUDA driver: " + path + " is not a CUDA driver library (it has no cuDriverGetVersion)" +
+                         kLibcudaHint);
+  CUresult versionResult = getVersion(&api->driverVersion);
+  if (versionResult == CUDA_ERROR_STUB_LIBRARY)
+    return ir::makeError("no CUDA driver: " + path + " is the CUDA toolkit's stub library, not a driver "
+                         "(cuDriverGetVersion: CUDA_ERROR_STUB_LIBRARY)" + kLibcudaHint);
+  if (llvm::Error e = check(*api, versionResult, "cuDriverGetVersion", path)) return e;
   if (api->driverVersion < kMinDriverVersion)
     return ir::makeError("CUDA driver too old: " + path + " supports CUDA " + versionText(api->driverVersion) + " (" +
                          num(api->driverVersion) + "); minfer needs CUDA " + versionText(kMinDriverVersion) + " (" +
@@ -153,6 +179,22 @@ llvm::Error initialise(State &s) {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+} // namespace detail
+
+const char *resultName(int result) {
+  switch (result) {
+#define MINFER_CASE(name)                                                                                    \
+  case name:                                                                                                 \
+    return #name;
+    MINFER_CURESULT_NAMES(MINFER_CASE)
+#undef MINFER_CASE
+  default:
+    return nullptr;
+  }
+}
+
+namespace detail {
+
 llvm::Error check(const Api &api, CUresult r, llvm::StringRef call, const llvm::Twine &context) {
   if (r == CUDA_SUCCESS) return llvm::Error::success();
   std::string ctx = context.str();
@@ -200,6 +242,16 @@ bool available(std::string *why) {
   }
   if (why) why->clear();
   return true;
+}
+
+int headerCudaVersion() { return CUDA_VERSION; }
+
+std::string versionString(int version) { return versionText(version); }
+
+llvm::Expected<int> driverVersion() {
+  if (const Api *a = state().api.get()) return a->driverVersion;
+  const char *env = std::getenv("MINFER_LIBCUDA");
+  return probeDriver(env && *env ? env : kDefaultLibrary);
 }
 
 llvm::Expected<int> probeDriver(llvm::StringRef libraryPath) {

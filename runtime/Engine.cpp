@@ -30,6 +30,8 @@ std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / doubl
 
 // Builds an engine step by step over the compiler's Pipeline; each step's failure leaves nothing on the device.
 struct EngineLoader {
+  explicit EngineLoader(const EngineOptions &o) : opts(o) {}
+
   const EngineOptions &opts;
   std::unique_ptr<Engine> engine{new Engine};
   std::optional<Pipeline> pipeline;
@@ -46,12 +48,17 @@ struct EngineLoader {
     po.plan = opts.plan;
     po.jobs = opts.jobs;
     po.cache = opts.cache;
+    po.progress = opts.compileProgress;
+    auto t0 = Clock::now();
     auto p = Pipeline::load(model, po);
     if (!p) return p.takeError();
+    engine->st.loadMs = msSince(t0);
     pipeline.emplace(std::move(*p));
     if (weightsPath.empty()) weightsPath = model.str(); // a checkpoint directory holds its weights
     engine->st.source = pipeline->sourceName().str();
+    t0 = Clock::now();
     if (auto e = pipeline->runPasses()) return e;
+    engine->st.passesMs = msSince(t0);
     engine->st.fused = pipeline->fused();
     return llvm::Error::success();
   }
@@ -73,8 +80,10 @@ struct EngineLoader {
         llvm::consumeError(fp.takeError());
       }
     }
+    auto t0 = Clock::now();
     auto p = pipeline->plan(t);
     if (!p) return p.takeError();
+    engine->st.planMs = msSince(t0);
     engine->st.tuningDb = pipeline->tuningFrom();
     engine->st.tunedKernels = (*p)->tunedKernels();
     engine->st.defaultTileKernels = (*p)->defaultTileKernels();
@@ -82,9 +91,12 @@ struct EngineLoader {
   }
 
   llvm::Error checkWeightsExist() {
+    auto t0 = Clock::now();
     auto ckpt = Checkpoint::open(weightsPath);
     if (!ckpt) return ckpt.takeError();
-    return checkWeights(pipeline->module(), *ckpt);
+    if (auto e = checkWeights(pipeline->module(), *ckpt)) return e;
+    engine->st.checkMs = msSince(t0);
+    return llvm::Error::success();
   }
 
   llvm::Expected<std::vector<CompiledKernel>> kernels(const Target &t) {
@@ -175,6 +187,9 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::load(llvm::StringRef model, cons
   EngineLoader L{options};
   if (auto e = L.load(model)) return e;
   if (auto e = L.checkWeightsExist()) return e;
+  if (options.checkModel)
+    if (auto e = options.checkModel(L.pipeline->module())) return e;
+  // Without a target given (or a bundle's), the device says which: the driver may load from here on.
   auto target = L.target();
   if (!target) return target.takeError();
   if (auto e = L.plan(*target)) return e;

@@ -21,6 +21,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,13 +42,21 @@ struct EngineOptions {
   bool fuse = true;       // run the fusion pass on an .ir file or a checkpoint (a bundle is planned as built)
   bool tuned = true;      // use the device's tuning database (runtime/Autotune.h) where it has an entry
   size_t uploadChunkBytes = 64u << 20; // host staging per weight-upload step
+  // Called with the module once everything without a GPU is checked and before the driver is touched, so
+  // a caller's own cheap checks (minferc: prompt ids against the vocabulary) fail before the expensive ones.
+  std::function<llvm::Error(const ir::Module &)> checkModel;
+  CompileProgressFn compileProgress; // called as each kernel is compiled (minferc's progress bar)
 };
 
 // What loading took, for `minferc run` and the benchmarks.
 struct LoadStats {
   std::string source;       // "ir", "bundle" or "checkpoint"
   bool fused = true;        // the fusion pass ran
-  double parseMs = 0;       // model parsed, verified, planned; weights checked
+  double parseMs = 0;       // model parsed, verified, planned; weights checked (the four below, and the target)
+  double loadMs = 0;        //   the model read: parsed and verified, imported, or a bundle checked
+  double passesMs = 0;      //   the fusion pass
+  double checkMs = 0;       //   every weight found in the checkpoint with its dtype and shape
+  double planMs = 0;        //   the launch plan
   double compileMs = 0;     // kernels compiled or read from the cache (0 for a bundle)
   CompileStats compile;     // hits, misses, workers
   double modulesMs = 0;     // cubins loaded into the driver

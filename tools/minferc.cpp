@@ -1,6 +1,6 @@
 // tools/minferc.cpp — the minfer command-line driver.
-// (Over 650 lines: every subcommand's options are declared together at the top, as llvm::cl wants,
-// and each subcommand is one short function below them.)
+// (Over 650 lines: every subcommand's options are declared together at the top, as llvm::cl wants, and
+// each subcommand is one short function below them; what they share is in tools/CliSupport.h.)
 //
 //   minferc model.ir [--emit=ir] [-o out.ir]        parse, verify, print
 //   minferc model.ir --target sm_89 -o model.mfb    plan, compile every kernel (NVRTC, cached), bundle
@@ -13,7 +13,9 @@
 //   minferc cache ls|verify|clear                   the kernel cache
 //
 // Library code returns errors; only this file prints them and picks the exit code: 0 on success, 1 on a
-// user error, with one message and no half-written output file.
+// user error, with one message (`minferc: error: ...`, or `file:line:col: error: ...` in a model file)
+// and no half-written output file. Output paths are checked before any work; --time-passes breaks a
+// compile or a run into its phases.
 #include "compiler/Pipeline.h"
 #include "jit/AtomicFile.h"
 #include "jit/Bundle.h"
@@ -35,6 +37,7 @@
 #include "runtime/Autotune.h"
 #include "runtime/Engine.h"
 #include "runtime/Session.h"
+#include "tools/CliSupport.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -48,6 +51,9 @@
 #include <cstdint>
 
 using namespace minfer;
+using cli::fail;
+using cli::humanBytes;
+using cli::msSince;
 namespace cl = llvm::cl;
 
 namespace {
@@ -82,12 +88,12 @@ cl::opt<unsigned> jobs("j", cl::desc("Kernels compiled in parallel, in worker pr
 cl::opt<bool> noFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel per IR op (for comparison)"),
                      cl::cat(category));
 enum class PrintAfter { None, Fuse };
-cl::opt<PrintAfter> printAfter("print-after", cl::desc("Print the IR after a pass to standard error"),
+cl::opt<PrintAfter> printAfter("print-after", cl::desc("Print the IR after a pass to standard error (default: none)"),
                                cl::values(clEnumValN(PrintAfter::Fuse, "fuse", "after the fusion pass")),
                                cl::init(PrintAfter::None), cl::cat(category));
 cl::opt<std::string> dumpDir("dump-dir", cl::desc("Write every stage: the IR, the plan, each kernel's .cu, .cubin and .ptx"),
                              cl::value_desc("dir"), cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
-cl::opt<int64_t> maxBatch("max-batch", cl::desc("Sequences decoded together (plan size)"), cl::init(1),
+cl::opt<int64_t> maxBatch("max-batch", cl::desc("Sequences decoded together (plan size) (default: 1)"), cl::init(1),
                           cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<int64_t> maxSeq("max-seq", cl::desc("Tokens a sequence may hold (default: the model's max_pos)"), cl::init(0),
                         cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
@@ -129,21 +135,22 @@ cl::opt<std::string> tokenizerPath("tokenizer",
                                    cl::desc("Directory of the tokenizer for --prompt (default: MODEL, or --weights, "
                                             "when a directory)"),
                                    cl::value_desc("dir"), cl::sub(runCmd), cl::cat(category));
-cl::opt<int64_t> maxNewTokens("max-new-tokens", cl::desc("Number of tokens to generate"), cl::init(16), cl::sub(runCmd), cl::cat(category));
+cl::opt<int64_t> maxNewTokens("max-new-tokens", cl::desc("Number of tokens to generate (default: 16)"), cl::init(16),
+                              cl::sub(runCmd), cl::cat(category));
 enum class Backend { Gpu, Reference };
-cl::opt<Backend> backend("backend", cl::desc("Where to run"),
+cl::opt<Backend> backend("backend", cl::desc("Where to run (default: gpu)"),
                          cl::values(clEnumValN(Backend::Gpu, "gpu", "minfer's kernels on the GPU (default)"),
                                     clEnumValN(Backend::Reference, "reference", "the fp32 CPU reference interpreter")),
                          cl::init(Backend::Gpu), cl::sub(runCmd), cl::cat(category));
-cl::opt<int64_t> runBatch("batch", cl::desc("Sequences generated together, each from the prompt (GPU)"), cl::init(1),
+cl::opt<int64_t> runBatch("batch", cl::desc("Sequences generated together, each from the prompt (GPU) (default: 1)"), cl::init(1),
                           cl::sub(runCmd), cl::cat(category));
-cl::opt<float> temperature("temperature", cl::desc("Sampling temperature; 0 is greedy (GPU)"), cl::init(0.f),
+cl::opt<float> temperature("temperature", cl::desc("Sampling temperature; 0 is greedy (GPU) (default: 0)"), cl::init(0.f),
                            cl::sub(runCmd), cl::cat(category));
-cl::opt<int> topK("top-k", cl::desc("Keep the k most likely tokens; 0 keeps all (GPU)"), cl::init(0), cl::sub(runCmd),
+cl::opt<int> topK("top-k", cl::desc("Keep the k most likely tokens; 0 keeps all (GPU) (default: 0)"), cl::init(0), cl::sub(runCmd),
                   cl::cat(category));
-cl::opt<float> topP("top-p", cl::desc("Keep the smallest set of tokens with this much probability (GPU)"),
+cl::opt<float> topP("top-p", cl::desc("Keep the smallest set of tokens with this much probability (GPU) (default: 1)"),
                     cl::init(1.f), cl::sub(runCmd), cl::cat(category));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed of the sampler (GPU)"), cl::init(0), cl::sub(runCmd), cl::cat(category));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed of the sampler (GPU) (default: 0)"), cl::init(0), cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> stopIds("stop-ids", cl::desc("Stop a sequence after one of these token ids, e.g. the EOS (GPU)"),
                              cl::value_desc("2,..."), cl::sub(runCmd), cl::cat(category));
 cl::opt<bool> runNoFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel per IR op (for comparison)"),
@@ -159,6 +166,14 @@ cl::opt<std::string> logitsOut("logits-out",
                                         "one per generated token fed back"),
                                cl::value_desc("file.npy"), cl::sub(runCmd), cl::cat(category));
 
+// ----- top level and run: where the time went
+cl::opt<bool> timePasses("time-passes",
+                         cl::desc("Print the time of each phase to standard error at the end: parse, fuse, plan, "
+                                  "cache, each kernel's NVRTC compile, and for run modules, weights, prefill, decode "
+                                  "(default: off)"),
+                         cl::sub(*cl::TopLevelSubCommand), cl::sub(runCmd), cl::cat(category));
+cl::alias timingsAlias("timings", cl::desc("Alias for --time-passes"), cl::aliasopt(timePasses), cl::cat(category));
+
 // ----- tokenize DIR --text TEXT / detokenize DIR --ids 1,2,3
 cl::opt<std::string> tokenizeDir(cl::Positional, cl::desc("<checkpoint or tokenizer dir>"), cl::Required,
                                  cl::sub(tokenizeCmd), cl::sub(detokenizeCmd), cl::cat(category));
@@ -166,11 +181,6 @@ cl::opt<std::string> tokenizeText("text", cl::desc("The text to tokenize"), cl::
                                   cl::sub(tokenizeCmd), cl::cat(category));
 cl::opt<std::string> detokenizeIds("ids", cl::desc("Token ids, comma-separated"), cl::value_desc("1,2,3"), cl::Required,
                                    cl::sub(detokenizeCmd), cl::cat(category));
-
-int fail(llvm::Error e) {
-  llvm::errs() << ir::renderError(std::move(e));
-  return 1;
-}
 
 // Writes `text` to `path` (stdout for "-"), atomically.
 llvm::Error writeOutput(llvm::StringRef path, llvm::StringRef text) {
@@ -193,13 +203,6 @@ llvm::Expected<std::unique_ptr<ir::Module>> loadVerified(std::unique_ptr<llvm::M
   return m;
 }
 
-std::string humanBytes(double b) {
-  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000 && u < 4) b /= 1000, ++u;
-  return llvm::formatv("{0:f1} {1}", b, units[u]).str();
-}
-
 llvm::Error writeDump(llvm::StringRef dir, llvm::StringRef file, llvm::StringRef bytes) {
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, file);
@@ -213,6 +216,15 @@ std::string tileSummary(const Plan &plan, llvm::StringRef from) {
   std::string s = llvm::formatv("{0} tuned", plan.tunedKernels()).str();
   if (!from.empty()) s += " (from " + from.str() + ")";
   return s + llvm::formatv(", {0} default", plan.defaultTileKernels()).str();
+}
+
+// The time of each phase, printed at the end with --time-passes.
+cli::PhaseTimes phaseTimes;
+const cli::Clock::time_point started = cli::Clock::now();
+
+int finish(int code) {
+  if (timePasses) phaseTimes.print(llvm::errs(), msSince(started));
+  return code;
 }
 
 // The compile pipeline's options from the command line: fusion unless --no-fuse (the module printed to
@@ -229,6 +241,7 @@ PipelineOptions compileOptions() {
   o.plan.maxPrefillRows = maxPrefill;
   o.jobs = jobs;
   if (!dumpDir.empty()) o.compile.dumpDir = dumpDir;
+  o.progress = cli::compileProgress();
   return o;
 }
 
@@ -246,8 +259,7 @@ llvm::Expected<std::unique_ptr<ir::Module>> loadModelArg(llvm::StringRef path, b
 // `minferc model.ir --target sm_XY`: plan, generate, compile (through the cache, in worker processes),
 // and write the plan, the sources or a bundle. The pipeline has run its passes.
 int compileModule(Pipeline &pipeline) {
-  using Clock = std::chrono::steady_clock;
-  auto t0 = Clock::now();
+  auto t0 = cli::Clock::now();
   if (targetName.empty()) return fail(ir::makeError("--emit=" + std::string(emit == Emit::Plan ? "plan" : emit == Emit::Cuda ? "cuda" : "bundle") +
                                                     " needs --target (one of " + llvm::join(validTargets(), ", ") + ")"));
   auto target = parseTarget(targetName);
@@ -259,46 +271,52 @@ int compileModule(Pipeline &pipeline) {
   const Plan &plan = **planned;
   std::string planText;
   llvm::raw_string_ostream(planText) << llvm::formatv("{0:2}", llvm::json::Value(plan.toJSON())) << "\n";
+  phaseTimes.add("plan", msSince(t0), llvm::formatv("{0} kernels", plan.kernels.size()).str());
 
+  auto t1 = cli::Clock::now();
   std::vector<KernelSource> sources = pipeline.sources();
+  phaseTimes.add("kernel sources", msSince(t1));
   if (!dumpDir.empty()) {
     if (auto e = writeDump(dumpDir, "module.ir", ir::printModule(pipeline.module()))) return fail(std::move(e));
     if (auto e = writeDump(dumpDir, "plan.json", planText)) return fail(std::move(e));
     for (const KernelSource &s : sources)
       if (auto e = writeDump(dumpDir, "kernels/" + s.name + ".cu", s.text)) return fail(std::move(e));
   }
-  if (emit == Emit::Plan) {
-    if (auto e = writeOutput(outputPath, planText)) return fail(std::move(e));
-    return 0;
-  }
-  if (emit == Emit::Cuda) {
-    std::string all;
-    for (const KernelSource &s : sources) all += "// ===== " + s.name + "\n" + s.text + "\n";
+  if (emit == Emit::Plan || emit == Emit::Cuda) {
+    std::string all = planText;
+    if (emit == Emit::Cuda) {
+      all.clear();
+      for (const KernelSource &s : sources) all += "// ===== " + s.name + "\n" + s.text + "\n";
+    }
+    auto t2 = cli::Clock::now();
     if (auto e = writeOutput(outputPath, all)) return fail(std::move(e));
-    return 0;
+    phaseTimes.add("write", msSince(t2));
+    return finish(0);
   }
 
   // Bundle: compile every kernel.
-  if (outputPath == "-") return fail(ir::makeError("a bundle is binary: give it a file with -o model.mfb"));
   CompileStats stats;
+  auto t2 = cli::Clock::now();
   auto compiled = pipeline.compile(*target, &stats);
   if (!compiled) return fail(compiled.takeError());
+  cli::addCompileTimes(phaseTimes, stats, msSince(t2));
   if (!dumpDir.empty())
     for (const CompiledKernel &k : *compiled) {
       if (auto e = writeDump(dumpDir, "kernels/" + k.name + ".cubin", llvm::StringRef(k.cubin.data(), k.cubin.size())))
         return fail(std::move(e));
       if (auto e = writeDump(dumpDir, "kernels/" + k.name + ".ptx", k.ptx)) return fail(std::move(e));
     }
+  auto t3 = cli::Clock::now();
   if (auto e = writeBundle(outputPath, pipeline.makeBundle(std::move(*compiled)))) return fail(std::move(e));
-  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  phaseTimes.add("write bundle", msSince(t3));
   llvm::errs() << llvm::formatv(
       "minferc: {0} for {1}: {2} kernels ({3} from cache, {4} compiled), decode {5} launches per step "
       "({6} per layer x {7} layers), prefill {8} launches; weights {9}, {10:f2} GFLOP per decode token; {11:f2} s; "
       "tiles: {12}\n",
       outputPath, target->name, stats.kernels, stats.hits, stats.misses, plan.decode.launches.size(),
       plan.decode.launchesPerLayer, plan.decode.layers, plan.prefill.launches.size(), humanBytes(plan.weightBytes),
-      plan.decodeFlopsPerToken / 1e9, secs, tileSummary(plan, pipeline.tuningFrom()));
-  return 0;
+      plan.decodeFlopsPerToken / 1e9, msSince(t0) / 1e3, tileSummary(plan, pipeline.tuningFrom()));
+  return finish(0);
 }
 
 int cacheMain() {
@@ -306,10 +324,18 @@ int cacheMain() {
   if (cacheAction == "ls") {
     auto entries = cache.list();
     if (!entries) return fail(entries.takeError());
-    for (const CacheEntryInfo &e : *entries)
-      llvm::outs() << llvm::formatv("{0}  {1,-7} {2,10}  {3} {4}\n", e.key.substr(0, 16), e.target, humanBytes(e.bytes),
+    uint64_t total = 0;
+    size_t invalid = 0;
+    llvm::outs() << llvm::formatv("{0,-16}  {1,-7} {2,10}  {3}\n", "KEY", "TARGET", "SIZE", "KERNEL");
+    for (const CacheEntryInfo &e : *entries) {
+      total += e.bytes;
+      invalid += !e.valid;
+      llvm::outs() << llvm::formatv("{0,-16}  {1,-7} {2,10}  {3} {4}\n", e.key.substr(0, 16), e.target, humanBytes(e.bytes),
                                     e.kernel, e.valid ? "" : "(invalid: " + e.problem + ")");
-    llvm::outs() << entries->size() << " entries in " << cache.kernelsDir() << "\n";
+    }
+    llvm::outs() << entries->size() << " entries, " << humanBytes(double(total)) << " in " << cache.kernelsDir();
+    if (invalid) llvm::outs() << " (" << invalid << " invalid: `minferc cache verify` removes them)";
+    llvm::outs() << "\n";
     return 0;
   }
   if (cacheAction == "verify") {
@@ -339,19 +365,33 @@ int cacheMain() {
 
 int compileMain() {
   if (inputPath.empty()) return fail(ir::makeError("no input file; see minferc --help"));
+  // Everything that can be refused without work is, before the model is read.
+  bool wantsTarget = emit.getNumOccurrences() ? emit != Emit::IR : !targetName.empty();
+  if (!targetName.empty())
+    if (auto target = parseTarget(targetName); !target) return fail(target.takeError());
+  if (wantsTarget && emit != Emit::Plan && emit != Emit::Cuda && outputPath == "-")
+    return fail(ir::makeError("a bundle is binary: give it a file with -o model.mfb"));
+  if (auto e = cli::checkOutputPath(outputPath, "-o")) return fail(std::move(e));
+  auto t0 = cli::Clock::now();
   auto buf = llvm::MemoryBuffer::getFileOrSTDIN(inputPath, /*IsText=*/true);
   if (!buf) return fail(ir::makeError("cannot read '" + inputPath + "': " + buf.getError().message()));
   if (!splitInput) {
     auto m = loadVerified(std::move(*buf));
     if (!m) return fail(m.takeError());
-    bool wantsTarget = emit.getNumOccurrences() ? emit != Emit::IR : !targetName.empty();
+    phaseTimes.add("parse", msSince(t0), "read, parsed and verified");
+    // --emit=ir writes the module as read; --print-after=fuse prints the pass's result besides.
+    std::string text = wantsTarget ? "" : ir::printModule(**m);
     if (wantsTarget || printAfter == PrintAfter::Fuse) {
+      auto t1 = cli::Clock::now();
       Pipeline pipeline = Pipeline::fromModule(std::move(*m), compileOptions());
       if (auto e = pipeline.runPasses()) return fail(std::move(e));
-      return wantsTarget ? compileModule(pipeline) : 0;
+      phaseTimes.add("fuse", msSince(t1), noFuse ? "--no-fuse: skipped" : "");
+      if (wantsTarget) return compileModule(pipeline);
     }
-    if (auto e = writeOutput(outputPath, ir::printModule(**m))) return fail(std::move(e));
-    return 0;
+    auto t2 = cli::Clock::now();
+    if (auto e = writeOutput(outputPath, text)) return fail(std::move(e));
+    phaseTimes.add("write", msSince(t2));
+    return finish(0);
   }
   // Each chunk keeps its line numbers: it is parsed with as many newlines in front as lines came before.
   llvm::StringRef rest = (*buf)->getBuffer();
@@ -374,11 +414,11 @@ int compileMain() {
       out += (out.empty() ? "" : "// -----\n") + ir::printModule(**m);
       if (printAfter == PrintAfter::Fuse) // each chunk through the pass, printed to stderr
         if (llvm::Error e = Pipeline::fromModule(std::move(*m), compileOptions()).runPasses()) {
-          llvm::errs() << ir::renderError(std::move(e));
+          llvm::errs() << ir::renderError(std::move(e), "minferc");
           anyFailed = true;
         }
     } else {
-      llvm::errs() << ir::renderError(m.takeError());
+      llvm::errs() << ir::renderError(m.takeError(), "minferc");
       anyFailed = true;
     }
     if (sep == std::string::npos) break;
@@ -389,10 +429,11 @@ int compileMain() {
     rest = eol == llvm::StringRef::npos ? llvm::StringRef() : rest.substr(eol + 1);
   }
   if (auto e = writeOutput(outputPath, out)) return fail(std::move(e));
-  return anyFailed ? 1 : 0;
+  return finish(anyFailed ? 1 : 0);
 }
 
 int importMain() {
+  if (auto e = cli::checkOutputPath(outputPath, "-o")) return fail(std::move(e));
   auto m = importHF(importDir);
   if (!m) return fail(m.takeError());
   if (auto e = writeOutput(outputPath, ir::printModule(**m))) return fail(std::move(e));
@@ -526,17 +567,35 @@ int runGpu() {
   auto prompt = readPrompt();
   if (!prompt) return fail(prompt.takeError());
   if (!stopIds.empty())
-    if (auto ids = parseIds(stopIds, INT32_MAX); !ids) return fail(ids.takeError());
+    if (auto ids = parseIds(stopIds, INT32_MAX, "--stop-ids"); !ids) return fail(ids.takeError());
   rt::EngineOptions eo;
   eo.weights = weightsPath;
   eo.target = runTarget;
   eo.plan.maxBatch = runBatch;
   eo.plan.maxSeq = runMaxSeq;
   eo.fuse = !runNoFuse;
+  eo.compileProgress = cli::compileProgress();
+  // The checks that need the model but no GPU (ids against its vocabulary) before the driver is loaded; then
+  // the driver, so that its absence comes with what to do instead.
+  bool noDriver = false;
+  eo.checkModel = [&](const ir::Module &m) -> llvm::Error {
+    int64_t vocab = *m.value(m.outputs[0]).type.lastDim();
+    if (auto e = checkVocab(*prompt, vocab)) return e;
+    if (!stopIds.empty())
+      if (auto ids = parseIds(stopIds, vocab, "--stop-ids"); !ids) return ids.takeError();
+    llvm::Error e = cuda::init();
+    noDriver = bool(e);
+    return e;
+  };
   auto engine = rt::Engine::load(runModel, eo);
-  if (!engine) return fail(engine.takeError());
+  if (!engine) {
+    int code = fail(engine.takeError());
+    if (noDriver)
+      cli::note("without a GPU, `minferc run --backend=reference` runs the model on the CPU reference interpreter "
+                "(greedy, batch 1)");
+    return code;
+  }
   auto t1 = Clock::now();
-  if (auto e = checkVocab(*prompt, (*engine)->vocab())) return fail(std::move(e));
   rt::GenerateOptions go;
   go.maxNewTokens = maxNewTokens;
   go.temperature = temperature;
@@ -545,7 +604,7 @@ int runGpu() {
   go.seed = seed;
   go.graph = !noGraph;
   if (!stopIds.empty()) {
-    auto stops = parseIds(stopIds, (*engine)->vocab());
+    auto stops = parseIds(stopIds, (*engine)->vocab(), "--stop-ids");
     if (!stops) return fail(stops.takeError());
     go.stopTokens = *stops;
   }
@@ -562,6 +621,7 @@ int runGpu() {
   so.keepLogits = !logitsOut.empty();
   auto session = rt::Session::create(**engine, so);
   if (!session) return fail(session.takeError());
+  double sessionMs = msSince(t1);
   auto gen = (*session)->generate(std::vector<std::vector<int32_t>>(runBatch, prompt->ids), go);
   if (!gen) return fail(gen.takeError());
   auto t2 = Clock::now();
@@ -595,11 +655,24 @@ int runGpu() {
       go.graph ? ", CUDA graph" : "", humanBytes(double((*session)->memory().total())), ms(t2 - t0),
       llvm::formatv(", {0}, decode {1} launches a step; tiles: {2}", st.fused ? "fused" : "unfused",
                     (*engine)->plan().decode.launches.size(), tileSummary((*engine)->plan(), st.tuningDb)).str());
-  if (!st.warning.empty()) llvm::errs() << "minferc run: warning: " << st.warning << "\n";
-  return 0;
+  if (!st.warning.empty()) cli::warn(st.warning);
+  phaseTimes.add("parse", st.loadMs, "model read (" + st.source + ")");
+  phaseTimes.add("fuse", st.passesMs, st.fused ? "" : "not run");
+  phaseTimes.add("weights check", st.checkMs, "every weight in the checkpoint, dtype and shape");
+  phaseTimes.add("plan", st.planMs);
+  if (st.source != "bundle") cli::addCompileTimes(phaseTimes, st.compile, st.compileMs); // a bundle's are in parse
+  phaseTimes.add("module load", st.modulesMs, llvm::formatv("{0} modules", (*engine)->plan().kernels.size()).str());
+  phaseTimes.add("weights", st.weightsMs, humanBytes(double(st.weightBytes)) + " to the device");
+  phaseTimes.add("session", sessionMs, "KV cache and arenas");
+  phaseTimes.add("prefill", gen->prefillMs,
+                 llvm::formatv("{0} tokens, first token included (GPU time)", gen->promptTokens).str());
+  phaseTimes.add("decode", gen->decodeMs, llvm::formatv("{0} steps (GPU time)", gen->decodeSteps).str());
+  return finish(0);
 }
 
 int runMain() {
+  if (!logitsOut.empty())
+    if (auto e = cli::checkOutputPath(logitsOut, "--logits-out")) return fail(std::move(e));
   if (weightsPath.empty() && !llvm::sys::fs::is_directory(runModel) && llvm::sys::fs::exists(runModel))
     return fail(ir::makeError("model '" + runModel + "' is " +
                               (isBundleFile(runModel) ? "a bundle" : "an IR file") + "; give its weights with --weights PATH"));
@@ -614,6 +687,7 @@ int runMain() {
   // The reference interpreter runs the module as written (it defines fused ops too, but needs no fusion).
   auto loaded = loadModelArg(runModel, /*fuse=*/false);
   if (!loaded) return fail(loaded.takeError());
+  phaseTimes.add("parse", msSince(t0), "model read, not fused");
   std::unique_ptr<ir::Module> module = std::move(*loaded);
   std::string wpath = weightsPath.empty() ? (isDir ? runModel.getValue() : std::string()) : weightsPath.getValue();
   if (wpath.empty()) return fail(ir::makeError("model '" + runModel + "' is an IR file; give its weights with --weights PATH"));
@@ -631,18 +705,22 @@ int runMain() {
       return fail(ir::makeError("the prompt (" + std::to_string(ids->size()) + " tokens) and --max-new-tokens " +
                                 std::to_string(maxNewTokens) + " need " + std::to_string(need) +
                                 " positions, more than the model's max_pos " + std::to_string(maxPos->value)));
+  auto tw = Clock::now();
   auto ckpt = Checkpoint::open(wpath);
   if (!ckpt) return fail(ckpt.takeError());
   auto weights = loadWeightsF32(*module, *ckpt);
   if (!weights) return fail(weights.takeError());
   auto t1 = Clock::now();
+  phaseTimes.add("weights", msSince(tw), "read as fp32");
 
   int64_t maxSeq = static_cast<int64_t>(ids->size()) + std::max<int64_t>(maxNewTokens, 1);
   auto interp = ir::Interpreter::create(*module, *weights, /*batch=*/1, maxSeq);
   if (!interp) return fail(interp.takeError());
   std::optional<Streamer> streamer;
   if (prompt->tokenizer) streamer.emplace(*prompt->tokenizer);
+  std::optional<Clock::time_point> firstToken;
   auto result = ir::generateGreedy(**interp, {*ids}, maxNewTokens, std::nullopt, [&](int64_t, int32_t token) {
+    if (!firstToken) firstToken = Clock::now();
     if (!streamer) return true;
     if (prompt->tokenizer->special.isEos(token)) return false;
     streamer->push(token);
@@ -660,7 +738,11 @@ int runMain() {
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   llvm::errs() << llvm::format("minferc run: backend=reference load %.0f ms, %zu prompt + %zu generated tokens in %.0f ms\n",
                                ms(t1 - t0), ids->size(), result->tokens[0].size(), ms(t2 - t1));
-  return 0;
+  Clock::time_point prefilled = firstToken.value_or(t2);
+  phaseTimes.add("prefill", ms(prefilled - t1), llvm::formatv("{0} tokens, to the first token", ids->size()).str());
+  size_t decoded = std::max<size_t>(result->tokens[0].size(), 1) - 1; // the first token came from the prefill
+  phaseTimes.add("decode", ms(t2 - prefilled), llvm::formatv("{0} tokens", decoded).str());
+  return finish(0);
 }
 
 } // namespace
@@ -716,21 +798,14 @@ int autotuneMain() {
   std::string path = TuningDb::pathFor(KernelCache::openDefault().dir(), *fp);
   std::string warning;
   TuningDb db = TuningDb::load(path, *fp, &warning);
-  if (!warning.empty()) llvm::errs() << "minferc autotune: warning: " << warning << "\n";
-  bool tty = llvm::errs().is_displayed();
+  if (!warning.empty()) cli::warn(warning);
+  cli::Progress progress("autotune");
   opts.progress = [&](const rt::AutotuneProgress &p) {
     std::string best = p.done ? llvm::formatv("best {0} {1:f2} us (default {2} {3:f2} us)", p.bestTile, p.bestUs,
                                               p.defaultTile, p.defaultUs).str()
                               : llvm::formatv("timing {0} tiles", p.candidates).str();
     std::string left = p.index > 1 || p.done ? llvm::formatv(", ~{0:f0} s left", p.secondsLeft).str() : "";
-    if (tty) {
-      int width = 24, filled = static_cast<int>(width * (p.index - (p.done ? 0 : 1)) / std::max<size_t>(p.total, 1));
-      llvm::errs() << "\r\x1b[K[" << std::string(filled, '#') << std::string(width - filled, '.') << "] kernel "
-                   << p.index << "/" << p.total << " " << p.kernel.substr(0, 60) << ": " << best << left;
-      if (p.done && p.index == p.total) llvm::errs() << "\n";
-    } else if (p.done) {
-      llvm::errs() << "autotune: kernel " << p.index << "/" << p.total << " " << p.kernel << ": " << best << left << "\n";
-    }
+    progress.update(p.index, p.total, p.kernel, best + left, p.done);
   };
   llvm::errs() << "minferc autotune: " << fp->id() << ", buckets " << llvm::join(opts.buckets, ",") << "\n";
   auto report = rt::autotune(*m, db, opts);
@@ -745,21 +820,25 @@ int autotuneMain() {
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
-  cl::SetVersionPrinter([](llvm::raw_ostream &os) { os << "minferc (minfer) 0.1.0\n"; });
-  if (!cl::ParseCommandLineOptions(argc, argv,
-                                   "minfer: a JIT kernel-generation compiler for decoder-only LLMs\n\n"
-                                   "  minferc model.ir [--emit=ir] [-o FILE]\n"
-                                   "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
-                                   "  minferc model.ir [--target sm_89] --print-after=fuse [--no-fuse]\n"
-                                   "  minferc cache ls|verify|clear\n"
-                                   "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] | --show\n"
-                                   "  minferc import-hf DIR -o model.ir\n"
-                                   "  minferc tokenize DIR --text TEXT\n"
-                                   "  minferc detokenize DIR --ids 1,2,3\n"
-                                   "  minferc run MODEL --prompt TEXT | --prompt-ids 1,2,3 [--max-new-tokens N] [--batch B] [--temperature T]\n"
-                                   "              [--top-k K] [--top-p P] [--seed S] [--logits-out F.npy] [--no-fuse]\n"
-                                   "              [--backend=gpu|reference]\n",
-                                   &llvm::errs()))
+  timingsAlias.setHiddenFlag(cl::NotHidden); // an alias keeps no category of its own for the line above
+  cl::SetVersionPrinter(cli::printVersion);
+  cli::enumOption(emit);
+  cli::enumOption(printAfter);
+  cli::enumOption(backend);
+  if (!cli::parseCommandLine(argc, argv,
+                             "minfer: a JIT kernel-generation compiler for decoder-only LLMs\n\n"
+                             "  minferc model.ir [--emit=ir] [-o FILE]\n"
+                             "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
+                             "  minferc model.ir [--target sm_89] --print-after=fuse [--no-fuse]\n"
+                             "  minferc cache ls|verify|clear\n"
+                             "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] | --show\n"
+                             "  minferc import-hf DIR -o model.ir\n"
+                             "  minferc tokenize DIR --text TEXT\n"
+                             "  minferc detokenize DIR --ids 1,2,3\n"
+                             "  minferc run MODEL --prompt TEXT | --prompt-ids 1,2,3 [--max-new-tokens N] [--batch B] [--temperature T]\n"
+                             "              [--top-k K] [--top-p P] [--seed S] [--logits-out F.npy] [--no-fuse]\n"
+                             "              [--backend=gpu|reference]\n"
+                             "  --time-passes (or --timings) on a compile or a run: where the time went\n"))
     return 1;
   if (importCmd) return importMain();
   if (runCmd) return runMain();

@@ -94,7 +94,7 @@ struct MatmulParams {
   uint64_t A = 0; // [rows, K]
   uint64_t W = 0; // [N, K]
   int32_t rows = 0;
-  EpiParams epi;
+  EpiParams epi = {}; // initialised, so that designated initialisers may leave it out
   static const ParamsLayout &layout();
 };
 

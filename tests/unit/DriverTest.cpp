@@ -46,6 +46,26 @@ TEST(Driver, LibraryWithoutDriverEntryPointsIsNotACudaDriver) {
   EXPECT_TRUE(failsMentioning(cuda::probeDriver("libm.so.6"), {"no CUDA driver", "libm.so.6", "cuDriverGetVersion"}));
 }
 
+TEST(Driver, MissingLibrarySaysWhereToPointMinferLibcuda) {
+  EXPECT_TRUE(failsMentioning(cuda::probeDriver(kMissingLibrary), {"set MINFER_LIBCUDA"}));
+}
+
+// cuGetErrorName needs a working driver; the common CUresults are named without one.
+TEST(Driver, CommonResultsAreNamedWithoutADriver) {
+  EXPECT_STREQ(cuda::resultName(34), "CUDA_ERROR_STUB_LIBRARY");
+  EXPECT_STREQ(cuda::resultName(100), "CUDA_ERROR_NO_DEVICE");
+  EXPECT_STREQ(cuda::resultName(200), "CUDA_ERROR_INVALID_IMAGE");
+  EXPECT_STREQ(cuda::resultName(0), "CUDA_SUCCESS");
+  EXPECT_EQ(cuda::resultName(123456), nullptr);
+}
+// (The toolkit's stub libcuda, named by CUDA_ERROR_STUB_LIBRARY: tests/lit/cli-driver-stub.test.)
+
+TEST(Driver, VersionsAreReadable) {
+  EXPECT_EQ(cuda::versionString(12080), "12.8");
+  EXPECT_EQ(cuda::versionString(13000), "13.0");
+  EXPECT_GE(cuda::headerCudaVersion(), 12000);
+}
+
 // init() reads $MINFER_LIBCUDA once and keeps its answer, so this runs in a fresh process (a
 // "threadsafe" death test re-executes the test binary for just this test).
 TEST(DriverDeathTest, InitHonoursMinferLibcuda) {

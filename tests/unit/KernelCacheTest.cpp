@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
+#include <set>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -562,6 +563,42 @@ TEST_F(KernelCacheTest, CompileAllInWorkersMatchesSerialAndHitsTheSecondTime) {
   EXPECT_EQ(stats.workers, 0u);
   EXPECT_EQ(nvrtcCompileCount(), before);
   for (size_t i = 0; i < srcs.size(); ++i) expectSameKernel((*again)[i], (*par)[i]);
+}
+
+// Workers report each kernel as it finishes (minferc's progress) with its own compile time (--time-passes).
+TEST_F(KernelCacheTest, CompileAllReportsEachKernelItCompiles) {
+  KernelCache c = cache();
+  Target t = target("sm_89");
+  std::vector<KernelSource> srcs = {scaleKernel("p_x2", 2), scaleKernel("p_x3", 3), scaleKernel("p_x5", 5)};
+  for (unsigned jobs : {2u, 1u}) {
+    SCOPED_TRACE(jobs == 1 ? "in-process" : "in workers");
+    std::vector<CompileProgress> seen;
+    CompileStats stats;
+    KernelCache fresh = jobs == 1 ? KernelCache::openAt(root + "/serial") : c;
+    auto r = compileAll(srcs, t, {}, fresh, jobs, &stats, [&](const CompileProgress &p) { seen.push_back(p); });
+    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    ASSERT_EQ(seen.size(), 3u);
+    std::set<std::string> names;
+    for (size_t i = 0; i < seen.size(); ++i) {
+      EXPECT_EQ(seen[i].done, i + 1);
+      EXPECT_EQ(seen[i].total, 3u);
+      EXPECT_GT(seen[i].ms, 0.0);
+      EXPECT_FALSE(seen[i].hit);
+      names.insert(seen[i].name);
+    }
+    EXPECT_EQ(names, (std::set<std::string>{"p_x2", "p_x3", "p_x5"}));
+    ASSERT_EQ(stats.compiled.size(), 3u);
+    for (const KernelCompileTime &k : stats.compiled) EXPECT_GT(k.ms, 0.0) << k.name;
+    EXPECT_GE(stats.lookupSeconds, 0.0);
+  }
+  // Everything cached: nothing compiled, nothing reported.
+  std::vector<CompileProgress> seen;
+  CompileStats stats;
+  auto r = compileAll(srcs, t, {}, c, 2, &stats, [&](const CompileProgress &p) { seen.push_back(p); });
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_TRUE(seen.empty());
+  EXPECT_TRUE(stats.compiled.empty());
+  EXPECT_EQ(stats.hits, 3u);
 }
 
 TEST_F(KernelCacheTest, CompileAllReportsWorkerErrorsAndNameClashes) {

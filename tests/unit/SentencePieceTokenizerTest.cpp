@@ -57,30 +57,10 @@ std::unique_ptr<Tokenizer> load(const json::Object *config) {
   return std::move(*t);
 }
 
-std::vector<int32_t> idsOf(const json::Value *v) {
-  std::vector<int32_t> out;
-  if (const json::Array *a = v ? v->getAsArray() : nullptr)
-    for (const json::Value &id : *a) out.push_back(int32_t(id.getAsInteger().getValueOr(-1)));
-  return out;
-}
-
 std::string show(llvm::ArrayRef<int32_t> ids) {
   std::string s = "[";
   for (int32_t id : ids) s += (s.size() > 1 ? ", " : "") + std::to_string(id);
   return s + "]";
-}
-
-// Equal id lists, or where they first differ (the ids around that place), which a long case needs.
-testing::AssertionResult sameIds(llvm::ArrayRef<int32_t> got, llvm::ArrayRef<int32_t> want) {
-  if (got == want) return testing::AssertionSuccess();
-  size_t at = std::mismatch(got.begin(), got.end(), want.begin(), want.end()).first - got.begin();
-  size_t from = at > 3 ? at - 3 : 0;
-  auto around = [&](llvm::ArrayRef<int32_t> ids) {
-    return show(ids.drop_front(std::min(from, ids.size())).take_front(12));
-  };
-  return testing::AssertionFailure() << "ids differ at position " << at << " (" << got.size() << " ids, HF has "
-                                     << want.size() << "); from position " << from << ": got "
-                                     << around(got) << ", HF " << around(want);
 }
 
 // A JSON string literal of `s`, so that spaces, tabs and CRs in a failure message can be seen.

@@ -4,6 +4,8 @@
 // Timing (timeMedian and its busy block) lives in runtime/Timing.cpp, shared with the autotuner.
 #include "bench/Bench.h"
 
+#include <cstring>
+
 
 namespace minfer::bench {
 
@@ -25,6 +27,13 @@ llvm::Expected<Ceilings> measureCeilings() {
   if (!ms) return ms.takeError();
   Ceilings c;
   c.copyGBps = 2.0 * double(bytes) / (*ms * 1e-3) / 1e9; // read + write, decimal GB as vendors quote them
+  // The weight loader's ceiling: 1 GiB from page-locked memory over the bus, one copy at a time.
+  auto pinned = cuda::PinnedBuffer::alloc(bytes);
+  if (!pinned) return pinned.takeError();
+  std::memset(pinned->data(), 0x3C, bytes);
+  auto h2d = timeMedian([&](int) { return cuda::copyHostToDeviceAsync(dst->ptr(), pinned->data(), bytes, nullptr); }, 1, 5);
+  if (!h2d) return h2d.takeError();
+  c.hostToDeviceGBps = double(bytes) / (*h2d * 1e-3) / 1e9;
   return c;
 }
 

@@ -17,6 +17,7 @@ namespace minfer::bench {
 
 struct Ceilings {
   double copyGBps = 0; // device-to-device copy bandwidth (read + write bytes / time), measured here
+  double hostToDeviceGBps = 0; // a plain copy from page-locked host memory to the device, measured here
 };
 
 struct Result {

@@ -4,8 +4,8 @@
 #
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
-# STEPS is a comma-separated subset of tests,sanitize,embed,e2e,profile,kernels (default: all but profile and
-# sanitize). `sanitize` runs the GPU tests under compute-sanitizer memcheck, racecheck and synccheck
+# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,profile,kernels (default: all but profile,
+# sanitize and load). `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU tests under compute-sanitizer memcheck, racecheck and synccheck
 # (sanitize_<tool>.log and .xml). `e2e` runs, per model in
 # $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
@@ -119,6 +119,32 @@ run_all() {
       else
         echo "$build/embed/$exe not built"; failed+=("$exe")
       fi
+    done
+  fi
+
+  if wants load; then
+    # Weight loading: per model in $LOAD_MODELS (default tinyllama-1.1b,llama-2-7b), seeded random weights in
+    # /dev/shm (memory, as a checkpoint in the page cache is), then minfer_e2e_bench --load-only (the GB/s the
+    # weights reach the GPU at, against a pinned host-to-device copy measured in the same process) and a
+    # warm-cache `minferc run --timings` (time to the first token).
+    models="${LOAD_MODELS:-tinyllama-1.1b,llama-2-7b}"
+    for model in ${models//,/ }; do
+      step "weight loading: $model"
+      wdir="/dev/shm/minfer-e2e-$model"
+      ir="$here/../examples/$model.ir"
+      "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" --out /dev/null --weights-only \
+        || failed+=("weights $model")
+      "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --load-only \
+        --out "$OUT/load_$model.json" || failed+=("load bench $model")
+      for run in warm-up timed; do # the first fills the kernel cache for minferc's own plan sizes
+        start=$EPOCHREALTIME
+        "$build/tools/minferc" run "$ir" --weights "$wdir/model.safetensors" --prompt-ids 1,2,3,4,5,6,7,8 \
+          --max-new-tokens 1 --timings > "$OUT/first_token_$model.log" 2>&1 || failed+=("minferc run $model $run")
+      done
+      awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "minferc run to the first token, warm kernel cache: %.2f s\n", b - a }' \
+        | tee -a "$OUT/first_token_$model.log"
+      cat "$OUT/first_token_$model.log"
+      [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
     done
   fi
 

@@ -372,6 +372,7 @@ def main():
     ap.add_argument("--context", type=int, default=128, help="prompt tokens ahead of the decode steps")
     ap.add_argument("--decode-steps", type=int, default=64)
     ap.add_argument("--no-compile", action="store_true", help="eager only")
+    ap.add_argument("--weights-only", action="store_true", help="write the weights and stop (no timing, no --out)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("torch_e2e.py: torch sees no CUDA device")
@@ -379,6 +380,8 @@ def main():
     cfg = parse_ir(args.model)
     dims = cfg["dims"]
     path = ensure_weights(cfg, args.model, args.seed, args.weights_out)
+    if args.weights_only:
+        return
     torch.manual_seed(args.seed)
     model = Model(cfg, path)
     torch.cuda.empty_cache()

@@ -12,6 +12,8 @@
 #include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
+#include <vector>
+
 namespace minfer {
 
 llvm::Error checkWeights(const ir::Module &, const Checkpoint &);
@@ -26,9 +28,15 @@ llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &, const Checkpoin
 // mapped file; a converted or transposed one through one chunk-sized buffer (whole output rows per chunk).
 // A packed weight streams its parts' rows stacked. `rowOrder`, when given, lists for each output row the
 // logical row stored there (a fused epilogue's layout, Plan.h rowOrder); rows of a vector are its elements.
+// `scratch`, when given, is the chunk buffer, kept between calls: a loader streaming many weights then
+// touches fresh memory once rather than once a weight (page faults that held loading to ~2 GB/s).
 llvm::Error streamWeight(const ir::Module &, const Checkpoint &, int weight, int64_t layer, ir::DType dtype,
                          size_t chunkBytes,
                          llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink,
-                         llvm::ArrayRef<int64_t> rowOrder = {});
+                         llvm::ArrayRef<int64_t> rowOrder = {}, std::vector<uint8_t> *scratch = nullptr);
+
+// `n` f16 values at `src` to bf16 at `dst` (unaligned, little-endian), rounded to nearest even, NaNs kept
+// NaNs: what floatToBf16(f16ToFloat(x)) gives, vectorised where the CPU allows.
+void convertF16ToBf16(const uint8_t *src, uint8_t *dst, size_t n);
 
 } // namespace minfer

@@ -7,6 +7,9 @@
 
 #include "llvm/ADT/ScopeExit.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace minfer::cuda {
 
 using namespace detail;
@@ -196,11 +199,55 @@ llvm::Error synchronize() {
   return CU(*d, cuCtxSynchronize);
 }
 
+llvm::Expected<PinnedBuffer> PinnedBuffer::alloc(size_t bytes) {
+  auto d = driver();
+  if (!d) return d.takeError();
+  PinnedBuffer b;
+  void *p = nullptr;
+  if (llvm::Error e = CU(*d, cuMemHostAlloc, &p, std::max<size_t>(bytes, 1), 0u)) return e;
+  b.p = static_cast<uint8_t *>(p);
+  b.n = bytes;
+  return b;
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer &&o) noexcept : p(std::exchange(o.p, nullptr)), n(std::exchange(o.n, 0)) {}
+
+PinnedBuffer &PinnedBuffer::operator=(PinnedBuffer &&o) noexcept {
+  if (this != &o) {
+    PinnedBuffer old(std::move(*this)); // frees what this held
+    p = std::exchange(o.p, nullptr);
+    n = std::exchange(o.n, 0);
+  }
+  return *this;
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (p)
+    if (const Api *api = loadedDriver()) api->cuMemFreeHost_(p);
+}
+
 llvm::Error copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle stream) {
   if (bytes == 0) return llvm::Error::success();
   auto d = driver();
   if (!d) return d.takeError();
   return CU(*d, cuMemcpyDtoDAsync, dst, src, bytes, toStream(stream));
+}
+
+llvm::Error copy2DDeviceToDeviceAsync(DevicePtr dst, size_t dstPitch, DevicePtr src, size_t srcPitch, size_t widthBytes,
+                                      size_t height, StreamHandle stream) {
+  if (widthBytes == 0 || height == 0) return llvm::Error::success();
+  auto d = driver();
+  if (!d) return d.takeError();
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = src;
+  c.srcPitch = srcPitch;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = dst;
+  c.dstPitch = dstPitch;
+  c.WidthInBytes = widthBytes;
+  c.Height = height;
+  return CU(*d, cuMemcpy2DAsync, &c, toStream(stream));
 }
 
 llvm::Error copyHostToDeviceAsync(DevicePtr dst, const void *src, size_t bytes, StreamHandle stream) {

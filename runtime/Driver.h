@@ -82,6 +82,23 @@ private:
   size_t n = 0;
 };
 
+// Page-locked host memory (cuMemHostAlloc): the source of host-to-device copies that run at the bus's speed
+// and asynchronously (a pageable source is staged by the driver through its own small buffers first).
+class PinnedBuffer {
+public:
+  static llvm::Expected<PinnedBuffer> alloc(size_t bytes);
+  PinnedBuffer() = default;
+  PinnedBuffer(PinnedBuffer &&o) noexcept;
+  PinnedBuffer &operator=(PinnedBuffer &&o) noexcept;
+  ~PinnedBuffer();
+  uint8_t *data() const { return p; }
+  size_t size() const { return n; }
+
+private:
+  uint8_t *p = nullptr;
+  size_t n = 0;
+};
+
 // A loaded kernel function (non-owning; valid while its Module lives).
 struct Function {
   void *handle = nullptr; // CUfunction
@@ -157,6 +174,10 @@ llvm::Error copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, Strea
 // Host-to-device copy enqueued on `stream`; `src` may be reused once the call returns (pageable memory is
 // staged by the driver before it returns).
 llvm::Error copyHostToDeviceAsync(DevicePtr dst, const void *src, size_t bytes, StreamHandle stream);
+// `height` rows of `widthBytes` from `src` (rows `srcPitch` bytes apart) to `dst` (rows `dstPitch` apart), on
+// the device, enqueued on `stream`: a strided copy, e.g. rows interleaved into every other row.
+llvm::Error copy2DDeviceToDeviceAsync(DevicePtr dst, size_t dstPitch, DevicePtr src, size_t srcPitch, size_t widthBytes,
+                                      size_t height, StreamHandle stream);
 // Device-to-host copy after the work already on `stream`; returns when the bytes are in `dst`.
 llvm::Error copyDeviceToHost(void *dst, DevicePtr src, size_t bytes, StreamHandle stream);
 // Sets `bytes` bytes at `dst` to `byte`, enqueued on `stream`.

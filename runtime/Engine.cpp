@@ -12,8 +12,10 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ThreadPool.h"
 
 #include <chrono>
+#include <cstring>
 
 namespace minfer::rt {
 namespace {
@@ -25,6 +27,130 @@ double msSince(Clock::time_point t) { return std::chrono::duration<double, std::
 constexpr size_t kAlign = 256;
 
 std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
+
+// Weights go to the GPU through kStagingSlots page-locked buffers of one chunk each, in turn: a chunk is
+// copied into a free slot by up to kStagingThreads threads (a mapped file's page faults and the copy run in
+// parallel), then to the device asynchronously on the upload stream while the next slot fills. Where
+// page-locked memory cannot be had, each chunk is uploaded synchronously from where it is.
+class StagedUpload {
+public:
+  static constexpr int kStagingSlots = 4;
+  static constexpr unsigned kStagingThreads = 8;
+
+  explicit StagedUpload(size_t chunkBytes) : pool(stagingThreads()) {
+    auto st = cuda::Stream::create();
+    if (!st) {
+      llvm::consumeError(st.takeError());
+      return;
+    }
+    for (int i = 0; i < kStagingSlots; ++i) {
+      auto b = cuda::PinnedBuffer::alloc(chunkBytes);
+      auto ev = cuda::Event::create();
+      if (!b || !ev) {
+        if (!b) llvm::consumeError(b.takeError());
+        if (!ev) llvm::consumeError(ev.takeError());
+        slots.clear();
+        return;
+      }
+      slots.push_back(Slot{std::move(*b), std::move(*ev), false});
+    }
+    stream = std::move(*st);
+  }
+
+  // Copies `bytes` to `mem` at `offset` (asynchronously: `bytes` may be reused as soon as this returns).
+  llvm::Error put(cuda::DeviceBuffer &mem, size_t offset, llvm::ArrayRef<uint8_t> bytes) {
+    if (slots.empty()) return mem.upload(bytes.data(), bytes.size(), offset);
+    if (offset > mem.size() || bytes.size() > mem.size() - offset)
+      return ir::makeError("weight upload of " + std::to_string(bytes.size()) + " bytes at " + std::to_string(offset) +
+                           " overruns the weight memory");
+    const size_t slotBytes = slots[0].host.size();
+    for (size_t done = 0; done < bytes.size(); done += slotBytes) {
+      size_t n = std::min(slotBytes, bytes.size() - done);
+      Slot &s = slots[next];
+      next = (next + 1) % slots.size();
+      if (s.busy)
+        if (auto e = s.copied.synchronize()) return e;
+      copyParallel(s.host.data(), bytes.data() + done, n);
+      if (auto e = cuda::copyHostToDeviceAsync(mem.ptr() + offset + done, s.host.data(), n, stream.handle())) return e;
+      if (auto e = s.copied.record(stream.handle())) return e;
+      s.busy = true;
+    }
+    return llvm::Error::success();
+  }
+
+  bool pinned() const { return !slots.empty(); }
+  cuda::StreamHandle handle() const { return stream.handle(); }
+
+  // Waits for every copy put so far.
+  llvm::Error finish() { return slots.empty() ? llvm::Error::success() : stream.synchronize(); }
+
+  // No slot may be freed while a copy reads it (an upload that failed part-way).
+  ~StagedUpload() {
+    if (!slots.empty()) llvm::consumeError(stream.synchronize());
+  }
+
+private:
+  struct Slot {
+    cuda::PinnedBuffer host;
+    cuda::Event copied; // the device has the slot's bytes: the slot may be filled again
+    bool busy = false;
+  };
+
+  static llvm::ThreadPoolStrategy stagingThreads() {
+    llvm::ThreadPoolStrategy s = llvm::hardware_concurrency(kStagingThreads);
+    s.Limit = true;
+    return s;
+  }
+
+  // memcpy in pieces of at least 4 MiB, one piece a thread.
+  void copyParallel(uint8_t *dst, const uint8_t *src, size_t n) {
+    const size_t piece = std::max<size_t>(4u << 20, llvm::divideCeil(n, pool.getThreadCount()));
+    if (n <= piece) {
+      std::memcpy(dst, src, n);
+      return;
+    }
+    for (size_t off = 0; off < n; off += piece)
+      pool.async([=] { std::memcpy(dst + off, src + off, std::min(piece, n - off)); });
+    pool.wait();
+  }
+
+  llvm::ThreadPool pool;
+  cuda::Stream stream;
+  std::vector<Slot> slots;
+  size_t next = 0;
+};
+
+// Whether every checkpoint tensor behind buffer `b` is stored as the kernels read it (its dtype, not
+// transposed): then only its rows' order differs, and that can be done on the device.
+bool storedAsLoaded(const ir::Module &m, const PlanBuffer &b) {
+  const ir::WeightDecl &w = m.weights[b.weight];
+  for (int p : w.packed() ? w.parts : std::vector<int>{b.weight}) {
+    const ir::WeightDecl &d = m.weights[static_cast<size_t>(p)];
+    if (d.type.dtype != b.dtype || d.transposed) return false;
+  }
+  return true;
+}
+
+// Plan.h rowOrder's layouts as strided device copies from `src` (the rows as stored, parts stacked) to
+// `dst`: GateUp interleaves the two halves of the weight; RopePairs interleaves the two halves of each head
+// of the first layoutRows rows and keeps the rest in place.
+llvm::Error layOutRows(const PlanBuffer &b, int64_t rows, size_t rowBytes, cuda::DevicePtr dst, cuda::DevicePtr src,
+                       cuda::StreamHandle stream) {
+  auto interleave = [&](int64_t first, int64_t half) -> llvm::Error {
+    if (auto e = cuda::copy2DDeviceToDeviceAsync(dst + first * rowBytes, 2 * rowBytes, src + first * rowBytes, rowBytes,
+                                                 rowBytes, static_cast<size_t>(half), stream))
+      return e;
+    return cuda::copy2DDeviceToDeviceAsync(dst + (first + 1) * rowBytes, 2 * rowBytes, src + (first + half) * rowBytes,
+                                           rowBytes, rowBytes, static_cast<size_t>(half), stream);
+  };
+  if (b.layout == PlanBuffer::Layout::GateUp) return interleave(0, rows / 2);
+  const int64_t hd = b.layoutHeadDim;
+  int64_t h0 = 0;
+  for (; h0 + hd <= std::min(rows, b.layoutRows); h0 += hd)
+    if (auto e = interleave(h0, hd / 2)) return e;
+  return cuda::copyDeviceToDevice(dst + h0 * rowBytes, src + h0 * rowBytes, static_cast<size_t>(rows - h0) * rowBytes,
+                                  stream);
+}
 
 } // namespace
 
@@ -158,6 +284,9 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   auto buf = cuda::DeviceBuffer::alloc(total);
   if (!buf) return buf.takeError();
   weightMemory = std::move(*buf);
+  cuda::DeviceBuffer stacked; // a packed weight's parts as stored, before layOutRows (outlives `staging`'s copies)
+  StagedUpload staging(chunkBytes);
+  std::vector<uint8_t> scratch; // streamWeight's chunk buffer for reordered and converted weights, kept throughout
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
     if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
@@ -169,14 +298,39 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     size_t written = 0;
     auto sink = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
       written += bytes.size();
-      return weightMemory.upload(bytes.data(), bytes.size(), offsets[i] + offset);
+      return staging.put(weightMemory, offsets[i] + offset, bytes);
     };
-    std::vector<int64_t> order = rowOrder(b, mod->weights[b.weight].type.shape[0].value);
-    if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink, order)) return e;
+    const ir::WeightDecl &w = mod->weights[b.weight];
+    const int64_t rows = w.type.shape[0].value;
+    std::vector<int64_t> order = rowOrder(b, rows);
+    // A packed weight's layout: its parts go up as stored (the fast path) into `stacked`, then strided
+    // device copies lay the rows out, rather than the host gathering them row by row.
+    if (!order.empty() && staging.pinned() && storedAsLoaded(*mod, b)) {
+      if (stacked.size() < static_cast<size_t>(b.fixedBytes)) {
+        if (auto e = staging.finish()) return e; // the old buffer may still be read
+        stacked = cuda::DeviceBuffer();
+        auto sb = cuda::DeviceBuffer::alloc(static_cast<size_t>(b.fixedBytes));
+        if (sb) stacked = std::move(*sb);
+        else llvm::consumeError(sb.takeError()); // no room: the host lays the rows out below
+      }
+      if (stacked.size() >= static_cast<size_t>(b.fixedBytes)) {
+        auto toStacked = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
+          written += bytes.size();
+          return staging.put(stacked, offset, bytes);
+        };
+        if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, toStacked, {}, &scratch)) return e;
+        size_t rowBytes = static_cast<size_t>(b.fixedBytes / rows);
+        if (auto e = layOutRows(b, rows, rowBytes, pointers[i], stacked.ptr(), staging.handle())) return e;
+        order.clear();
+      }
+    }
+    if (!order.empty() || written == 0)
+      if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink, order, &scratch)) return e;
     if (written != static_cast<size_t>(b.fixedBytes))
       return ir::makeError("weight " + b.name + ": " + std::to_string(written) + " bytes loaded, the plan expects " +
                   std::to_string(b.fixedBytes));
   }
+  if (auto e = staging.finish()) return e;
   st.weightBytes = total;
   st.weightsMs = msSince(t0);
   return llvm::Error::success();

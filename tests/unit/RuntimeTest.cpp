@@ -104,6 +104,8 @@ TEST(StreamWeight, PackedWeightsArriveInTheirEpiloguesRowOrder) {
   auto plan = buildPlan(m, *parseTarget("sm_90"));
   ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
   int checked = 0;
+  // One chunk buffer kept across the weights, as the engine does; stale bytes in it must not show.
+  std::vector<uint8_t> scratch(1 << 16, 0xAB);
   for (const PlanBuffer &b : plan->buffers) {
     if (b.kind != BufferKind::Weight || !m.weights[b.weight].packed() || b.layer != 0) continue;
     const ir::WeightDecl &w = m.weights[b.weight];
@@ -128,6 +130,10 @@ TEST(StreamWeight, PackedWeightsArriveInTheirEpiloguesRowOrder) {
     };
     ASSERT_FALSE(bool(streamWeight(m, ckpt, b.weight, 0, b.dtype, 1000, sink, rowOrder(b, rows))));
     ASSERT_EQ(bytes.size(), size_t(rows * cols * 2)) << b.name;
+    std::vector<uint8_t> fresh = std::move(bytes);
+    bytes.clear();
+    ASSERT_FALSE(bool(streamWeight(m, ckpt, b.weight, 0, b.dtype, 1000, sink, rowOrder(b, rows), &scratch)));
+    EXPECT_EQ(bytes, fresh) << b.name << ": with a kept chunk buffer";
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c) {
         uint16_t h;

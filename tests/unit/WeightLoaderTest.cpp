@@ -125,4 +125,18 @@ TEST_F(WeightLoader, ShapeMismatchSaysWhatWasExpected) {
   EXPECT_NE(err.find("has shape [3, 2], expected [2, 3] (stored [in, out], transposed at load)"), std::string::npos) << err;
 }
 
+// Every f16 bit pattern, through the vectorised conversion (at odd lengths and offsets, so the scalar tail
+// runs too), gives what the scalar definition floatToBf16(f16ToFloat(x)) gives, NaNs included.
+TEST(ConvertF16ToBf16, EveryBitPatternMatchesTheScalarDefinition) {
+  std::vector<uint16_t> src(65536 + 3);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint16_t>(i);
+  for (size_t skip : {size_t(0), size_t(1), size_t(3)}) {
+    size_t n = src.size() - skip;
+    std::vector<uint16_t> dst(n, 0xDEAD);
+    convertF16ToBf16(reinterpret_cast<const uint8_t *>(src.data() + skip), reinterpret_cast<uint8_t *>(dst.data()), n);
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(dst[i], floatToBf16(f16ToFloat(src[i + skip]))) << "f16 0x" << std::hex << src[i + skip];
+  }
+}
+
 } // namespace

@@ -754,8 +754,8 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
   // Matmul weights and biases are read as bf16 (converted at load when stored otherwise).
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
     // Fused ops, and the attributes only the fusion pass writes on plain ops.
-    auto fusedAttr = [&](ir::Attr a) { return op.info().declares(a) && op.has(a); };
-    if (op.info().fused || fusedAttr(ir::Attr::Act) || fusedAttr(ir::Attr::Scale) || fusedAttr(ir::Attr::Fold))
+    if (op.info().fused || op.hasIfDeclared(ir::Attr::Act) || op.hasIfDeclared(ir::Attr::Scale) ||
+        op.hasIfDeclared(ir::Attr::Fold))
       plan.fused = true;
   });
   ir::forEachOp(m, [&](const ir::Op &op, int64_t count) {

@@ -69,6 +69,9 @@ struct Op {
   // Ops.def does not declare, or for an enum as another type, is a bug: it stops the program with both named.
   const AttrValue *attr(Attr) const;
   bool has(Attr a) const { return attr(a) != nullptr; }
+  // For code that walks ops of every kind: whether this op's row declares `a` and the op sets it (never a
+  // bug to ask, unlike has() on an undeclared attribute).
+  bool hasIfDeclared(Attr a) const { return info().declares(a) && has(a); }
   int64_t intAttr(Attr, int64_t fallback = 0) const;
   double floatAttr(Attr, double fallback = 0) const;
   std::vector<int64_t> intsAttr(Attr) const;

@@ -96,7 +96,7 @@ llvm::Expected<Type> checkProduct(const OpCheck &c, size_t wi, size_t bi) {
                   " inputs but " + c.name(0) + " " + x.str() + " has " + std::to_string(*x.lastDim()) + " features");
   if (c.has(bi))
     if (auto e = c.vector(bi, w.shape[0].value, "bias")) return e;
-  if (c.op.info().declares(Attr::Scale) && c.op.has(Attr::Scale) && !std::isfinite(c.op.floatAttr(Attr::Scale)))
+  if (c.op.hasIfDeclared(Attr::Scale) && !std::isfinite(c.op.floatAttr(Attr::Scale)))
     return c.fail("attribute 'scale' must be finite");
   return withLastDim(x, w.shape[0]);
 }

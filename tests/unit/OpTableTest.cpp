@@ -152,6 +152,10 @@ TEST(OpTable, TypedAccessorsReadWhatWasParsed) {
   ASSERT_NE(plain, nullptr);
   EXPECT_EQ(plain->enumAttr<ir::Activation>(ir::Attr::Act), ir::Activation::None);
   EXPECT_EQ(plain->floatAttr(ir::Attr::Scale, 1.0), 1.0);
+  // hasIfDeclared asks safely across op kinds: false for an attribute the row does not declare.
+  EXPECT_TRUE(mm->hasIfDeclared(ir::Attr::Act));
+  EXPECT_FALSE(plain->hasIfDeclared(ir::Attr::Heads));
+  EXPECT_FALSE(plain->hasIfDeclared(ir::Attr::Act));
 }
 
 // Reading an attribute an op does not declare, or an enum as the wrong type, is a bug: the program stops

@@ -108,6 +108,32 @@ def rope_kwargs(theta, scaling=None):
 # (odd vocab like GPT-2's 50257, ffn not a power of two, head_dim != hidden/heads, MQA, biases).
 
 
+def gpt2_family(seed, vocab, positions, embd, layers, heads):
+    """A GPT-2 fixture: gelu_new MLP of 4 * n_embd, no dropout, tied lm_head, token 0 as bos and eos. The
+    arguments are what the fixtures vary."""
+    return dict(
+        config_cls="GPT2Config",
+        model_cls="GPT2LMHeadModel",
+        seed=seed,
+        config=dict(
+            vocab_size=vocab,
+            n_positions=positions,
+            n_embd=embd,
+            n_layer=layers,
+            n_head=heads,
+            n_inner=None,  # 4 * n_embd
+            activation_function="gelu_new",
+            layer_norm_epsilon=1e-5,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            tie_word_embeddings=True,
+            bos_token_id=0,
+            eos_token_id=0,
+        ),
+    )
+
+
 def llama_family(family, seed, vocab, ffn, heads, kv_heads, eps, tied, bos, eos, rope, hidden=64, **extra):
     """A fixture of the Llama family (LlamaConfig, Qwen2Config and MistralConfig share these names): 2 layers,
     128 positions, SiLU MLP. The arguments are what the fixtures vary; `rope` is a rope_kwargs(...) dict,
@@ -136,27 +162,8 @@ def llama_family(family, seed, vocab, ffn, heads, kv_heads, eps, tied, bos, eos,
 
 
 FIXTURES = {
-    "gpt2": dict(
-        config_cls="GPT2Config",
-        model_cls="GPT2LMHeadModel",
-        seed=1000,
-        config=dict(
-            vocab_size=321,  # odd on purpose, like GPT-2's 50257
-            n_positions=128,
-            n_embd=64,
-            n_layer=2,
-            n_head=4,
-            n_inner=None,  # 4 * n_embd = 256
-            activation_function="gelu_new",
-            layer_norm_epsilon=1e-5,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            tie_word_embeddings=True,
-            bos_token_id=0,
-            eos_token_id=0,
-        ),
-    ),
+    # vocab odd on purpose, like GPT-2's 50257; ffn 4 * n_embd = 256
+    "gpt2": gpt2_family(seed=1000, vocab=321, positions=128, embd=64, layers=2, heads=4),
     # head_dim 16 (4 heads), GQA. RoPE: wavelengths 2*pi*500000^(i/8) = 6.3, 32.6, 169, ... With original
     # 64, the high-frequency cut is 64/4 = 16 and the low-frequency cut 64/1 = 64, so i=0 is kept, i=1
     # falls in the smoothed band and i>=2 are divided by 8: all three llama3 branches.
@@ -192,27 +199,7 @@ FIXTURES = {
     # kernels' 16-byte loads need) but not of 16, head_dim 16, 24, 40 and 56.
     # gpt2_odd is the shape of a wrong-answer report on the unfused GPU path (n_embd 48, 3 heads, 3 layers,
     # vocab 503, n_positions 64): prompt + forced steps reach the last position exactly.
-    "gpt2_odd": dict(
-        config_cls="GPT2Config",
-        model_cls="GPT2LMHeadModel",
-        seed=6000,
-        config=dict(
-            vocab_size=503,
-            n_positions=64,
-            n_embd=48,
-            n_layer=3,
-            n_head=3,
-            n_inner=None,  # 192
-            activation_function="gelu_new",
-            layer_norm_epsilon=1e-5,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            tie_word_embeddings=True,
-            bos_token_id=0,
-            eos_token_id=0,
-        ),
-    ),
+    "gpt2_odd": gpt2_family(seed=6000, vocab=503, positions=64, embd=48, layers=3, heads=3),  # ffn 192
     # hidden 72, head_dim 24, MQA (3 query heads on one KV head), ffn 184
     "llama_odd": llama_family(
         "Llama", seed=7000, vocab=509, ffn=184, heads=3, kv_heads=1, eps=1e-5, tied=False, bos=1, eos=2,

@@ -80,7 +80,7 @@ struct Device {
 llvm::Expected<Device> device() {
   auto info = cuda::deviceInfo();
   if (!info) return info.takeError();
-  auto target = parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
+  auto target = deviceTarget(); // sm_90a on Hopper: the wgmma kernel
   if (!target) return target.takeError();
   return Device{*target, info->smCount};
 }
@@ -88,25 +88,43 @@ llvm::Expected<Device> device() {
 llvm::Expected<std::vector<Result>> runGemm(const Ceilings &) {
   auto dev = device();
   if (!dev) return dev.takeError();
-  const int64_t m = 2048;
+  // The model shapes at a 512- and a 2048-token prefill, and 8192^3 (the usual peak-throughput figure).
+  struct Problem {
+    int64_t m;
+    Shape s;
+  };
+  std::vector<Problem> problems;
+  for (int64_t m : {512, 2048})
+    for (const Shape &s : kShapes) problems.push_back({m, s});
+  problems.push_back({8192, {8192, 8192}});
   std::vector<Result> out;
-  for (const Shape &s : kShapes) {
+  for (const auto &[m, s] : problems) {
     GemmTile dflt = defaultGemmTile(dev->target, m, s.n, s.k, dev->smCount);
-    auto r = benchMatmul(GemmSpec(s.n, s.k, Epilogue::None, dflt), dev->target, m, s.n, s.k, "gemm");
+    GemmSpec spec(s.n, s.k, Epilogue::None, dflt);
+    spec.smCount = dev->smCount;
+    auto r = benchMatmul(spec, dev->target, m, s.n, s.k, "gemm");
     if (!r) return r.takeError();
     out.push_back(*r);
-    // Alternatives: the 128x128 tile with the other slice depth, 8 warps of 64x32 or 128x256 (one block an
-    // SM), and 64x64 (more blocks).
-    for (GemmTile t : {GemmTile{128, 128, 32, 4, 2, 2}, GemmTile{128, 128, 64, 3, 2, 2}, GemmTile{128, 128, 32, 4, 2, 4},
-                       GemmTile{128, 256, 64, 3, 2, 4}, GemmTile{64, 64, 32, 4, 2, 2}}) {
+    // Alternatives: the mma.sync 128x128 tile with the other slice depth, 8 warps of 64x32 or 128x256 (one
+    // block an SM), and 64x64 (more blocks); on sm_90a the other wgmma tiles.
+    std::vector<GemmTile> alternatives = {GemmTile{128, 128, 32, 4, 2, 2}, GemmTile{128, 128, 64, 3, 2, 2},
+                                          GemmTile{128, 128, 32, 4, 2, 4}, GemmTile{128, 256, 64, 3, 2, 4},
+                                          GemmTile{64, 64, 32, 4, 2, 2}};
+    if (dev->target.hasWgmma())
+      for (GemmTile t : {GemmTile::hopper(128, 256, 4), GemmTile::hopper(128, 128, 7), GemmTile::hopper(64, 256, 5),
+                         GemmTile::hopper(64, 128, 8)})
+        alternatives.push_back(t);
+    for (GemmTile t : alternatives) {
       if (t == dflt) continue;
       if (llvm::Error e = checkGemmTile(t, s.k, dev->target)) {
         llvm::consumeError(std::move(e));
         continue;
       }
-      auto alt = benchMatmul(GemmSpec(s.n, s.k, Epilogue::None, t), dev->target, m, s.n, s.k, "gemm_tuning");
-      if (!alt) return alt.takeError();
-      out.push_back(*alt);
+      GemmSpec alt(s.n, s.k, Epilogue::None, t);
+      alt.smCount = dev->smCount;
+      auto r = benchMatmul(alt, dev->target, m, s.n, s.k, "gemm_tuning");
+      if (!r) return r.takeError();
+      out.push_back(*r);
     }
   }
   return out;

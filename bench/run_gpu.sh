@@ -86,6 +86,8 @@ run_all() {
     # cover them). $SANITIZE_TOOLS picks the tools, $SANITIZE_FILTER the tests.
     # $SANITIZE_SHARDS (default 16) runs the suite as that many gtest shards at once, each its own process
     # under the tool: racecheck takes ~9 s per end-to-end test, too long for one process in a 10-minute call.
+    # $SANITIZE_TIMEOUT (seconds, default none) stops each shard there: the log keeps the tests it finished
+    # and the shard counts as failed (exit 124).
     shards="${SANITIZE_SHARDS:-16}"
     for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
       step "compute-sanitizer --tool $tool ($shards shards)"
@@ -96,7 +98,7 @@ run_all() {
       shard_dir="$(mktemp -d)"
       for ((i = 0; i < shards; i++)); do
         # --report-api-errors no: the error tests provoke failing API calls (a garbage module, an unknown kernel).
-        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
+        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${SANITIZE_TIMEOUT:-0}" \
           "${SANITIZER:-compute-sanitizer}" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 3 \
           --target-processes all \
           --print-limit 20 "$build/tests/minfer_gpu_tests" --gtest_filter="${SANITIZE_FILTER:--Soak.*:Autotune.*}" \
@@ -235,7 +237,9 @@ run_all() {
 
   if wants kernels; then
   step "kernel benchmarks"
-  "$build/bench/minfer_kernel_bench" --out "$OUT/kernel_bench.json" --shapes-out "$shapes" || failed+=("kernel bench")
+  # $KERNEL_SUITE runs one suite (gemm, gemv, ...; minfer_kernel_bench --list), default all.
+  "$build/bench/minfer_kernel_bench" ${KERNEL_SUITE:+--suite "$KERNEL_SUITE"} --out "$OUT/kernel_bench.json" \
+    --shapes-out "$shapes" || failed+=("kernel bench")
 
   step "PyTorch baseline"
   if [[ -s "$shapes" ]]; then

@@ -342,7 +342,9 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     }
     spec = std::make_shared<GemvSpec>(n, k, epi, tile, pro);
   } else {
-    spec = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
+    auto gemm = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
+    gemm->smCount = plan.target.nominalSmCount();
+    spec = std::move(gemm);
   }
   spec = tuned(std::move(spec), decode, rowsHint);
   int w = matmulWeight(op.operands[wi], layout, epi);

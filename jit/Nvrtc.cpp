@@ -247,6 +247,14 @@ llvm::Expected<CompiledKernel> compileKernel(const KernelSource &src, const Targ
                                    out.log.empty() ? "(NVRTC gave no log)" : out.log.c_str());
   }
 
+  // ptxas serialises wgmma across anything it cannot see through (a call, a spill of the accumulators) and
+  // only warns: the kernel would run, several times slower. Refuse it like a compile error.
+  if (out.log.find("wgmma.mma_async instructions are serialized") != std::string::npos)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "kernel '%s' for %s: ptxas serialised its wgmma instructions (keep the wgmma "
+                                   "helpers inlined and the accumulators in registers)\n%s",
+                                   src.name.c_str(), target.name.c_str(), out.log.c_str());
+
   if (!src.entry.empty()) {
     const char *lowered = nullptr;
     if (nvrtcResult r = nvrtcGetLoweredName(prog.get(), src.entry.c_str(), &lowered); r != NVRTC_SUCCESS || !lowered)

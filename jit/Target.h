@@ -20,6 +20,8 @@ struct Target {
   // NVRTC's option for this target: --gpu-architecture=sm_90a
   std::string nvrtcArchOption() const { return "--gpu-architecture=" + name; }
 
+  // wgmma, TMA and setmaxnreg (templates/hopper.cuh): sm_90a only.
+  bool hasWgmma() const { return archSpecific && major == 9; }
   // The dynamic shared memory one block may opt in to (227 KB on sm_90 and sm_100, 163 KB on sm_80/87,
   // 99 KB on sm_86/89/120).
   int maxSharedBytesPerBlock() const;

@@ -8,6 +8,7 @@
 #include "llvm/ADT/ScopeExit.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace minfer::cuda {
@@ -191,6 +192,33 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
   }
   return CU_IN(&api, where, cuLaunchKernel, f, dims.grid[0], dims.grid[1], dims.grid[2], dims.block[0],
                dims.block[1], dims.block[2], dims.sharedBytes, toStream(stream), args, nullptr);
+}
+
+llvm::Expected<TensorMap> encodeTensorMap2D(DevicePtr base, int64_t inner, int64_t outer, int boxInner, int boxOuter) {
+  std::string where = "tensor map of a " + num(outer) + " x " + num(inner) + " bf16 matrix (box " + num(boxOuter) +
+                      " x " + num(boxInner) + ")";
+  // The driver's own rules (cuTensorMapEncodeTiled), refused here with the numbers in the message.
+  if (base % 16 != 0 || inner < 1 || inner % 8 != 0 || outer < 1 || inner > (int64_t(1) << 32) ||
+      outer > (int64_t(1) << 32) || boxInner < 1 || boxInner * 2 > 128 || boxOuter < 1 || boxOuter > 256)
+    return ir::makeError(where + ": needs a 16-byte aligned base, rows of a positive multiple of 8 elements, at "
+                                 "most 2^32 in each dimension, and a box of at most 64 x 256");
+  auto d = driver();
+  if (!d) return d.takeError();
+  const Api &api = **d;
+  CUtensorMap map;
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2}; // bytes between rows
+  cuuint32_t box[2] = {static_cast<cuuint32_t>(boxInner), static_cast<cuuint32_t>(boxOuter)};
+  cuuint32_t elementStrides[2] = {1, 1};
+  if (auto e = CU_IN(&api, where, cuTensorMapEncodeTiled, &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                     reinterpret_cast<void *>(static_cast<uintptr_t>(base)), dims, strides, box, elementStrides,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+    return e;
+  static_assert(sizeof(CUtensorMap) == sizeof(TensorMap), "CUtensorMap is 128 bytes");
+  TensorMap out;
+  std::memcpy(out.bytes, &map, sizeof map);
+  return out;
 }
 
 llvm::Error synchronize() {

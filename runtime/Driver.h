@@ -135,6 +135,15 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
 llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes);
 llvm::Error synchronize();
 
+// A TMA tensor map (CUtensorMap: 128 opaque bytes) as a kernel argument.
+struct alignas(64) TensorMap {
+  uint8_t bytes[128];
+};
+// Encodes the map of a row-major bf16 matrix at `base` with `outer` rows of `inner` elements, read in boxes
+// of boxInner x boxOuter elements with 128-byte swizzle (templates/hopper.cuh); elements past the extents
+// read as zeros. base 16-byte aligned, inner a multiple of 8, boxInner * 2 <= 128, boxOuter <= 256.
+llvm::Expected<TensorMap> encodeTensorMap2D(DevicePtr base, int64_t inner, int64_t outer, int boxInner, int boxOuter);
+
 // Times GPU work with events on the default stream: start(), enqueue work, then stop() → milliseconds.
 class EventTimer {
 public:

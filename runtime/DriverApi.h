@@ -67,7 +67,8 @@ constexpr unsigned kDefaultDynamicSharedLimit = 48 * 1024;
   X(cuGraphDestroy, 10000)                                                                                   \
   X(cuMemHostAlloc, 2020)                                                                                    \
   X(cuMemFreeHost, 2000)                                                                                     \
-  X(cuMemcpy2DAsync, 3020)
+  X(cuMemcpy2DAsync, 3020)                                                                                   \
+  X(cuTensorMapEncodeTiled, 12000)
 
 // The loaded library and its entry points. Members are named `<call>_` (pasted, so cuda.h's macros such
 // as `#define cuMemAlloc cuMemAlloc_v2` never rename them); call them through CU() below.

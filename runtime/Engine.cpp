@@ -238,7 +238,7 @@ struct EngineLoader {
     engine->info = *info;
     auto devTarget = deviceTarget();
     if (!devTarget) return devTarget.takeError();
-    if (devTarget->name != t.name)
+    if (devTarget->smVersion() != t.smVersion()) // sm_90 and sm_90a code both run on a 9.0 device
       return ir::makeError("the GPU (" + info->name + ") is " + devTarget->name + ", but the kernels are built for " + t.name +
                   (pipeline->bundle() ? "; rebuild the bundle with --target " + devTarget->name : ""));
     return llvm::Error::success();

@@ -1,12 +1,20 @@
 // runtime/KernelLoader.cpp — spec → cubin (cached) → module → function.
 #include "runtime/KernelLoader.h"
 
+#include "ir/Diagnostics.h"
+
+#include <cstring>
+#include <vector>
+
 namespace minfer {
 
 llvm::Expected<Target> deviceTarget() {
   auto info = cuda::deviceInfo();
   if (!info) return info.takeError();
-  return parseTarget("sm_" + std::to_string(info->major * 10 + info->minor));
+  // Hopper gets its arch-specific target: wgmma and TMA (templates/hopper.cuh) exist only in sm_90a code,
+  // which runs on every 9.0 device.
+  std::string sm = "sm_" + std::to_string(info->major * 10 + info->minor);
+  return parseTarget(info->major == 9 && info->minor == 0 ? sm + "a" : sm);
 }
 
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &target, KernelCache *cache) {
@@ -25,6 +33,28 @@ llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec) {
   if (!target) return target.takeError();
   KernelCache cache = KernelCache::openDefault();
   return loadKernel(spec, *target, &cache);
+}
+
+llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t rows, const void *params,
+                       cuda::StreamHandle stream, bool dependent) {
+  const ParamsLayout &layout = spec.params();
+  std::vector<TensorMapArg> wanted = spec.tensorMaps(rows);
+  std::vector<cuda::TensorMap> maps(wanted.size());
+  std::vector<void *> args = {const_cast<void *>(params)}; // the driver copies the arguments at the launch
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const TensorMapArg &m = wanted[i];
+    int field = layout.find(m.pointer);
+    if (field < 0 || layout.fields[field].type != ParamType::Ptr)
+      return ir::makeError("launch of " + spec.name() + ": its tensor map reads field '" + m.pointer + "', which " +
+                           layout.name + " has not as a pointer");
+    uint64_t base;
+    std::memcpy(&base, static_cast<const uint8_t *>(params) + layout.fields[field].offset, sizeof base);
+    auto map = cuda::encodeTensorMap2D(base, m.inner, m.outer, m.boxInner, m.boxOuter);
+    if (!map) return map.takeError();
+    maps[i] = *map;
+    args.push_back(&maps[i]);
+  }
+  return cuda::launch(fn, spec.launch(rows), args.data(), stream, dependent);
 }
 
 } // namespace minfer

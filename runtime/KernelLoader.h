@@ -19,7 +19,7 @@ struct LoadedKernel {
   cuda::Function fn;
 };
 
-// The target of device 0, e.g. sm_90 on an H100/H200.
+// The target of device 0, e.g. sm_90a on an H100/H200 (sm_90 code runs there too), sm_89 on an L4.
 llvm::Expected<Target> deviceTarget();
 
 // Compiles `spec` for `target` through `cache` (nullptr: compile uncached) and loads it.
@@ -27,8 +27,13 @@ llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &ta
 // The same for the device's own target, through the default cache.
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec);
 
-// Launches `fn`, compiled from `spec`, over `rows` with its Params struct `params` (compiler/kernels): the
-// one way tests, benchmarks and the autotuner call a kernel. P must be the spec's Params type.
+// Launches `fn`, compiled from `spec`, over `rows`: its Params struct (the bytes of spec.params(), at
+// `params`) and after it the tensor maps the spec asks for (KernelSpec::tensorMaps), encoded from the
+// pointers in those Params. The one launch path of the runtime, the tests, the benchmarks and the tuner.
+llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t rows, const void *params,
+                       cuda::StreamHandle stream = nullptr, bool dependent = false);
+
+// launchSpec with a typed Params struct: P must be the spec's Params type.
 template <typename P>
 llvm::Error launchKernel(const cuda::Function &fn, const KernelSpec &spec, int64_t rows, const P &params,
                          cuda::StreamHandle stream = nullptr) {
@@ -36,9 +41,7 @@ llvm::Error launchKernel(const cuda::Function &fn, const KernelSpec &spec, int64
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "launch of " + spec.name() + ": given " +
                                                                        P::layout().name + ", it takes " +
                                                                        spec.params().name);
-  P copy = params; // the driver reads the argument when the launch is enqueued
-  void *args[] = {&copy};
-  return cuda::launch(fn, spec.launch(rows), args, stream);
+  return launchSpec(fn, spec, rows, &params, stream);
 }
 
 } // namespace minfer

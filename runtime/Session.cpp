@@ -1,5 +1,6 @@
 // runtime/Session.cpp — a batch of sequences through prefill and decode.
 #include "runtime/Session.h"
+#include "runtime/KernelLoader.h"
 
 #include "compiler/kernels/Epilogue.h"
 #include "ir/Diagnostics.h"
@@ -194,13 +195,12 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
     }
     }
   }
-  void *params[] = {blob.data()};
   int64_t launchRows = seg ? seg->count : l.overOutRows ? outRows : rows;
   // Decode kernels are launched as programmatic dependents (sm_90+): each may start while the one before it
   // drains, prefetching its weights; MINFER_NO_PDL=1 turns it off (to measure what it brings).
   static const bool pdl = !std::getenv("MINFER_NO_PDL");
   bool dependent = pdl && &ph == decodeState.get();
-  return cuda::launch(engine.function(l.kernel), spec.launch(launchRows), params, stream.handle(), dependent);
+  return launchSpec(engine.function(l.kernel), spec, launchRows, blob.data(), stream.handle(), dependent);
 }
 
 llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly) {

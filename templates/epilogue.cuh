@@ -196,6 +196,21 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   }
 };
 
+// Stores the accumulators of C[row][col] and C[row][col + 1] (col even) through policy Epi, leaving out what
+// lies past M rows or N columns; COL_TAIL false says the caller's tiles never reach past N. Even N: pairs
+// (col < N implies col + 1 < N); odd N (GPT-2's vocabulary 50257): one element at a time, pointwise only.
+template <int N, bool COL_TAIL, class Epi>
+__device__ __forceinline__ void storeAccPair(bf16 *C, int M, int row, int col, float x, float y, const EpiParams &epi) {
+  if (row >= M) return;
+  if constexpr (N % 2 == 0) {
+    if (COL_TAIL && col >= N) return;
+    Epi::template store2<N>(C, make_float2(x, y), row, col, epi);
+  } else {
+    if (col < N) Epi::template store1<N>(C, x, row, col, epi);
+    if (col + 1 < N) Epi::template store1<N>(C, y, row, col + 1, epi);
+  }
+}
+
 // ---- prologues -----------------------------------------------------------------------------------------
 
 struct ProNone {

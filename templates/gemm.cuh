@@ -46,6 +46,16 @@ namespace gemm_detail {
 // of one wave sweep their W columns; Triton's and CUTLASS's usual choice.
 inline constexpr int kGroupM = 8;
 
+// Tile `pid` of a tilesM x tilesN grid in grouped raster order: consecutive ids walk down kGroupM tile rows,
+// then move one tile column right, so the tiles in flight at once share A rows and W columns in L2.
+__device__ __forceinline__ void groupedTile(int pid, int tilesM, int tilesN, int &tileM, int &tileN) {
+  const int perGroup = kGroupM * tilesN;
+  const int firstM = (pid / perGroup) * kGroupM;
+  const int rowsInGroup = min(tilesM - firstM, kGroupM);
+  tileM = firstM + (pid % perGroup) % rowsInGroup;
+  tileN = (pid % perGroup) / rowsInGroup;
+}
+
 // Where 16-byte chunk c of row r of a [rows][CPR chunks] tile lives, in chunks from the tile's start.
 // Chunks are grouped in 128-byte lines of 8 (one row when CPR = 8, two rows when CPR = 4, a half row
 // when CPR = 16) and the chunk's position inside its line is XORed with a 3-bit key taken from the row.
@@ -100,17 +110,8 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warpM = warp / WARPS_N, warpN = warp % WARPS_N;
 
-  // Grouped raster: consecutive block ids walk down kGroupM tile rows, then move one tile column right.
   int tileM, tileN;
-  {
-    const int tilesN = gridDim.x, tilesM = gridDim.y;
-    const int pid = blockIdx.y * tilesN + blockIdx.x;
-    const int perGroup = kGroupM * tilesN;
-    const int firstM = (pid / perGroup) * kGroupM;
-    const int rowsInGroup = min(tilesM - firstM, kGroupM);
-    tileM = firstM + (pid % perGroup) % rowsInGroup;
-    tileN = (pid % perGroup) / rowsInGroup;
-  }
+  groupedTile(blockIdx.y * gridDim.x + blockIdx.x, gridDim.y, gridDim.x, tileM, tileN);
   const int m0 = tileM * BM, n0 = tileN * BN;
 
   // Each thread's share of a slice copy: chunk column c = tid % CPR of rows r0 + i * kRowStep, the same
@@ -233,14 +234,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
   static_assert(!Epi::kPairs || N % 2 == 0, "gemm: this epilogue needs column pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemm: the argmax epilogue runs in the FMA gemv only");
   auto store = [&](int row, int col, float x, float y) {
-    if (row >= M) return;
-    if constexpr (N % 2 == 0) {
-      if (N % BN != 0 && col >= N) return; // N even and col even: col < N means col + 1 < N too
-      Epi::template store2<N>(C, make_float2(x, y), row, col, epi);
-    } else {
-      if (col < N) Epi::template store1<N>(C, x, row, col, epi);
-      if (col + 1 < N) Epi::template store1<N>(C, y, row, col + 1, epi);
-    }
+    storeAccPair<N, N % BN != 0, Epi>(C, M, row, col, x, y, epi);
   };
 #pragma unroll
   for (int i = 0; i < kFragM; ++i) {

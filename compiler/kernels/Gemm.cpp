@@ -21,6 +21,7 @@ llvm::Error invalid(const GemmTile &t, const llvm::Twine &why) {
 } // namespace
 
 std::string GemmTile::str() const {
+  if (wgmma) return "wgmma_m" + std::to_string(bm) + "n" + std::to_string(bn) + "_s" + std::to_string(stages);
   return "m" + std::to_string(bm) + "n" + std::to_string(bn) + "k" + std::to_string(bk) + "_s" +
          std::to_string(stages) + "_w" + std::to_string(warpsM) + "x" + std::to_string(warpsN);
 }
@@ -28,13 +29,21 @@ std::string GemmTile::str() const {
 llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
   if (k < 8 || k % 8 != 0)
     return invalid(t, "K = " + llvm::Twine(k) + " must be a positive multiple of 8 (16-byte row copies)");
-  if (t.bk != 32 && t.bk != 64 && t.bk != 128) return invalid(t, "BK must be 32, 64 or 128");
-  if (t.warpsM < 1 || t.warpsN < 1 || t.warpsM * t.warpsN > 16) return invalid(t, "1 to 16 warps per block");
-  if (t.bm <= 0 || t.bm % (16 * t.warpsM) != 0) return invalid(t, "BM must be a multiple of 16 * WARPS_M");
-  if (t.bn <= 0 || t.bn % (16 * t.warpsN) != 0) return invalid(t, "BN must be a multiple of 16 * WARPS_N");
-  if (t.stages < 2) return invalid(t, "STAGES must be at least 2");
-  if ((t.bm / t.warpsM) * (t.bn / t.warpsN) > 128 * 64)
-    return invalid(t, "a warp tile above 128x64 needs more than 256 accumulator registers per thread");
+  if (t.wgmma) {
+    if (!target.hasWgmma()) return invalid(t, "wgmma tiles need an sm_90a target, not " + target.name);
+    if (t.bm != 64 && t.bm != 128) return invalid(t, "BM must be 64 or 128 (one or two consumer warpgroups)");
+    if (t.bn != 64 && t.bn != 128 && t.bn != 256) return invalid(t, "BN must be 64, 128 or 256 (a wgmma's N)");
+    if (t.bk != 64 || t.warpsM != 0 || t.warpsN != 0) return invalid(t, "BK is 64 and warps are not chosen");
+    if (t.stages < 2) return invalid(t, "STAGES must be at least 2");
+  } else {
+    if (t.bk != 32 && t.bk != 64 && t.bk != 128) return invalid(t, "BK must be 32, 64 or 128");
+    if (t.warpsM < 1 || t.warpsN < 1 || t.warpsM * t.warpsN > 16) return invalid(t, "1 to 16 warps per block");
+    if (t.bm <= 0 || t.bm % (16 * t.warpsM) != 0) return invalid(t, "BM must be a multiple of 16 * WARPS_M");
+    if (t.bn <= 0 || t.bn % (16 * t.warpsN) != 0) return invalid(t, "BN must be a multiple of 16 * WARPS_N");
+    if (t.stages < 2) return invalid(t, "STAGES must be at least 2");
+    if ((t.bm / t.warpsM) * (t.bn / t.warpsN) > 128 * 64)
+      return invalid(t, "a warp tile above 128x64 needs more than 256 accumulator registers per thread");
+  }
   if (t.sharedBytes() > target.maxSharedBytesPerBlock())
     return invalid(t, llvm::Twine(t.sharedBytes()) + " bytes of shared memory exceed the " +
                           llvm::Twine(target.maxSharedBytesPerBlock()) + " a block may use on " + target.name);
@@ -47,6 +56,9 @@ std::string GemmSpec::name() const {
 }
 
 std::string GemmSpec::entry() const {
+  if (tile.wgmma)
+    return "minfer::gemmWgmma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bn) +
+           ", " + std::to_string(tile.bm / 64) + ", " + std::to_string(tile.stages) + ", " + epi.policy() + ">";
   return "minfer::gemm<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bm) + ", " +
          std::to_string(tile.bn) + ", " + std::to_string(tile.bk) + ", " + std::to_string(tile.stages) + ", " +
          std::to_string(tile.warpsM) + ", " + std::to_string(tile.warpsN) + ", " + epi.policy() +
@@ -55,6 +67,13 @@ std::string GemmSpec::entry() const {
 
 LaunchDims GemmSpec::launch(int64_t rows) const {
   LaunchDims d;
+  if (tile.wgmma) {
+    uint64_t tiles = llvm::divideCeil(std::max<int64_t>(rows, 0), tile.bm) * llvm::divideCeil(n, tile.bn);
+    d.grid = {static_cast<unsigned>(std::clamp<uint64_t>(tiles, 1, std::max(smCount, 1))), 1, 1};
+    d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
+    d.sharedBytes = static_cast<unsigned>(tile.sharedBytes());
+    return d;
+  }
   d.grid = {static_cast<unsigned>(llvm::divideCeil(n, tile.bn)),
             static_cast<unsigned>(std::max<uint64_t>(1, llvm::divideCeil(std::max<int64_t>(rows, 0), tile.bm))),
             1};
@@ -63,7 +82,29 @@ LaunchDims GemmSpec::launch(int64_t rows) const {
   return d;
 }
 
+std::vector<TensorMapArg> GemmSpec::tensorMaps(int64_t rows) const {
+  if (!tile.wgmma) return {};
+  // At least one row: a map cannot be empty, and with no rows the kernel has no tiles to load.
+  return {TensorMapArg{"A", k, std::max<int64_t>(rows, 1), 64, tile.bm}, TensorMapArg{"W", k, n, 64, tile.bn}};
+}
+
 llvm::json::Object GemmSpec::toJSON() const {
+  if (tile.wgmma)
+    return llvm::json::Object{
+        {"family", "gemm"},
+        {"n", n},
+        {"k", k},
+        {"epilogue", epi.suffix()},
+        {"tile", llvm::json::Object{{"kind", "wgmma"},
+                                    {"bm", tile.bm},
+                                    {"bn", tile.bn},
+                                    {"bk", tile.bk},
+                                    {"stages", tile.stages},
+                                    {"consumer_warpgroups", tile.bm / 64}}},
+        {"threads", tile.threads()},
+        {"shared_bytes", tile.sharedBytes()},
+        {"persistent_blocks", smCount},
+    };
   return llvm::json::Object{
       {"family", "gemm"},
       {"n", n},
@@ -89,8 +130,27 @@ llvm::Error GemmSpec::validate(const Target &target) const {
   return checkGemmTile(tile, k, target);
 }
 
+namespace {
+
+// The most slots of a wgmma tile's ring that fit a block's shared memory, at most 8.
+int wgmmaStages(const Target &target, int bm, int bn) {
+  int stages = 8;
+  while (stages > 2 && GemmTile::hopper(bm, bn, stages).sharedBytes() > target.maxSharedBytesPerBlock()) --stages;
+  return stages;
+}
+
+} // namespace
+
 GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {
   if (smCount <= 0) smCount = target.nominalSmCount();
+  // sm_90a from 128 rows up (prefill): the wgmma kernel, its widest tile when that fills the SMs, else the
+  // 128x128 one. Below 128 rows (batched decode) the weights' bandwidth, not the tensor cores, sets the
+  // time, and the mma.sync tiles below give more blocks to stream them.
+  if (target.hasWgmma() && m >= 128) {
+    uint64_t wide = llvm::divideCeil(m, 128) * llvm::divideCeil(n, 256);
+    int bn = wide >= uint64_t(smCount) ? 256 : 128;
+    return GemmTile::hopper(128, bn, wgmmaStages(target, 128, bn));
+  }
   // The large tile: 128x128 with 2x2 warps of 64x64 (128 threads, ~250 registers each, so two blocks
   // share an SM and one computes while the other waits at its barrier). Measured on an H200 at M = 2048
   // over the TinyLlama and Llama-2-7B projections, 128x128x64 with 3 stages (96 KB: two blocks in the
@@ -166,6 +226,25 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
       }
     }
   }
+  if (target.hasWgmma()) {
+    for (int bm : {64, 128}) {
+      if (bm > mCap) continue;
+      for (int bn : {64, 128, 256}) {
+        // Four slots, and as many as fit when that is more.
+        int most = wgmmaStages(target, bm, bn);
+        std::vector<int> counts = {std::min(4, most)};
+        if (most > 4) counts.push_back(most);
+        for (int stages : counts) {
+          GemmTile t = GemmTile::hopper(bm, bn, stages);
+          if (llvm::Error e = checkGemmTile(t, k, target)) {
+            llvm::consumeError(std::move(e));
+            continue;
+          }
+          out.push_back(t);
+        }
+      }
+    }
+  }
   (void)n;
   return out;
 }
@@ -176,6 +255,12 @@ namespace minfer {
 
 std::optional<GemmTile> parseGemmTile(llvm::StringRef s) {
   GemmTile t;
+  if (s.startswith("wgmma_")) {
+    t = GemmTile::hopper(0, 0, 0);
+    if (std::sscanf(s.str().c_str(), "wgmma_m%dn%d_s%d", &t.bm, &t.bn, &t.stages) != 3 || t.str() != s)
+      return std::nullopt;
+    return t;
+  }
   if (std::sscanf(s.str().c_str(), "m%dn%dk%d_s%d_w%dx%d", &t.bm, &t.bn, &t.bk, &t.stages, &t.warpsM, &t.warpsN) != 6 ||
       t.str() != s)
     return std::nullopt;
@@ -190,6 +275,7 @@ std::shared_ptr<KernelSpec> GemmSpec::withTile(llvm::StringRef s, const Target &
   std::optional<GemmTile> t = parseGemmTile(s);
   if (!t) return nullptr;
   auto spec = std::make_shared<GemmSpec>(n, k, epi, *t);
+  spec->smCount = smCount;
   if (llvm::Error e = spec->validate(target)) {
     llvm::consumeError(std::move(e));
     return nullptr;

@@ -22,14 +22,25 @@
 namespace minfer {
 
 // One block computes a bm x bn tile of C, walking K in bk-wide slices through a `stages`-deep ring of
-// shared-memory buffers, with warpsM x warpsN warps (each owning a (bm/warpsM) x (bn/warpsN) warp tile).
+// shared-memory buffers. Two kernels:
+//   * mma.sync (gemm.cuh, every target): warpsM x warpsN warps, each owning a (bm/warpsM) x (bn/warpsN)
+//     warp tile; "m128n128k32_s4_w2x2";
+//   * wgmma (gemm_wgmma.cuh, sm_90a): TMA loads, one producer and bm / 64 consumer warpgroups, bk 64,
+//     persistent blocks; warpsM and warpsN unused (0); "wgmma_m128n256_s4".
 struct GemmTile {
   int bm = 128, bn = 128, bk = 32, stages = 4, warpsM = 2, warpsN = 2;
+  bool wgmma = false;
 
-  int threads() const { return 32 * warpsM * warpsN; }
-  // STAGES * (BM + BN) * BK * 2: the ring of A and W slices, bf16. Nothing else lives in shared memory.
-  int sharedBytes() const { return stages * (bm + bn) * bk * 2; }
-  // "m128n128k32_s4_w2x2", as it appears in spec names.
+  // A wgmma tile: bm 64 or 128, bn 64, 128 or 256.
+  static GemmTile hopper(int bm, int bn, int stages) { return GemmTile{bm, bn, 64, stages, 0, 0, true}; }
+
+  int threads() const { return wgmma ? 128 * (bm / 64 + 1) : 32 * warpsM * warpsN; }
+  // mma.sync: STAGES * (BM + BN) * BK * 2, the ring of A and W slices, bf16; wgmma: the same ring plus two
+  // barriers per slot and 1 KB to align it (kWgmmaSharedBytes).
+  int sharedBytes() const {
+    return wgmma ? stages * (bm + bn) * 128 + stages * 16 + 1024 : stages * (bm + bn) * bk * 2;
+  }
+  // "m128n128k32_s4_w2x2" or "wgmma_m128n256_s4", as it appears in spec names.
   std::string str() const;
   bool operator==(const GemmTile &o) const = default;
   friend std::ostream &operator<<(std::ostream &os, const GemmTile &t) { return os << t.str(); }
@@ -45,19 +56,26 @@ struct GemmSpec : KernelSpec {
   int64_t n = 0, k = 0; // W is [n, k]
   Epilogue epi;
   GemmTile tile;
+  // wgmma tiles: the persistent grid's size limit, one block per SM (the target's nominal count; the plan
+  // sets it). Not part of the name: the code is the same whatever it is.
+  int smCount = 132;
 
   GemmSpec() = default;
   GemmSpec(int64_t n, int64_t k, Epilogue epi, GemmTile tile) : n(n), k(k), epi(epi), tile(tile) {}
 
   // gemm_bf16_n5632_k2048_m128n128k32_s4_w2x2_epi_bias
   std::string name() const override;
-  std::string header() const override { return "gemm.cuh"; }
+  std::string header() const override { return tile.wgmma ? "gemm_wgmma.cuh" : "gemm.cuh"; }
   const ParamsLayout &params() const override { return MatmulParams::layout(); }
-  // minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 2, minfer::EpiBias>
+  // minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 2, minfer::EpiBias>, or for a wgmma tile
+  // minfer::gemmWgmma<5632, 2048, 256, 2, 4, minfer::EpiBias> (N, K, BN, consumers, stages, policy)
   std::string entry() const override;
-  // grid (ceil(n / bn), ceil(rows / bm)) — at least one block row, so rows = 0 is a harmless launch —
-  // block 32 * warpsM * warpsN, shared tile.sharedBytes().
+  // mma.sync: grid (ceil(n / bn), ceil(rows / bm)) — at least one block row, so rows = 0 is a harmless
+  // launch — block 32 * warpsM * warpsN; wgmma: grid min(tiles, smCount), at least 1, block 128 * (bm / 64
+  // + 1); shared tile.sharedBytes().
   LaunchDims launch(int64_t rows) const override;
+  // wgmma: A [rows, k] in 64 x bm boxes and W [n, k] in 64 x bn boxes.
+  std::vector<TensorMapArg> tensorMaps(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   std::string tuningKey() const override; // gemm_bf16_n5632_k2048_epi_bias
   std::string tileName() const override { return tile.str(); }
@@ -74,7 +92,8 @@ struct GemmSpec : KernelSpec {
 GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
 
 // Every tile the autotuner should time for this problem: a curated set of warp layouts crossed with
-// bk in {32, 64} and 2..4 stages, keeping those checkGemmTile accepts and whose bm is not far above m.
+// bk in {32, 64} and 2..4 stages, and on sm_90a the wgmma tiles (bm 64 or 128, bn 64 to 256, 4 stages or
+// as many as fit), keeping those checkGemmTile accepts and whose bm is not far above m.
 std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k);
 
 } // namespace minfer

@@ -29,6 +29,16 @@ struct LaunchDims {
   unsigned sharedBytes = 0;
 };
 
+// A TMA tensor map a kernel takes after its Params struct (sm_90a kernels, templates/hopper.cuh): the 2-D
+// bf16 matrix whose base address is the Params field `pointer`, `outer` rows of `inner` contiguous elements,
+// read in boxInner x boxOuter boxes with 128-byte swizzle. The launcher (runtime/KernelLoader.h) encodes one
+// per entry, from the Params it launches with, and passes them in order as further kernel arguments.
+struct TensorMapArg {
+  const char *pointer; // a Ptr field of the spec's params()
+  int64_t inner = 0, outer = 0;
+  int boxInner = 0, boxOuter = 0;
+};
+
 // A flat grid-stride launch over `work` items, one per thread of `threads`-wide blocks: at least one block,
 // at most `maxBlocks` (the kernel's grid-stride loop covers the rest).
 LaunchDims gridStride(int64_t work, unsigned threads, int64_t maxBlocks);
@@ -48,6 +58,8 @@ public:
   virtual LaunchDims launch(int64_t rows) const = 0;
   // The kernel's one argument: its family's Params struct (compiler/kernels/Params.h).
   virtual const ParamsLayout &params() const = 0;
+  // The tensor maps the kernel takes after its Params for a launch over `rows` (none for most families).
+  virtual std::vector<TensorMapArg> tensorMaps(int64_t /*rows*/) const { return {}; }
   // The spec's fields, for --emit=plan and bundle manifests.
   virtual llvm::json::Object toJSON() const = 0;
   // The template's shape rules, checked before NVRTC sees them so an impossible spec is a readable error

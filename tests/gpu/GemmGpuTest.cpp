@@ -3,7 +3,7 @@
 //
 // For each (N, K) — square, odd N (the test vocab 321), K not a multiple of BK (96, 200), the TinyLlama
 // projections — and each M in {1, 3, 17, 64, 130, 2048} (tails of every tile height), three tiles (the
-// heuristic default, 64x64, 128x128x32 with 3 stages and 2x4 warps) run with the epilogues none, bias,
+// heuristic default, 64x64, 128x128x32 with 3 stages and 2x4 warps; on sm_90a also four wgmma tiles) run with the epilogues none, bias,
 // residual and bias + gelu_tanh; outputs are poisoned first and compared with ir::evalOp. Every epilogue
 // runs on two small shapes, and the residual epilogue also in place (C aliasing the residual).
 #include "MatmulGpuTest.h"
@@ -24,6 +24,10 @@ TEST_P(GemmKernel, MatchesInterpreter) {
     ASSERT_TRUE(c);
     std::vector<GemmTile> tiles = {defaultGemmTile(target, m, n, k, info.smCount), GemmTile{64, 64, 32, 4, 2, 2},
                                    GemmTile{128, 128, 32, 3, 2, 4}};
+    if (target.hasWgmma()) // the wgmma kernel: both block heights, every wgmma width, 2 to 8 slots
+      for (GemmTile t : {GemmTile::hopper(64, 64, 2), GemmTile::hopper(128, 256, 4), GemmTile::hopper(64, 128, 8),
+                         GemmTile::hopper(128, 128, 3)})
+        tiles.push_back(t);
     for (size_t i = 0; i < tiles.size(); ++i) {
       if (std::find(tiles.begin(), tiles.begin() + i, tiles[i]) != tiles.begin() + i) continue;
       for (Epilogue e : {Epilogue::None, Epilogue::Bias, Epilogue::Residual, Epilogue::BiasGeluTanh})
@@ -41,6 +45,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemmKernel,
 // Every epilogue policy, on an odd N (scalar stores) and an even one (paired stores), M with a tail.
 TEST(GemmKernelEpilogues, EveryEpilogueMatchesInterpreter) {
   MINFER_REQUIRE_GPU();
+  GPU_TRY(target, deviceTarget());
   for (Shape s : {Shape{321, 64}, Shape{136, 96}}) {
     auto problem = MatmulProblem::create(s.n, s.k, 11);
     ASSERT_TRUE(problem);
@@ -49,7 +54,10 @@ TEST(GemmKernelEpilogues, EveryEpilogueMatchesInterpreter) {
     ASSERT_TRUE(c);
     std::vector<Epilogue> epilogues = allPointwiseEpilogues();
     epilogues.push_back(Epilogue::pointwise(true, Activation::GeluTanh, true, true));
-    for (const Epilogue &e : epilogues) c->check(kernels, GemmSpec(s.n, s.k, e, GemmTile{64, 64, 64, 3, 2, 2}));
+    std::vector<GemmTile> tiles = {GemmTile{64, 64, 64, 3, 2, 2}};
+    if (target.hasWgmma()) tiles.push_back(GemmTile::hopper(128, 64, 4));
+    for (const GemmTile &t : tiles)
+      for (const Epilogue &e : epilogues) c->check(kernels, GemmSpec(s.n, s.k, e, t));
   }
 }
 

@@ -262,6 +262,96 @@ TEST(GemmDefaultTile, FitsTheShapeAndTheTarget) {
       }
 }
 
+// ---- the wgmma kernel (gemm_wgmma.cuh, sm_90a) -----------------------------------------------------------
+
+TEST(GemmWgmmaSpec, NameEntryAndHeaderSpellEveryConstant) {
+  GemmSpec s(5632, 2048, Epilogue::Bias, GemmTile::hopper(128, 256, 4));
+  EXPECT_EQ(s.name(), "gemm_bf16_n5632_k2048_wgmma_m128n256_s4_epi_bias");
+  EXPECT_EQ(s.entry(), "minfer::gemmWgmma<5632, 2048, 256, 2, 4, " + Epilogue(Epilogue::Bias).policy() + ">");
+  EXPECT_EQ(s.header(), "gemm_wgmma.cuh");
+  EXPECT_EQ(GemmSpec(64, 64, Epilogue::None, GemmTile{}).header(), "gemm.cuh");
+  // The tile string round-trips, and each kind's parser refuses the other's near misses.
+  for (GemmTile t : {GemmTile::hopper(64, 64, 2), GemmTile::hopper(128, 256, 4), GemmTile{128, 128, 32, 4, 2, 2}})
+    EXPECT_EQ(parseGemmTile(t.str()), t) << t.str();
+  for (llvm::StringRef bad : {"wgmma_m128n256", "wgmma_m128n256_s4x", "wgmma_m0128n256_s4", "wgmma_"})
+    EXPECT_FALSE(parseGemmTile(bad)) << bad.str();
+  // The tuner's withTile keeps the persistent grid's size.
+  s.smCount = 114;
+  auto other = s.withTile("wgmma_m64n128_s8", target("sm_90a"));
+  ASSERT_TRUE(other);
+  EXPECT_EQ(static_cast<GemmSpec &>(*other).smCount, 114);
+  EXPECT_EQ(s.withTile("wgmma_m64n128_s8", target("sm_90")), nullptr) << "wgmma needs sm_90a";
+}
+
+TEST(GemmWgmmaSpec, LaunchIsPersistentAndTheTensorMapsCoverTheTrueExtents) {
+  GemmSpec s(5632, 2048, Epilogue::None, GemmTile::hopper(128, 256, 4));
+  s.smCount = 132;
+  // 2048 rows: 16 x 22 = 352 tiles on 132 blocks; 130 rows: 2 x 22 = 44 tiles, 44 blocks; 0 rows: 1 block.
+  EXPECT_EQ(s.launch(2048).grid, (std::array<unsigned, 3>{132, 1, 1}));
+  EXPECT_EQ(s.launch(130).grid, (std::array<unsigned, 3>{44, 1, 1}));
+  EXPECT_EQ(s.launch(0).grid, (std::array<unsigned, 3>{1, 1, 1}));
+  EXPECT_EQ(s.launch(2048).block, (std::array<unsigned, 3>{384, 1, 1}));
+  // Four slots of (128 + 256) rows x 128 bytes, two 8-byte barriers each, 1 KB of alignment.
+  EXPECT_EQ(s.launch(2048).sharedBytes, 4u * 384 * 128 + 4 * 16 + 1024);
+  EXPECT_EQ(GemmSpec(64, 64, Epilogue::None, GemmTile::hopper(64, 64, 2)).launch(1).block[0], 256u);
+  std::vector<TensorMapArg> maps = s.tensorMaps(130);
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(llvm::StringRef(maps[0].pointer), "A");
+  EXPECT_EQ(maps[0].inner, 2048);
+  EXPECT_EQ(maps[0].outer, 130);
+  EXPECT_EQ(maps[0].boxOuter, 128);
+  EXPECT_EQ(llvm::StringRef(maps[1].pointer), "W");
+  EXPECT_EQ(maps[1].outer, 5632);
+  EXPECT_EQ(maps[1].boxOuter, 256);
+  EXPECT_EQ(maps[1].boxInner, 64);
+  EXPECT_EQ(s.tensorMaps(0)[0].outer, 1) << "a map cannot be empty";
+  EXPECT_TRUE(GemmSpec(64, 64, Epilogue::None, GemmTile{}).tensorMaps(64).empty());
+  // Every field a map reads is a pointer of the Params the plan binds.
+  for (const TensorMapArg &m : maps) {
+    int f = s.params().find(m.pointer);
+    ASSERT_GE(f, 0) << m.pointer;
+    EXPECT_EQ(s.params().fields[f].type, ParamType::Ptr);
+  }
+  llvm::json::Object j = s.toJSON();
+  const llvm::json::Object *tile = j.getObject("tile");
+  ASSERT_TRUE(tile);
+  EXPECT_EQ(tile->getString("kind"), llvm::Optional<llvm::StringRef>("wgmma"));
+  EXPECT_EQ(intField(*tile, "consumer_warpgroups"), 2);
+  EXPECT_EQ(intField(j, "persistent_blocks"), 132);
+}
+
+TEST(GemmWgmmaSpec, TilesAreCheckedAgainstTheTargetAndTheTemplate) {
+  const Target hopper = target("sm_90a");
+  EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopper(128, 256, 4), 2048, hopper)), "(success)");
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 256, 4), 2048, target("sm_90"))).find("need an sm_90a target"),
+            std::string::npos);
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 256, 5), 2048, hopper)).find("shared memory"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(192, 128, 4), 2048, hopper)).find("BM must be 64 or 128"),
+            std::string::npos);
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 96, 4), 2048, hopper)).find("BN must be 64, 128 or 256"),
+            std::string::npos);
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 1), 2048, hopper)).find("at least 2"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 4), 100, hopper)).find("multiple of 8"), std::string::npos);
+}
+
+TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
+  const Target hopper = target("sm_90a");
+  // The widest tile when its blocks fill the SMs, else 128 wide; the ring as deep as shared memory allows.
+  EXPECT_EQ(defaultGemmTile(hopper, 2048, 32000, 2048, 132), GemmTile::hopper(128, 256, 4));
+  EXPECT_EQ(defaultGemmTile(hopper, 512, 2048, 2048, 132), GemmTile::hopper(128, 128, 7));
+  EXPECT_EQ(defaultGemmTile(hopper, 16, 4096, 4096, 132), defaultGemmTile(target("sm_90"), 16, 4096, 4096, 132));
+  EXPECT_FALSE(defaultGemmTile(hopper, 127, 4096, 4096, 132).wgmma);
+  // The tuner tries the wgmma tiles on sm_90a only, and none taller than the rows.
+  auto count = [](const std::vector<GemmTile> &tiles) {
+    return std::count_if(tiles.begin(), tiles.end(), [](const GemmTile &t) { return t.wgmma; });
+  };
+  EXPECT_EQ(count(gemmTileCandidates(target("sm_90"), 2048, 5632, 2048)), 0);
+  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 11); // bm 64, 128 x bn 64, 128, 256 x {4, most}; 128x256 fits only 4
+  EXPECT_EQ(count(gemmTileCandidates(hopper, 40, 5632, 2048)), 6);    // bm 64 only (the rows round up to 64)
+  for (const GemmTile &t : gemmTileCandidates(hopper, 2048, 5632, 2048))
+    EXPECT_EQ(errorOf(checkGemmTile(t, 2048, hopper)), "(success)") << t.str();
+}
+
 // ---- gemv spec ------------------------------------------------------------------------------------------
 
 TEST(GemvSpec, NameAndEntrySpellEveryConstant) {
@@ -390,6 +480,18 @@ TEST(MatmulNvrtc, DefaultKernelsCompileForModelShapes) {
     expectCompiles(GemvSpec(50257, 768, Epilogue::Bias, defaultGemvTile(t, 4, 50257, 768)), t);
     expectCompiles(GemvSpec(50257, 768, Epilogue::None, defaultGemvTile(t, 1, 50257, 768)), t);
   }
+}
+
+// The wgmma kernel compiles for sm_90a with every epilogue and every tail: odd N (scalar stores), K not a
+// multiple of 64 (TMA's zero fill), both block heights and every wgmma width.
+TEST(MatmulNvrtc, WgmmaKernelCompilesWithEveryEpilogue) {
+  const Target hopper = target("sm_90a");
+  for (const Epilogue &e : allPointwiseEpilogues()) expectCompiles(GemmSpec(321, 200, e, GemmTile::hopper(64, 64, 4)), hopper);
+  for (const Epilogue &e : {Epilogue::gated(Activation::Silu), Epilogue::qkv(2, 1, 64, QkvRope::Half, true),
+                            Epilogue::qkv(2, 1, 64, QkvRope::Interleaved, false)})
+    expectCompiles(GemmSpec(256, 64, e, GemmTile::hopper(128, 128, 6)), hopper);
+  expectCompiles(GemmSpec(5632, 2048, Epilogue::Residual, GemmTile::hopper(128, 256, 4)), hopper);
+  expectCompiles(GemmSpec(50257, 768, Epilogue::None, GemmTile::hopper(64, 256, 5)), hopper);
 }
 
 // A spec the template cannot take fails in NVRTC with the static_assert's words, not a wall of errors.

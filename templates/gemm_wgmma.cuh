@@ -1,0 +1,141 @@
+// templates/gemm_wgmma.cuh — prefill matmul for Hopper (sm_90a): C[M, N] = epi(A[M, K] · W[N, K]^T) with TMA
+// loads and wgmma, the same contract as gemm.cuh (bf16 in and out, fp32 accumulation, every epilogue
+// policy of epilogue.cuh but the gemv-only argmax).
+//
+// Structure (hopper.cuh has the primitives and the shared-memory layout):
+//   * a block is one producer warpgroup and CONSUMERS consumer warpgroups; it computes BM x BN tiles of C,
+//     BM = 64 * CONSUMERS (each consumer owns 64 rows: one m64nBNk16 wgmma per k16 step);
+//   * persistent: the grid is at most one block per SM and each block walks tiles pid, pid + gridDim.x, ...
+//     in gemm.cuh's grouped raster order; the producer runs ahead across tiles, so the next tile's first
+//     slices load while the consumers store the last one's epilogue;
+//   * K is walked in 64-wide slices (128 bytes of bf16: one swizzle row) through a STAGES-deep ring. One
+//     thread of the producer issues, per slice, a TMA box of A (64 x BM) and of W (64 x BN) completing on
+//     the slot's `full` barrier; consumers wait on it, run 4 wgmmas from shared memory, and release the slot
+//     on its `empty` barrier once those wgmmas have finished (one warpgroup-level group kept in flight);
+//   * tails: the tensor maps carry the true extents (rows M, N, K), so TMA fills everything past them with
+//     zeros; the epilogue stores nothing past M or N;
+//   * registers: with two consumers (384 threads) the producer gives back all but 40 and the consumers take
+//     232 each (setmaxnreg), room for BN = 256's 128 accumulators.
+//
+// Kernel arguments: MatmulParams p (epilogue.cuh, the same as gemm.cuh), then the tensor maps of A
+// [M, K] (box 64 x BM) and W [N, K] (box 64 x BN), 128-byte swizzle, encoded by the launcher from p.A, p.W,
+// M, N and K (compiler/kernels/Gemm.h GemmSpec::tensorMaps). Launch: grid min(tiles, SMs) (at least 1),
+// block 128 * (CONSUMERS + 1), dynamic shared memory kWgmmaSharedBytes<BM, BN, STAGES>.
+#pragma once
+
+#include "common.cuh"
+#include "epilogue.cuh"
+#include "gemm.cuh"
+#include "hopper.cuh"
+
+namespace minfer {
+
+// Dynamic shared memory of a gemmWgmma instantiation: the ring of A and W slices, a full and an empty
+// barrier per slot, and 1 KB to align the ring to the 1024 bytes the swizzle pattern needs.
+template <int BM, int BN, int STAGES>
+constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 1024;
+
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
+    gemmWgmma(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
+              const __grid_constant__ TensorMap mapW) {
+  static_assert(N >= 1 && K >= 8 && K % 8 == 0, "gemmWgmma: K must be a positive multiple of 8 (TMA row strides)");
+  static_assert(CONSUMERS == 1 || CONSUMERS == 2, "gemmWgmma: one or two consumer warpgroups (BM 64 or 128)");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "gemmWgmma: BN must be 64, 128 or 256 (a wgmma's N)");
+  static_assert(STAGES >= 2, "gemmWgmma: at least two slots (one loading while one is multiplied)");
+  static_assert(kWgmmaSharedBytes<64 * CONSUMERS, BN, STAGES> <= 227 * 1024,
+                "gemmWgmma: the ring exceeds the 227 KB of shared memory a block can have");
+  static_assert(!Epi::kPairs || N % 2 == 0, "gemmWgmma: this epilogue needs column pairs, so N must be even");
+  static_assert(!Epi::kArgmax, "gemmWgmma: the argmax epilogue runs in the FMA gemv only");
+  constexpr int BM = 64 * CONSUMERS, BK = 64;
+  constexpr int kTilesK = (K + BK - 1) / BK, kTilesN = (N + BN - 1) / BN;
+  constexpr unsigned kSlotA = BM * BK * 2, kSlotW = BN * BK * 2;
+  requireDynamicShared(kWgmmaSharedBytes<BM, BN, STAGES>);
+
+  extern __shared__ __align__(1024) unsigned char wgmmaShared[];
+  const unsigned sA = (smemAddress(wgmmaShared) + 1023) & ~1023u; // [STAGES][BM][64], swizzled
+  const unsigned sW = sA + STAGES * kSlotA;                        // [STAGES][BN][64], swizzled
+  const unsigned full = sW + STAGES * kSlotW;                      // [STAGES] barriers: the slot has landed
+  const unsigned empty = full + STAGES * 8;                        // [STAGES] barriers: the slot may refill
+
+  const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    prefetchTensorMap(&mapA);
+    prefetchTensorMap(&mapW);
+    for (int s = 0; s < STAGES; ++s) {
+      mbarInit(full + 8 * s, 1);              // the producer's arrive, plus the slice's bytes
+      mbarInit(empty + 8 * s, 4 * CONSUMERS); // one arrive per consumer warp
+    }
+    mbarInitFence();
+  }
+  __syncthreads();
+  gridDependencyWait(); // A (and a residual) may be the previous kernel's output
+
+  const int M = p.rows;
+  const int tiles = (M + BM - 1) / BM * kTilesN;
+  const int tilesM = (M + BM - 1) / BM;
+
+  if (wg == 0) {
+    // Producer: one thread issues every copy; the rest of the warpgroup only gives its registers back.
+    if constexpr (CONSUMERS == 2) setMaxRegistersDec<40>();
+    if (threadIdx.x == 0) {
+      int slot = 0;
+      unsigned phase = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int tileM, tileN;
+        gemm_detail::groupedTile(t, tilesM, kTilesN, tileM, tileN);
+        for (int kt = 0; kt < kTilesK; ++kt) {
+          mbarWait(empty + 8 * slot, phase ^ 1); // the first pass through the ring finds every slot free
+          mbarArriveExpectTx(full + 8 * slot, kSlotA + kSlotW);
+          tmaLoad2d(sA + slot * kSlotA, &mapA, kt * BK, tileM * BM, full + 8 * slot);
+          tmaLoad2d(sW + slot * kSlotW, &mapW, kt * BK, tileN * BN, full + 8 * slot);
+          if (++slot == STAGES) slot = 0, phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  // Consumers: warpgroup c = wg - 1 multiplies rows [64 c, 64 c + 64) of each tile.
+  if constexpr (CONSUMERS == 2) setMaxRegistersInc<232>();
+  const int c = wg - 1, warp = (threadIdx.x / 32) % 4;
+  float acc[BN / 2];
+  int slot = 0;
+  unsigned phase = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int tileM, tileN;
+    gemm_detail::groupedTile(t, tilesM, kTilesN, tileM, tileN);
+    int previous = -1; // the slot whose wgmmas may still run
+#pragma unroll 1
+    for (int kt = 0; kt < kTilesK; ++kt) {
+      mbarWait(full + 8 * slot, phase);
+      const unsigned a = sA + slot * kSlotA + c * 64 * 128, w = sW + slot * kSlotW;
+      wgmmaFenceOperands(acc);
+      wgmmaFence();
+#pragma unroll
+      for (int k = 0; k < BK / 16; ++k)
+        Wgmma<BN>::mma(acc, wgmmaDescriptor(a + 32 * k), wgmmaDescriptor(w + 32 * k), kt > 0 || k > 0);
+      wgmmaCommit();
+      wgmmaFenceOperands(acc);
+      // The group before this one has finished: its slot may be refilled while this one runs.
+      wgmmaWait<1>();
+      if (previous >= 0 && lane == 0) mbarArrive(empty + 8 * previous);
+      previous = slot;
+      if (++slot == STAGES) slot = 0, phase ^= 1;
+    }
+    wgmmaWait<0>();
+    wgmmaFenceOperands(acc);
+    if (lane == 0) mbarArrive(empty + 8 * previous);
+
+    // Epilogue straight from the accumulators (layout in hopper.cuh), through the policy.
+    const int row = tileM * BM + c * 64 + warp * 16 + lane / 4;
+    const int col0 = tileN * BN + (lane % 4) * 2;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      storeAccPair<N, N % BN != 0, Epi>(p.C, M, row, col0 + 8 * j, acc[4 * j], acc[4 * j + 1], p.epi);
+      storeAccPair<N, N % BN != 0, Epi>(p.C, M, row + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3], p.epi);
+    }
+  }
+}
+
+} // namespace minfer

@@ -1,0 +1,179 @@
+// templates/hopper.cuh — the sm_90a primitives the Hopper kernels share (gemm_wgmma.cuh), each defined once.
+//
+//   mbarrier             a shared-memory barrier that counts arrivals and, for TMA, bytes (transactions)
+//   TMA                  cp.async.bulk.tensor: a 2-D box of a global matrix into shared memory, described by
+//                        a tensor map the host encodes (runtime: cuda::encodeTensorMap2D) and passes as a
+//                        __grid_constant__ kernel argument; out-of-bounds elements arrive as zeros
+//   wgmma                warpgroup (4 warps, 128 threads) matrix multiply-accumulate, A and B read straight
+//                        from shared memory through 64-bit matrix descriptors, asynchronously
+//   setmaxnreg           moves registers between warpgroups (a producer gives, the consumers take)
+//
+// Shared-memory layout the descriptors below assume (what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B and a
+// 64-element bf16 box width): a tile of R rows x 64 bf16 (128 bytes) per row, row r at byte 128 r, its
+// 16-byte chunk c stored at chunk position c ^ (r % 8); groups of 8 rows (1024 bytes) repeat the pattern,
+// so every tile must start 1024-byte aligned. wgmma's "128-byte swizzle, K-major" canonical layout is
+// exactly that, with the stride between 8-row groups (SBO) 1024 bytes. A k16 slice of the tile starts 32
+// bytes further along the row: its descriptor is the tile's with the start address advanced by 32 bytes
+// (the hardware applies the swizzle to the full address, so the chunk XOR stays right).
+//
+// wgmma accumulator layout (m64nN, fp32), for warp w of the warpgroup, lane l, g = l / 4, t = l % 4:
+//   d[4j + 0], d[4j + 1] = (row 16 w + g,     cols 8 j + 2 t, 8 j + 2 t + 1)
+//   d[4j + 2], d[4j + 3] = (row 16 w + g + 8, cols 8 j + 2 t, 8 j + 2 t + 1)       j = 0 .. N/8 - 1
+// i.e. each 8-column slice is an mma.sync m16n8 C fragment (ptx.cuh), so the epilogues apply unchanged.
+#pragma once
+
+#include "common.cuh"
+#include "ptx.cuh"
+
+namespace minfer {
+
+// CUtensorMap: 128 opaque bytes, 64-byte aligned (cuda.h's type, which NVRTC does not have).
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+// ---- mbarrier ----------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void mbarInit(unsigned bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// Makes initialised barriers visible to the other threads and to the async proxy (TMA) before first use.
+__device__ __forceinline__ void mbarInitFence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarArrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival that also announces `bytes` of TMA transactions the current phase must wait for.
+__device__ __forceinline__ void mbarArriveExpectTx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Spins until the phase with parity `parity` has completed.
+__device__ __forceinline__ void mbarWait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+// ---- TMA -------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ void prefetchTensorMap(const TensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
+// The box of `map` whose first element is (inner x, outer y) into shared `dst`; completes `bytes` (the
+// whole box, out-of-bounds zeros included) on barrier `bar`.
+__device__ __forceinline__ void tmaLoad2d(unsigned dst, const TensorMap *map, int x, int y, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+               "[%4];\n" ::"r"(dst),
+               "l"(map), "r"(x), "r"(y), "r"(bar)
+               : "memory");
+}
+
+// ---- wgmma -----------------------------------------------------------------------------------------------
+
+// The shared-memory matrix descriptor of a K-major, 128-byte-swizzled tile at shared address `addr`
+// (1024-byte aligned, or advanced from such by a multiple of 32 bytes within the first row):
+//   bits 0-13 address / 16, 16-29 leading-dimension offset (unused for this layout), 32-45 stride
+//   between 8-row groups / 16 (1024 bytes), 62-63 swizzle mode (1 = 128 bytes).
+__device__ __forceinline__ unsigned long long wgmmaDescriptor(unsigned addr) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(1024 >> 4) << 32) |
+         (1ull << 62);
+}
+// Orders this thread's register and shared-memory accesses before the warpgroup's next wgmma.
+__device__ __forceinline__ void wgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most PENDING of the warpgroup's committed wgmma groups are still running.
+template <int PENDING> __device__ __forceinline__ void wgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(PENDING) : "memory");
+}
+// Keeps the compiler from moving accesses of `r` across an asynchronous wgmma that reads or writes it.
+template <int COUNT> __device__ __forceinline__ void wgmmaFenceOperands(float (&r)[COUNT]) {
+#pragma unroll
+  for (int i = 0; i < COUNT; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+template <int REGS> __device__ __forceinline__ void setMaxRegistersInc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+template <int REGS> __device__ __forceinline__ void setMaxRegistersDec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+
+// d (+)= A · B^T for one m64nNk16 step: A is 64 x 16 and B (W's rows) N x 16, both K-major in shared memory
+// through their descriptors; `accumulate` 0 overwrites d. N / 2 fp32 accumulators per thread. The operand
+// lists are written out: PTX takes every accumulator as its own register.
+template <int N> struct Wgmma;
+
+template <> struct Wgmma<64> {
+  __device__ __forceinline__ static void mma(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(accumulate));
+  }
+};
+
+template <> struct Wgmma<128> {
+  __device__ __forceinline__ static void mma(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(a), "l"(b), "r"(accumulate));
+  }
+};
+
+template <> struct Wgmma<256> {
+  __device__ __forceinline__ static void mma(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(a), "l"(b), "r"(accumulate));
+  }
+};
+} // namespace minfer

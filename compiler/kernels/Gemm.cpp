@@ -143,13 +143,30 @@ int wgmmaStages(const Target &target, int bm, int bn) {
 
 GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {
   if (smCount <= 0) smCount = target.nominalSmCount();
-  // sm_90a from 128 rows up (prefill): the wgmma kernel, its widest tile when that fills the SMs, else the
-  // 128x128 one. Below 128 rows (batched decode) the weights' bandwidth, not the tensor cores, sets the
-  // time, and the mma.sync tiles below give more blocks to stream them.
+  // sm_90a from 128 rows up (prefill): the wgmma kernel. Of its four tiles, the one with the fewest waves
+  // of tiles over the SMs times a tile's work over its throughput per SM, measured on an H100 at 8192^3
+  // (128x256: 818 TFLOP/s, 64x256: 678, 128x128: 506, 64x128: 365; bench/results/wgmma): the wide tile
+  // wins whenever its tiles fill the SMs, the narrow ones when M or N is small (M = 512, N = 2048: 64x128
+  // runs 323 TFLOP/s, 128x256 about 250). Each ring as deep as shared memory allows. Below 128 rows
+  // (batched decode) the weights' bandwidth sets the time, and the mma.sync tiles below give more blocks
+  // to stream them.
   if (target.hasWgmma() && m >= 128) {
-    uint64_t wide = llvm::divideCeil(m, 128) * llvm::divideCeil(n, 256);
-    int bn = wide >= uint64_t(smCount) ? 256 : 128;
-    return GemmTile::hopper(128, bn, wgmmaStages(target, 128, bn));
+    struct Choice {
+      int bm, bn;
+      double efficiency;
+    };
+    const Choice choices[] = {{128, 256, 1.0}, {64, 256, 0.83}, {128, 128, 0.62}, {64, 128, 0.45}};
+    GemmTile best;
+    double bestCost = std::numeric_limits<double>::infinity();
+    for (const Choice &c : choices) {
+      uint64_t tiles = llvm::divideCeil(m, c.bm) * llvm::divideCeil(n, c.bn);
+      double cost = double(llvm::divideCeil(tiles, smCount)) * c.bm * c.bn / c.efficiency;
+      if (cost < bestCost * 0.999) { // ties go to the wider tile (listed first)
+        bestCost = cost;
+        best = GemmTile::hopper(c.bm, c.bn, wgmmaStages(target, c.bm, c.bn));
+      }
+    }
+    return best;
   }
   // The large tile: 128x128 with 2x2 warps of 64x64 (128 threads, ~250 registers each, so two blocks
   // share an SM and one computes while the other waits at its barrier). Measured on an H200 at M = 2048

@@ -336,9 +336,14 @@ TEST(GemmWgmmaSpec, TilesAreCheckedAgainstTheTargetAndTheTemplate) {
 
 TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
   const Target hopper = target("sm_90a");
-  // The widest tile when its blocks fill the SMs, else 128 wide; the ring as deep as shared memory allows.
+  // The widest tile when its tiles fill the SMs (or never take a second wave), narrower ones when M or N
+  // is small; the ring as deep as shared memory allows.
   EXPECT_EQ(defaultGemmTile(hopper, 2048, 32000, 2048, 132), GemmTile::hopper(128, 256, 4));
-  EXPECT_EQ(defaultGemmTile(hopper, 512, 2048, 2048, 132), GemmTile::hopper(128, 128, 7));
+  EXPECT_EQ(defaultGemmTile(hopper, 2048, 2048, 2048, 132), GemmTile::hopper(128, 256, 4)); // 128 tiles
+  EXPECT_EQ(defaultGemmTile(hopper, 2048, 11008, 4096, 132), GemmTile::hopper(128, 256, 4));
+  EXPECT_EQ(defaultGemmTile(hopper, 512, 2048, 2048, 132), GemmTile::hopper(64, 128, 8));
+  EXPECT_EQ(defaultGemmTile(hopper, 512, 256, 2048, 132), GemmTile::hopper(64, 128, 8));
+  EXPECT_EQ(defaultGemmTile(hopper, 512, 11008, 4096, 132), GemmTile::hopper(64, 256, 5));
   EXPECT_EQ(defaultGemmTile(hopper, 16, 4096, 4096, 132), defaultGemmTile(target("sm_90"), 16, 4096, 4096, 132));
   EXPECT_FALSE(defaultGemmTile(hopper, 127, 4096, 4096, 132).wgmma);
   // The tuner tries the wgmma tiles on sm_90a only, and none taller than the rows.

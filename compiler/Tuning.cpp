@@ -4,6 +4,7 @@
 
 #include "ir/Diagnostics.h"
 #include "jit/AtomicFile.h"
+#include "jit/Target.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -52,7 +53,7 @@ const std::vector<std::string> &allTuningBuckets() {
 
 bool isTuningBucket(llvm::StringRef name) { return bucketRows(name) > 0; }
 
-std::string DeviceFingerprint::target() const { return "sm_" + std::to_string(ccMajor * 10 + ccMinor); }
+std::string DeviceFingerprint::target() const { return deviceTargetName(ccMajor, ccMinor); }
 
 std::string DeviceFingerprint::id() const {
   std::string n;

@@ -41,7 +41,7 @@ struct DeviceFingerprint {
   int driverVersion = 0;     // cuDriverGetVersion, e.g. 13000
   std::string nvrtcVersion;  // "13.0"
 
-  std::string target() const; // "sm_90"
+  std::string target() const; // what minfer compiles for on it: "sm_89", "sm_90a" (jit/Target.h deviceTargetName)
   // A file-name-safe id: "nvidia-h200_sm90_132sm_drv13000_nvrtc13.0".
   std::string id() const;
   llvm::json::Object toJSON() const;

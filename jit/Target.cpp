@@ -27,6 +27,11 @@ int Target::maxSharedBytesPerBlock() const {
   }
 }
 
+std::string deviceTargetName(int major, int minor) {
+  std::string sm = "sm_" + std::to_string(major * 10 + minor);
+  return major == 9 && minor == 0 ? sm + "a" : sm;
+}
+
 int Target::nominalSmCount() const {
   switch (smVersion()) {
   case 80: return 108;  // A100

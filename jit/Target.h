@@ -33,6 +33,9 @@ struct Target {
 
 // The targets minfer accepts, oldest first.
 llvm::ArrayRef<llvm::StringRef> validTargets();
+// The target minfer compiles for on a device of compute capability major.minor: "sm_89", and on Hopper the
+// arch-specific "sm_90a" (wgmma and TMA exist only in sm_90a code, which runs on every 9.0 device).
+std::string deviceTargetName(int major, int minor);
 // Parses "sm_89"; anything else is an error listing the valid targets.
 llvm::Expected<Target> parseTarget(llvm::StringRef);
 

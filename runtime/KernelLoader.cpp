@@ -11,10 +11,7 @@ namespace minfer {
 llvm::Expected<Target> deviceTarget() {
   auto info = cuda::deviceInfo();
   if (!info) return info.takeError();
-  // Hopper gets its arch-specific target: wgmma and TMA (templates/hopper.cuh) exist only in sm_90a code,
-  // which runs on every 9.0 device.
-  std::string sm = "sm_" + std::to_string(info->major * 10 + info->minor);
-  return parseTarget(info->major == 9 && info->minor == 0 ? sm + "a" : sm);
+  return parseTarget(deviceTargetName(info->major, info->minor));
 }
 
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &target, KernelCache *cache) {

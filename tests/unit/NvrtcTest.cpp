@@ -82,6 +82,18 @@ TEST(Nvrtc, LineInfoIsAnOption) {
   EXPECT_NE(std::find(o->begin(), o->end(), "-lineinfo"), o->end());
 }
 
+// The device's own target: Hopper gets sm_90a (wgmma), the others their plain sm_XY; each parses, and only
+// sm_90a has the wgmma kernels.
+TEST(Target, DevicesGetTheirArchSpecificTargetOnHopper) {
+  EXPECT_EQ(deviceTargetName(9, 0), "sm_90a");
+  EXPECT_EQ(deviceTargetName(8, 9), "sm_89");
+  EXPECT_EQ(deviceTargetName(8, 0), "sm_80");
+  EXPECT_EQ(deviceTargetName(10, 0), "sm_100");
+  EXPECT_TRUE(target(deviceTargetName(9, 0)).hasWgmma());
+  EXPECT_FALSE(target("sm_90").hasWgmma());
+  EXPECT_FALSE(target(deviceTargetName(10, 0)).hasWgmma());
+}
+
 TEST(Target, ParsesArchitectures) {
   Target h = target("sm_90a");
   EXPECT_EQ(h.smVersion(), 90);

@@ -64,6 +64,11 @@ llvm::Error DeviceBuffer::upload(const void *src, size_t bytes, size_t offset) {
   return CU(*d, cuMemcpyHtoD, p + offset, src, bytes);
 }
 
+llvm::Error DeviceBuffer::uploadAsync(const void *src, size_t bytes, size_t offset, StreamHandle stream) {
+  if (llvm::Error e = checkRange("upload", bytes, offset, n)) return e;
+  return copyHostToDeviceAsync(p + offset, src, bytes, stream);
+}
+
 llvm::Error DeviceBuffer::download(void *dst, size_t bytes, size_t offset) const {
   if (llvm::Error e = checkRange("download", bytes, offset, n)) return e;
   if (bytes == 0) return llvm::Error::success();

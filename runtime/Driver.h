@@ -74,6 +74,9 @@ public:
   size_t size() const { return n; }
 
   llvm::Error upload(const void *src, size_t bytes, size_t offset = 0);
+  // The same on `stream`, asynchronously: `src` must stay valid (and page-locked, to overlap) until the
+  // stream has run the copy. Refused, before anything is enqueued, when the range overruns the buffer.
+  llvm::Error uploadAsync(const void *src, size_t bytes, size_t offset, StreamHandle stream);
   llvm::Error download(void *dst, size_t bytes, size_t offset = 0) const;
   llvm::Error fill(uint8_t byte); // e.g. 0xFF poisons bf16 data with NaNs
 

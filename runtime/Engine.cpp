@@ -60,9 +60,6 @@ public:
   // Copies `bytes` to `mem` at `offset` (asynchronously: `bytes` may be reused as soon as this returns).
   llvm::Error put(cuda::DeviceBuffer &mem, size_t offset, llvm::ArrayRef<uint8_t> bytes) {
     if (slots.empty()) return mem.upload(bytes.data(), bytes.size(), offset);
-    if (offset > mem.size() || bytes.size() > mem.size() - offset)
-      return ir::makeError("weight upload of " + std::to_string(bytes.size()) + " bytes at " + std::to_string(offset) +
-                           " overruns the weight memory");
     const size_t slotBytes = slots[0].host.size();
     for (size_t done = 0; done < bytes.size(); done += slotBytes) {
       size_t n = std::min(slotBytes, bytes.size() - done);
@@ -71,7 +68,7 @@ public:
       if (s.busy)
         if (auto e = s.copied.synchronize()) return e;
       copyParallel(s.host.data(), bytes.data() + done, n);
-      if (auto e = cuda::copyHostToDeviceAsync(mem.ptr() + offset + done, s.host.data(), n, stream.handle())) return e;
+      if (auto e = mem.uploadAsync(s.host.data(), n, offset + done, stream.handle())) return e;
       if (auto e = s.copied.record(stream.handle())) return e;
       s.busy = true;
     }
@@ -303,6 +300,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     const ir::WeightDecl &w = mod->weights[b.weight];
     const int64_t rows = w.type.shape[0].value;
     std::vector<int64_t> order = rowOrder(b, rows);
+    bool laidOutOnDevice = false; // the packed layout was made by strided device copies from `stacked`
     // A packed weight's layout: its parts go up as stored (the fast path) into `stacked`, then strided
     // device copies lay the rows out, rather than the host gathering them row by row.
     if (!order.empty() && staging.pinned() && storedAsLoaded(*mod, b)) {
@@ -321,10 +319,10 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
         if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, toStacked, {}, &scratch)) return e;
         size_t rowBytes = static_cast<size_t>(b.fixedBytes / rows);
         if (auto e = layOutRows(b, rows, rowBytes, pointers[i], stacked.ptr(), staging.handle())) return e;
-        order.clear();
+        laidOutOnDevice = true;
       }
     }
-    if (!order.empty() || written == 0)
+    if (!laidOutOnDevice)
       if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink, order, &scratch)) return e;
     if (written != static_cast<size_t>(b.fixedBytes))
       return ir::makeError("weight " + b.name + ": " + std::to_string(written) + " bytes loaded, the plan expects " +

@@ -20,6 +20,9 @@
 //   P::kArgmax                                   EpiArgmax: the kernel also folds each row's argmax (gemv only)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
+//   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
+//                                                read once and passed as a last argument to store1/store2 by
+//                                                the kernels that store many columns of a row
 // A pointwise C may alias p.residual (an in-place residual add): each residual element is read by the thread
 // that writes that element of C, just before the write, and never through the read-only (.nc) path.
 //
@@ -90,6 +93,8 @@ struct ActRelu {
 template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   static constexpr bool kPairs = false;
   static constexpr bool kArgmax = false;
+  struct Row {};
+  __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
   template <int N> __device__ __forceinline__ static float apply(float acc, int row, int col, const EpiParams &p) {
     float v = acc;
@@ -103,6 +108,14 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   template <int N>
   __device__ __forceinline__ static void store1(bf16 *C, float acc, int row, int col, const EpiParams &p) {
     C[static_cast<long long>(row) * N + col] = toBf16(apply<N>(acc, row, col, p));
+  }
+  template <int N>
+  __device__ __forceinline__ static void store1(bf16 *C, float acc, int row, int col, const EpiParams &p, const Row &) {
+    store1<N>(C, acc, row, col, p);
+  }
+  template <int N>
+  __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p, const Row &) {
+    store2<N>(C, acc, row, col, p);
   }
 
   template <int N>
@@ -141,11 +154,17 @@ struct EpiArgmax : EpiPointwise<false, ActNone, false, false> {
 template <class Act> struct EpiGated {
   static constexpr bool kPairs = true;
   static constexpr bool kArgmax = false;
+  struct Row {};
+  __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &) {
     static_assert(N % 2 == 0, "EpiGated: W interleaves gate and up rows, so N must be even");
     C[static_cast<long long>(row) * (N / 2) + col / 2] = toBf16(Act::f(acc.x) * acc.y);
+  }
+  template <int N>
+  __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p, const Row &) {
+    store2<N>(C, acc, row, col, p);
   }
 };
 
@@ -154,14 +173,30 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   static constexpr bool kArgmax = false;
   static constexpr int QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM;
 
+  // The row's position and cache sequence, read once per row by the kernels that store many columns of it
+  // (gemm, gemmWgmma): loaded inside store2 they would be loaded again after every store, which might alias.
+  struct Row {
+    int pos, seq;
+  };
+  __device__ __forceinline__ static Row rowOf(int row, const EpiParams &p) {
+    return {__ldg(p.positions + row), __ldg(p.seq_of + row)};
+  }
+
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p) {
+    store2<N>(C, acc, row, col, p, rowOf(row, p));
+  }
+
+  template <int N>
+  __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
+                                                const Row &r) {
     static_assert(N == QD + 2 * KVD, "EpiQkv: W must stack (HEADS + 2 KV_HEADS) * HEAD_DIM rows");
     static_assert(HEAD_DIM % 2 == 0, "EpiQkv: HEAD_DIM must be even");
+    const int pos = r.pos;
     float a = acc.x, b = acc.y;
     if constexpr (BIAS) {
-      a += toFloat(p.bias[col]);
-      b += toFloat(p.bias[col + 1]);
+      a += toFloat(__ldg(p.bias + col));
+      b += toFloat(__ldg(p.bias + col + 1));
     }
     const int region = col < QD ? 0 : col < QD + KVD ? 1 : 2; // q, k, v
     const int local = col - (region == 0 ? 0 : region == 1 ? QD : QD + KVD);
@@ -169,7 +204,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     if (region == 0) {
       dst = C + static_cast<long long>(row) * QD;
     } else {
-      const int seq = p.seq_of[row], pos = p.positions[row];
+      const int seq = r.seq;
       if (seq < 0 || pos < 0 || pos >= p.max_seq) return; // as kv_write (rope.cuh): never outside the cache
       dst = (region == 1 ? p.k_cache : p.v_cache) + (static_cast<long long>(seq) * p.max_seq + pos) * KVD;
     }
@@ -178,7 +213,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     if (ROPE != 0 && region < 2) {
       // As rope.cuh: the angle (float)pos * inv_freq[i] in fp32, then sincosf.
       float s, c;
-      sincosf(static_cast<float>(p.positions[row]) * p.inv_freq[i], &s, &c);
+      sincosf(static_cast<float>(pos) * __ldg(p.inv_freq + i), &s, &c);
       const float ra = a * c - b * s, rb = b * c + a * s;
       a = ra;
       b = rb;
@@ -197,17 +232,18 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
 };
 
 // Stores the accumulators of C[row][col] and C[row][col + 1] (col even) through policy Epi, leaving out what
-// lies past M rows or N columns; COL_TAIL false says the caller's tiles never reach past N. Even N: pairs
+// lies past N columns; COL_TAIL false says the caller's tiles never reach past N. Even N: pairs
 // (col < N implies col + 1 < N); odd N (GPT-2's vocabulary 50257): one element at a time, pointwise only.
+// `r` is Epi::rowOf(row, epi), read once for all the row's columns; the caller has checked row < M.
 template <int N, bool COL_TAIL, class Epi>
-__device__ __forceinline__ void storeAccPair(bf16 *C, int M, int row, int col, float x, float y, const EpiParams &epi) {
-  if (row >= M) return;
+__device__ __forceinline__ void storeAccPair(bf16 *C, int row, int col, float x, float y, const EpiParams &epi,
+                                             const typename Epi::Row &r) {
   if constexpr (N % 2 == 0) {
     if (COL_TAIL && col >= N) return;
-    Epi::template store2<N>(C, make_float2(x, y), row, col, epi);
+    Epi::template store2<N>(C, make_float2(x, y), row, col, epi, r);
   } else {
-    if (col < N) Epi::template store1<N>(C, x, row, col, epi);
-    if (col + 1 < N) Epi::template store1<N>(C, y, row, col + 1, epi);
+    if (col < N) Epi::template store1<N>(C, x, row, col, epi, r);
+    if (col + 1 < N) Epi::template store1<N>(C, y, row, col + 1, epi, r);
   }
 }
 

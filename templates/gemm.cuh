@@ -233,17 +233,18 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32)
   // with row = lane / 4 and col = 2 (lane % 4) inside the 16x8 fragment.
   static_assert(!Epi::kPairs || N % 2 == 0, "gemm: this epilogue needs column pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemm: the argmax epilogue runs in the FMA gemv only");
-  auto store = [&](int row, int col, float x, float y) {
-    storeAccPair<N, N % BN != 0, Epi>(C, M, row, col, x, y, epi);
-  };
 #pragma unroll
   for (int i = 0; i < kFragM; ++i) {
-    const int row = m0 + warpM * kWarpM + i * 16 + lane / 4;
 #pragma unroll
-    for (int j = 0; j < kFragN; ++j) {
-      const int col = n0 + warpN * kWarpN + j * 8 + (lane % 4) * 2;
-      store(row, col, acc[i][j][0], acc[i][j][1]);
-      store(row + 8, col, acc[i][j][2], acc[i][j][3]);
+    for (int half = 0; half < 2; ++half) { // rows g and g + 8 of the fragment
+      const int row = m0 + warpM * kWarpM + i * 16 + lane / 4 + 8 * half;
+      if (row >= M) continue;
+      const typename Epi::Row r = Epi::rowOf(row, epi);
+#pragma unroll
+      for (int j = 0; j < kFragN; ++j) {
+        const int col = n0 + warpN * kWarpN + j * 8 + (lane % 4) * 2;
+        storeAccPair<N, N % BN != 0, Epi>(C, row, col, acc[i][j][2 * half], acc[i][j][2 * half + 1], epi, r);
+      }
     }
   }
 }

@@ -128,12 +128,16 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     if (lane == 0) mbarArrive(empty + 8 * previous);
 
     // Epilogue straight from the accumulators (layout in hopper.cuh), through the policy.
-    const int row = tileM * BM + c * 64 + warp * 16 + lane / 4;
     const int col0 = tileN * BN + (lane % 4) * 2;
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      storeAccPair<N, N % BN != 0, Epi>(p.C, M, row, col0 + 8 * j, acc[4 * j], acc[4 * j + 1], p.epi);
-      storeAccPair<N, N % BN != 0, Epi>(p.C, M, row + 8, col0 + 8 * j, acc[4 * j + 2], acc[4 * j + 3], p.epi);
+    for (int half = 0; half < 2; ++half) { // rows g and g + 8 of the warp's 16
+      const int row = tileM * BM + c * 64 + warp * 16 + lane / 4 + 8 * half;
+      if (row >= M) continue;
+      const typename Epi::Row r = Epi::rowOf(row, p.epi);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+        storeAccPair<N, N % BN != 0, Epi>(p.C, row, col0 + 8 * j, acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1],
+                                          p.epi, r);
     }
   }
 }

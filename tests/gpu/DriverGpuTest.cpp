@@ -117,6 +117,16 @@ TEST(DriverGpu, UploadDownloadRoundTrip) {
 
   std::string overrun = errorText(buf.upload(host.data(), 8, buf.size() - 4));
   EXPECT_NE(overrun.find("overruns a device buffer"), std::string::npos) << overrun;
+
+  // The asynchronous upload: the same range check before anything is enqueued, and the bytes land.
+  std::string asyncOverrun = errorText(buf.uploadAsync(host.data(), 8, buf.size() - 4, nullptr));
+  EXPECT_NE(asyncOverrun.find("overruns a device buffer"), std::string::npos) << asyncOverrun;
+  std::vector<uint32_t> words(4, 0x01020304u);
+  MINFER_ASSERT_OK(buf.uploadAsync(words.data(), 16, 0, nullptr));
+  MINFER_ASSERT_OK(cuda::synchronize());
+  std::vector<uint32_t> head(4);
+  MINFER_ASSERT_OK(buf.download(head.data(), 16));
+  EXPECT_EQ(head, words);
 }
 
 TEST(DriverGpu, FillSetsEveryByte) {

@@ -42,8 +42,8 @@ llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t
     const TensorMapArg &m = wanted[i];
     int field = layout.find(m.pointer);
     if (field < 0 || layout.fields[field].type != ParamType::Ptr)
-      return ir::makeError("launch of " + spec.name() + ": its tensor map reads field '" + m.pointer + "', which " +
-                           layout.name + " has not as a pointer");
+      return ir::makeError("launch of " + spec.name() + ": its tensor map reads field '" + m.pointer +
+                           "', which is not a pointer field of " + layout.name);
     uint64_t base;
     std::memcpy(&base, static_cast<const uint8_t *>(params) + layout.fields[field].offset, sizeof base);
     auto map = cuda::encodeTensorMap2D(base, m.inner, m.outer, m.boxInner, m.boxOuter);

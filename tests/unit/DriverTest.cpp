@@ -3,6 +3,8 @@
 // API entry returning init()'s error instead of crashing when called without init. With a GPU present
 // the no-driver cases skip; tests/gpu/DriverGpuTest.cpp covers the GPU side.
 #include "runtime/Driver.h"
+#include "runtime/KernelLoader.h"
+#include "compiler/kernels/Gemm.h"
 #include "common/TestFiles.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -13,6 +15,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 using namespace minfer;
 using llvm::StringRef;
@@ -138,6 +141,39 @@ TEST(Driver, DefaultConstructedObjectsAreInertAndSayWhy) {
   cuda::Module movedMod = std::move(mod);
   cuda::EventTimer movedTimer = std::move(timer);
   EXPECT_EQ(moved.ptr(), 0u);
+}
+
+// Tensor maps (the wgmma kernels' TMA descriptors): the shapes the driver would refuse are refused first,
+// with the numbers, with or without a GPU.
+TEST(Driver, TensorMapsTheDriverCannotEncodeAreRefusedWithTheShape) {
+  for (auto [base, inner, outer, boxInner, boxOuter] :
+       {std::tuple<uint64_t, int64_t, int64_t, int, int>{0x1008, 64, 64, 64, 64}, // base not 16-byte aligned
+        {0x1000, 100, 64, 64, 64},                                               // rows not a multiple of 8
+        {0x1000, 64, 0, 64, 64},                                                 // no rows
+        {0x1000, 64, 64, 128, 64},                                               // box wider than 128 bytes
+        {0x1000, 64, 64, 64, 512}})                                              // box taller than 256
+    EXPECT_TRUE(failsMentioning(cuda::encodeTensorMap2D(base, inner, outer, boxInner, boxOuter),
+                                {"tensor map of a " + std::to_string(outer) + " x " + std::to_string(inner),
+                                 "16-byte aligned"}));
+}
+
+// A spec whose tensor map names a field its Params lacks (or one that is not a pointer) is an error at the
+// launch, before anything reaches the driver.
+TEST(Driver, ATensorMapOfAFieldThatIsNoPointerIsRefusedAtLaunch) {
+  struct BadMaps : GemmSpec {
+    using GemmSpec::GemmSpec;
+    const char *field = "";
+    std::vector<TensorMapArg> tensorMaps(int64_t) const override { return {TensorMapArg{field, 64, 64, 64, 64}}; }
+  };
+  BadMaps spec(64, 64, Epilogue::None, GemmTile::hopper(64, 64, 2));
+  MatmulParams p;
+  cuda::Function fn;
+  fn.name = "gemm";
+  for (const char *field : {"rows", "no_such_field"}) {
+    spec.field = field;
+    EXPECT_TRUE(failsMentioning(launchSpec(fn, spec, 64, &p), {spec.name(), std::string("'") + field + "'",
+                                                               "not a pointer field of minfer::MatmulParams"}));
+  }
 }
 
 } // namespace

@@ -188,7 +188,13 @@ std::optional<std::string> TuningDb::newestFor(llvm::StringRef cacheDir, llvm::S
       continue;
     }
     llvm::sys::fs::file_status st;
-    if (db->device.target() != target || llvm::sys::fs::status(it->path(), st)) continue;
+    // The same SM: a 9.0 device's database serves sm_90 and sm_90a builds (tiles a target cannot run
+    // fall back to the default when the plan reads them).
+    auto dbTarget = parseTarget(db->device.target()), wanted = parseTarget(target);
+    bool sameSm = dbTarget && wanted && dbTarget->smVersion() == wanted->smVersion();
+    if (!dbTarget) llvm::consumeError(dbTarget.takeError());
+    if (!wanted) llvm::consumeError(wanted.takeError());
+    if (!sameSm || llvm::sys::fs::status(it->path(), st)) continue;
     if (!best || st.getLastModificationTime() > bestTime) best = it->path(), bestTime = st.getLastModificationTime();
   }
   return best;

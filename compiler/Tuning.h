@@ -76,8 +76,9 @@ public:
   static TuningDb load(llvm::StringRef path, const DeviceFingerprint &device, std::string *warning);
   // Reads whatever database `path` holds (for --show and bundle builds); an error when it does not parse.
   static llvm::Expected<TuningDb> read(llvm::StringRef path);
-  // The most recently written readable database in `cacheDir`'s tuning directory for `target` ("sm_90"), for
-  // builds on a machine that is not the device (bundles); nullopt when there is none.
+  // The most recently written readable database in `cacheDir`'s tuning directory whose device has the SM of
+  // `target` ("sm_90" and "sm_90a" both take a 9.0 device's), for builds on a machine that is not the device
+  // (bundles); nullopt when there is none.
   static std::optional<std::string> newestFor(llvm::StringRef cacheDir, llvm::StringRef target);
   // Writes to a temporary file and renames it over `path`: a reader sees the old or the new file, whole.
   llvm::Error save(llvm::StringRef path) const;

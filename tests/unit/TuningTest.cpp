@@ -275,6 +275,20 @@ TEST(TuningPlan, APlanTakesItsTilesFromTheDatabaseAndSaysWhich) {
 
 // A stray file in the tuning directory nested a million levels deep once overflowed the stack of every
 // compile (llvm::json::parse recurses per level); now it is an error naming the file and the byte.
+// A bundle build away from the device takes the newest database of a device with the target's SM: an H200's
+// (which the runtime compiles sm_90a for) serves sm_90a and sm_90 builds, not sm_89 ones.
+TEST(TuningDb, BundleBuildsFindTheDatabaseOfTheirSm) {
+  test::TempDir tmp;
+  TuningDb db;
+  db.device = h200();
+  EXPECT_EQ(db.device.target(), "sm_90a");
+  std::string path = TuningDb::pathFor(tmp.path(), db.device);
+  ASSERT_FALSE(bool(db.save(path)));
+  EXPECT_EQ(TuningDb::newestFor(tmp.path(), "sm_90a"), path);
+  EXPECT_EQ(TuningDb::newestFor(tmp.path(), "sm_90"), path);
+  EXPECT_EQ(TuningDb::newestFor(tmp.path(), "sm_89"), std::nullopt);
+}
+
 TEST(TuningDb, DeeplyNestedJsonIsAnErrorNotACrash) {
   test::TempDir tmp;
   std::string path = tmp.write("deep.json", std::string(1000000, '[') + std::string(1000000, ']'));

@@ -177,6 +177,13 @@ TuningDb TuningDb::load(llvm::StringRef path, const DeviceFingerprint &device, s
 }
 
 std::optional<std::string> TuningDb::newestFor(llvm::StringRef cacheDir, llvm::StringRef target) {
+  // The same SM: a 9.0 device's database serves sm_90 and sm_90a builds (tiles a target cannot run fall
+  // back to the default when the plan reads them).
+  auto wanted = parseTarget(target);
+  if (!wanted) {
+    llvm::consumeError(wanted.takeError());
+    return std::nullopt;
+  }
   std::optional<std::string> best;
   llvm::sys::TimePoint<> bestTime;
   std::error_code ec;
@@ -188,13 +195,8 @@ std::optional<std::string> TuningDb::newestFor(llvm::StringRef cacheDir, llvm::S
       continue;
     }
     llvm::sys::fs::file_status st;
-    // The same SM: a 9.0 device's database serves sm_90 and sm_90a builds (tiles a target cannot run
-    // fall back to the default when the plan reads them).
-    auto dbTarget = parseTarget(db->device.target()), wanted = parseTarget(target);
-    bool sameSm = dbTarget && wanted && dbTarget->smVersion() == wanted->smVersion();
-    if (!dbTarget) llvm::consumeError(dbTarget.takeError());
-    if (!wanted) llvm::consumeError(wanted.takeError());
-    if (!sameSm || llvm::sys::fs::status(it->path(), st)) continue;
+    if (db->device.ccMajor * 10 + db->device.ccMinor != wanted->smVersion() || llvm::sys::fs::status(it->path(), st))
+      continue;
     if (!best || st.getLastModificationTime() > bestTime) best = it->path(), bestTime = st.getLastModificationTime();
   }
   return best;

@@ -34,16 +34,15 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
     if (t.bm != 64 && t.bm != 128) return invalid(t, "BM must be 64 or 128 (one or two consumer warpgroups)");
     if (t.bn != 64 && t.bn != 128 && t.bn != 256) return invalid(t, "BN must be 64, 128 or 256 (a wgmma's N)");
     if (t.bk != 64 || t.warpsM != 0 || t.warpsN != 0) return invalid(t, "BK is 64 and warps are not chosen");
-    if (t.stages < 2) return invalid(t, "STAGES must be at least 2");
   } else {
     if (t.bk != 32 && t.bk != 64 && t.bk != 128) return invalid(t, "BK must be 32, 64 or 128");
     if (t.warpsM < 1 || t.warpsN < 1 || t.warpsM * t.warpsN > 16) return invalid(t, "1 to 16 warps per block");
     if (t.bm <= 0 || t.bm % (16 * t.warpsM) != 0) return invalid(t, "BM must be a multiple of 16 * WARPS_M");
     if (t.bn <= 0 || t.bn % (16 * t.warpsN) != 0) return invalid(t, "BN must be a multiple of 16 * WARPS_N");
-    if (t.stages < 2) return invalid(t, "STAGES must be at least 2");
     if ((t.bm / t.warpsM) * (t.bn / t.warpsN) > 128 * 64)
       return invalid(t, "a warp tile above 128x64 needs more than 256 accumulator registers per thread");
   }
+  if (t.stages < 2) return invalid(t, "STAGES must be at least 2");
   if (t.sharedBytes() > target.maxSharedBytesPerBlock())
     return invalid(t, llvm::Twine(t.sharedBytes()) + " bytes of shared memory exceed the " +
                           llvm::Twine(target.maxSharedBytesPerBlock()) + " a block may use on " + target.name);
@@ -89,36 +88,20 @@ std::vector<TensorMapArg> GemmSpec::tensorMaps(int64_t rows) const {
 }
 
 llvm::json::Object GemmSpec::toJSON() const {
-  if (tile.wgmma)
-    return llvm::json::Object{
-        {"family", "gemm"},
-        {"n", n},
-        {"k", k},
-        {"epilogue", epi.suffix()},
-        {"tile", llvm::json::Object{{"kind", "wgmma"},
-                                    {"bm", tile.bm},
-                                    {"bn", tile.bn},
-                                    {"bk", tile.bk},
-                                    {"stages", tile.stages},
-                                    {"consumer_warpgroups", tile.bm / 64}}},
-        {"threads", tile.threads()},
-        {"shared_bytes", tile.sharedBytes()},
-        {"persistent_blocks", smCount},
-    };
-  return llvm::json::Object{
-      {"family", "gemm"},
-      {"n", n},
-      {"k", k},
-      {"epilogue", epi.suffix()},
-      {"tile", llvm::json::Object{{"bm", tile.bm},
-                                  {"bn", tile.bn},
-                                  {"bk", tile.bk},
-                                  {"stages", tile.stages},
-                                  {"warps_m", tile.warpsM},
-                                  {"warps_n", tile.warpsN}}},
-      {"threads", tile.threads()},
-      {"shared_bytes", tile.sharedBytes()},
+  llvm::json::Object t{{"bm", tile.bm}, {"bn", tile.bn}, {"bk", tile.bk}, {"stages", tile.stages}};
+  if (tile.wgmma) {
+    t["kind"] = "wgmma";
+    t["consumer_warpgroups"] = tile.bm / 64;
+  } else {
+    t["warps_m"] = tile.warpsM;
+    t["warps_n"] = tile.warpsN;
+  }
+  llvm::json::Object o{
+      {"family", "gemm"},         {"n", n}, {"k", k}, {"epilogue", epi.suffix()}, {"tile", std::move(t)},
+      {"threads", tile.threads()}, {"shared_bytes", tile.sharedBytes()},
   };
+  if (tile.wgmma) o["persistent_blocks"] = smCount;
+  return o;
 }
 
 llvm::Error GemmSpec::validate(const Target &target) const {

@@ -3,6 +3,8 @@
 
 #include "ir/Diagnostics.h"
 
+#include "llvm/ADT/SmallVector.h"
+
 #include <cstring>
 #include <vector>
 
@@ -36,8 +38,9 @@ llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t
                        cuda::StreamHandle stream, bool dependent) {
   const ParamsLayout &layout = spec.params();
   std::vector<TensorMapArg> wanted = spec.tensorMaps(rows);
-  std::vector<cuda::TensorMap> maps(wanted.size());
-  std::vector<void *> args = {const_cast<void *>(params)}; // the driver copies the arguments at the launch
+  // No heap work on the launch path for the common case: the Params and at most two maps.
+  llvm::SmallVector<cuda::TensorMap, 2> maps(wanted.size());
+  llvm::SmallVector<void *, 3> args = {const_cast<void *>(params)}; // the driver copies the arguments at the launch
   for (size_t i = 0; i < wanted.size(); ++i) {
     const TensorMapArg &m = wanted[i];
     int field = layout.find(m.pointer);

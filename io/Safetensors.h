@@ -53,6 +53,11 @@ public:
   /// The tensor's raw little-endian bytes, mapped from the file. `info` must come from this file
   /// (from tensors() or find()); anything else yields an empty range.
   llvm::ArrayRef<uint8_t> bytes(const TensorInfo &info) const;
+  /// The whole file as mapped: a view from bytes() starts `view.data() - mapped().data()` bytes into the
+  /// file, so a reader may fetch the same bytes with pread rather than through the mapping.
+  llvm::ArrayRef<uint8_t> mapped() const {
+    return {reinterpret_cast<const uint8_t *>(Buffer->getBufferStart()), Buffer->getBufferSize()};
+  }
   /// The header's "__metadata__" map (empty when the header has none).
   const std::map<std::string, std::string> &metadata() const { return Metadata; }
 

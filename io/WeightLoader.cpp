@@ -180,6 +180,19 @@ void convertF16ToBf16(const uint8_t *src, uint8_t *dst, size_t n) {
   }
 }
 
+llvm::Expected<std::vector<StoredPart>> storedParts(const ir::Module &m, const Checkpoint &ckpt, int weight,
+                                                    int64_t layer) {
+  const ir::WeightDecl &w = m.weights[static_cast<size_t>(weight)];
+  std::vector<StoredPart> parts;
+  for (int p : w.packed() ? w.parts : std::vector<int>{weight}) {
+    const ir::WeightDecl &d = m.weights[static_cast<size_t>(p)];
+    auto ref = lookup(d, layer, ckpt);
+    if (!ref) return ref.takeError();
+    parts.push_back(StoredPart{ref->file->bytes(*ref->info), d.type.dtype, d.transposed});
+  }
+  return parts;
+}
+
 llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight, int64_t layer, ir::DType dtype,
                          size_t chunkBytes,
                          llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink,

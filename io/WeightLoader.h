@@ -35,8 +35,19 @@ llvm::Error streamWeight(const ir::Module &, const Checkpoint &, int weight, int
                          llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink,
                          llvm::ArrayRef<int64_t> rowOrder = {}, std::vector<uint8_t> *scratch = nullptr);
 
-// `n` f16 values at `src` to bf16 at `dst` (unaligned, little-endian), rounded to nearest even, NaNs kept
-// NaNs: what floatToBf16(f16ToFloat(x)) gives, vectorised where the CPU allows.
+// The checkpoint tensors behind layer `layer` of weight `weight`, as stored: the weight itself, or a packed
+// weight's parts in the order they stack. A loader that can lay the rows out and convert the dtype itself
+// (the GPU engine) streams these views rather than streamWeight's converted rows.
+struct StoredPart {
+  llvm::ArrayRef<uint8_t> bytes; // a view of the mapped file
+  ir::DType dtype;
+  bool transposed;
+};
+llvm::Expected<std::vector<StoredPart>> storedParts(const ir::Module &, const Checkpoint &, int weight, int64_t layer);
+
+// `n` f16 values at `src` to bf16 at `dst` (unaligned, little-endian; `dst` may be `src`, converting in
+// place), rounded to nearest even, NaNs kept NaNs: what floatToBf16(f16ToFloat(x)) gives, vectorised where
+// the CPU allows.
 void convertF16ToBf16(const uint8_t *src, uint8_t *dst, size_t n);
 
 } // namespace minfer

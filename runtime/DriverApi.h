@@ -65,8 +65,8 @@ constexpr unsigned kDefaultDynamicSharedLimit = 48 * 1024;
   X(cuGraphLaunch, 10000)                                                                                    \
   X(cuGraphExecDestroy, 10000)                                                                               \
   X(cuGraphDestroy, 10000)                                                                                   \
-  X(cuMemHostAlloc, 2020)                                                                                    \
-  X(cuMemFreeHost, 2000)                                                                                     \
+  X(cuMemHostRegister, 6050)                                                                                 \
+  X(cuMemHostUnregister, 4000)                                                                               \
   X(cuMemcpy2DAsync, 3020)                                                                                   \
   X(cuTensorMapEncodeTiled, 12000)
 

@@ -14,6 +14,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ThreadPool.h"
 
+#include <cassert>
 #include <chrono>
 #include <cstring>
 
@@ -21,7 +22,8 @@ namespace minfer::rt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double msSince(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double msBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+double msSince(Clock::time_point t) { return msBetween(t, Clock::now()); }
 
 
 constexpr size_t kAlign = 256;
@@ -29,22 +31,32 @@ constexpr size_t kAlign = 256;
 std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
 
 // Weights go to the GPU through kStagingSlots page-locked buffers of one chunk each, in turn: a chunk is
-// copied into a free slot by up to kStagingThreads threads (a mapped file's page faults and the copy run in
-// parallel), then to the device asynchronously on the upload stream while the next slot fills. Where
-// page-locked memory cannot be had, each chunk is uploaded synchronously from where it is.
+// filled by up to kStagingThreads threads, then copied to the device asynchronously on the upload stream
+// while the next slot fills. Bytes that are a view of a checkpoint file's mapping are read from the file
+// with pread (one copy in the kernel, from the page cache), never through the mapping, whose first touch
+// faults every page in (that held 8 threads to ~8 GB/s); other bytes (converted or reordered on the host)
+// are copied. Where page-locked memory cannot be had, each chunk is uploaded synchronously from where it is.
 class StagedUpload {
 public:
   static constexpr int kStagingSlots = 4;
-  static constexpr unsigned kStagingThreads = 8;
+  static constexpr unsigned kStagingThreads = 16;
 
-  explicit StagedUpload(size_t chunkBytes) : pool(stagingThreads()) {
+  StagedUpload(size_t chunkBytes, const Checkpoint &ckpt) : pool(stagingThreads()) {
+    for (const SafetensorsFile *f : ckpt.files()) {
+      auto fd = llvm::sys::fs::openNativeFileForRead(f->path());
+      if (!fd) { // the mapping still serves
+        llvm::consumeError(fd.takeError());
+        continue;
+      }
+      files.push_back(OpenFile{f->path().str(), f->mapped(), *fd});
+    }
     auto st = cuda::Stream::create();
     if (!st) {
       llvm::consumeError(st.takeError());
       return;
     }
     for (int i = 0; i < kStagingSlots; ++i) {
-      auto b = cuda::PinnedBuffer::alloc(chunkBytes);
+      auto b = cuda::PinnedBuffer::alloc(chunkBytes, kStagingThreads);
       auto ev = cuda::Event::create();
       if (!b || !ev) {
         if (!b) llvm::consumeError(b.takeError());
@@ -57,17 +69,25 @@ public:
     stream = std::move(*st);
   }
 
-  // Copies `bytes` to `mem` at `offset` (asynchronously: `bytes` may be reused as soon as this returns).
-  llvm::Error put(cuda::DeviceBuffer &mem, size_t offset, llvm::ArrayRef<uint8_t> bytes) {
-    if (slots.empty()) return mem.upload(bytes.data(), bytes.size(), offset);
+  // Copies `bytes` to `mem` at `offset` (asynchronously: `bytes` may be reused as soon as this returns),
+  // f16 converted to bf16 on the way when `f16ToBf16`.
+  llvm::Error put(cuda::DeviceBuffer &mem, size_t offset, llvm::ArrayRef<uint8_t> bytes, bool f16ToBf16 = false) {
+    if (slots.empty()) {
+      assert(!f16ToBf16 && "the engine converts only through the staging buffers");
+      return mem.upload(bytes.data(), bytes.size(), offset);
+    }
     const size_t slotBytes = slots[0].host.size();
     for (size_t done = 0; done < bytes.size(); done += slotBytes) {
       size_t n = std::min(slotBytes, bytes.size() - done);
       Slot &s = slots[next];
       next = (next + 1) % slots.size();
+      auto t0 = Clock::now();
       if (s.busy)
         if (auto e = s.copied.synchronize()) return e;
-      copyParallel(s.host.data(), bytes.data() + done, n);
+      auto t1 = Clock::now();
+      waitMs += msBetween(t0, t1);
+      if (auto e = fill(s.host.data(), bytes.data() + done, n, f16ToBf16)) return e;
+      readMs += msSince(t1);
       if (auto e = mem.uploadAsync(s.host.data(), n, offset + done, stream.handle())) return e;
       if (auto e = s.copied.record(stream.handle())) return e;
       s.busy = true;
@@ -79,11 +99,21 @@ public:
   cuda::StreamHandle handle() const { return stream.handle(); }
 
   // Waits for every copy put so far.
-  llvm::Error finish() { return slots.empty() ? llvm::Error::success() : stream.synchronize(); }
+  llvm::Error finish() {
+    if (slots.empty()) return llvm::Error::success();
+    auto t0 = Clock::now();
+    auto e = stream.synchronize();
+    waitMs += msSince(t0);
+    return e;
+  }
+
+  double readMs = 0; // in fill()
+  double waitMs = 0; // for a slot, or in finish()
 
   // No slot may be freed while a copy reads it (an upload that failed part-way).
   ~StagedUpload() {
     if (!slots.empty()) llvm::consumeError(stream.synchronize());
+    for (OpenFile &f : files) llvm::sys::fs::closeFile(f.fd);
   }
 
 private:
@@ -99,33 +129,68 @@ private:
     return s;
   }
 
-  // memcpy in pieces of at least 4 MiB, one piece a thread.
-  void copyParallel(uint8_t *dst, const uint8_t *src, size_t n) {
-    const size_t piece = std::max<size_t>(4u << 20, llvm::divideCeil(n, pool.getThreadCount()));
+  struct OpenFile {
+    std::string path;
+    llvm::ArrayRef<uint8_t> mapped; // the file as the checkpoint maps it
+    llvm::sys::fs::file_t fd;
+  };
+
+  // `n` bytes at `src` into `dst`, in pieces of at least 256 KiB, one piece a thread: read from the file
+  // when `src` lies in a checkpoint's mapping, else copied; with `f16ToBf16`, converted in place a 1 MiB
+  // slice at a time, while the slice is in the core's cache. A failed read is an error naming the file.
+  llvm::Error fill(uint8_t *dst, const uint8_t *src, size_t n, bool f16ToBf16) {
+    const OpenFile *file = nullptr;
+    for (const OpenFile &f : files)
+      if (src >= f.mapped.begin() && src + n <= f.mapped.end()) file = &f;
+    const size_t piece = llvm::alignTo(std::max<size_t>(256u << 10, llvm::divideCeil(n, pool.getThreadCount())), 4096);
+    std::vector<std::string> failures(llvm::divideCeil(n, piece));
+    auto one = [=, &failures](size_t off) {
+      const size_t end = off + std::min(piece, n - off);
+      constexpr size_t kSlice = 1u << 20; // even: f16 values are never split
+      for (size_t at = off; at < end; at += kSlice) {
+        const size_t len = std::min(kSlice, end - at);
+        if (!file) {
+          std::memcpy(dst + at, src + at, len);
+        } else {
+          const uint64_t fileAt = static_cast<uint64_t>(src + at - file->mapped.data());
+          for (size_t got = 0; got < len;) {
+            auto r = llvm::sys::fs::readNativeFileSlice(
+                file->fd, llvm::MutableArrayRef<char>(reinterpret_cast<char *>(dst + at + got), len - got), fileAt + got);
+            if (!r || *r == 0) {
+              failures[off / piece] = file->path + ": " + (r ? "the file ended early" : llvm::toString(r.takeError()));
+              return;
+            }
+            got += *r;
+          }
+        }
+        if (f16ToBf16) convertF16ToBf16(dst + at, dst + at, len / 2);
+      }
+    };
     if (n <= piece) {
-      std::memcpy(dst, src, n);
-      return;
+      one(0);
+    } else {
+      for (size_t off = 0; off < n; off += piece) pool.async([&one, off] { one(off); });
+      pool.wait();
     }
-    for (size_t off = 0; off < n; off += piece)
-      pool.async([=] { std::memcpy(dst + off, src + off, std::min(piece, n - off)); });
-    pool.wait();
+    for (const std::string &f : failures)
+      if (!f.empty()) return ir::makeError("reading the weights: " + f);
+    return llvm::Error::success();
   }
 
   llvm::ThreadPool pool;
+  std::vector<OpenFile> files;
   cuda::Stream stream;
   std::vector<Slot> slots;
   size_t next = 0;
 };
 
-// Whether every checkpoint tensor behind buffer `b` is stored as the kernels read it (its dtype, not
-// transposed): then only its rows' order differs, and that can be done on the device.
-bool storedAsLoaded(const ir::Module &m, const PlanBuffer &b) {
-  const ir::WeightDecl &w = m.weights[b.weight];
-  for (int p : w.packed() ? w.parts : std::vector<int>{b.weight}) {
-    const ir::WeightDecl &d = m.weights[static_cast<size_t>(p)];
-    if (d.type.dtype != b.dtype || d.transposed) return false;
-  }
-  return true;
+// Whether the stored parts can go up as they are, with at most an f16 -> bf16 conversion on the way (the
+// staging buffers do it): none transposed, each of the buffer's dtype or f16 for a bf16 buffer. The rows'
+// order, where the plan wants another, is then made on the device.
+bool uploadableAsStored(llvm::ArrayRef<StoredPart> parts, ir::DType dtype) {
+  return llvm::all_of(parts, [&](const StoredPart &p) {
+    return !p.transposed && (p.dtype == dtype || (p.dtype == ir::DType::F16 && dtype == ir::DType::BF16));
+  });
 }
 
 // Plan.h rowOrder's layouts as strided device copies from `src` (the rows as stored, parts stacked) to
@@ -282,7 +347,8 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   if (!buf) return buf.takeError();
   weightMemory = std::move(*buf);
   cuda::DeviceBuffer stacked; // a packed weight's parts as stored, before layOutRows (outlives `staging`'s copies)
-  StagedUpload staging(chunkBytes);
+  StagedUpload staging(chunkBytes, *ckpt);
+  st.weightsSetupMs = msSince(t0);
   std::vector<uint8_t> scratch; // streamWeight's chunk buffer for reordered and converted weights, kept throughout
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
@@ -301,24 +367,29 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     const int64_t rows = w.type.shape[0].value;
     std::vector<int64_t> order = rowOrder(b, rows);
     bool laidOutOnDevice = false; // the packed layout was made by strided device copies from `stacked`
-    // A packed weight's layout: its parts go up as stored (the fast path) into `stacked`, then strided
+    // The fast path: the stored parts go up as they are (f16 converted in the staging buffers), stacked, to
+    // the weight's place, or, where the plan orders the rows otherwise, to `stacked`, from which strided
     // device copies lay the rows out, rather than the host gathering them row by row.
-    if (!order.empty() && staging.pinned() && storedAsLoaded(*mod, b)) {
-      if (stacked.size() < static_cast<size_t>(b.fixedBytes)) {
+    auto parts = storedParts(*mod, *ckpt, b.weight, b.layer);
+    if (!parts) return parts.takeError();
+    if (staging.pinned() && uploadableAsStored(*parts, b.dtype)) {
+      if (!order.empty() && stacked.size() < static_cast<size_t>(b.fixedBytes)) {
         if (auto e = staging.finish()) return e; // the old buffer may still be read
         stacked = cuda::DeviceBuffer();
         auto sb = cuda::DeviceBuffer::alloc(static_cast<size_t>(b.fixedBytes));
         if (sb) stacked = std::move(*sb);
         else llvm::consumeError(sb.takeError()); // no room: the host lays the rows out below
       }
-      if (stacked.size() >= static_cast<size_t>(b.fixedBytes)) {
-        auto toStacked = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
-          written += bytes.size();
-          return staging.put(stacked, offset, bytes);
-        };
-        if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, toStacked, {}, &scratch)) return e;
+      if (order.empty() || stacked.size() >= static_cast<size_t>(b.fixedBytes)) {
+        cuda::DeviceBuffer &to = order.empty() ? weightMemory : stacked;
+        size_t at = order.empty() ? offsets[i] : 0;
+        for (const StoredPart &part : *parts) {
+          if (auto e = staging.put(to, at + written, part.bytes, part.dtype != b.dtype)) return e;
+          written += part.bytes.size();
+        }
         size_t rowBytes = static_cast<size_t>(b.fixedBytes / rows);
-        if (auto e = layOutRows(b, rows, rowBytes, pointers[i], stacked.ptr(), staging.handle())) return e;
+        if (!order.empty())
+          if (auto e = layOutRows(b, rows, rowBytes, pointers[i], stacked.ptr(), staging.handle())) return e;
         laidOutOnDevice = true;
       }
     }
@@ -329,6 +400,8 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
                   std::to_string(b.fixedBytes));
   }
   if (auto e = staging.finish()) return e;
+  st.weightsReadMs = staging.readMs;
+  st.weightsWaitMs = staging.waitMs;
   st.weightBytes = total;
   st.weightsMs = msSince(t0);
   return llvm::Error::success();

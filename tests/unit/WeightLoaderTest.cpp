@@ -139,4 +139,37 @@ TEST(ConvertF16ToBf16, EveryBitPatternMatchesTheScalarDefinition) {
   }
 }
 
+// In place (dst == src), as the engine's staging buffers convert: the same results.
+TEST(ConvertF16ToBf16, InPlaceMatchesTheScalarDefinition) {
+  std::vector<uint16_t> buf(65536 + 5);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint16_t>(i * 40503u); // every pattern, shuffled
+  const std::vector<uint16_t> src = buf;
+  convertF16ToBf16(reinterpret_cast<const uint8_t *>(buf.data()), reinterpret_cast<uint8_t *>(buf.data()), buf.size());
+  for (size_t i = 0; i < buf.size(); ++i)
+    ASSERT_EQ(buf[i], floatToBf16(f16ToFloat(src[i]))) << "f16 0x" << std::hex << src[i];
+}
+
+// storedParts: the checkpoint tensors behind a weight as stored (views of the file, their dtype and whether
+// the IR transposes them). (A packed weight gives one per part, in stacking order; the GPU test
+// WeightLoading.AnF16CheckpointLoadsAsItsBf16Conversion loads fused models through it.)
+TEST_F(WeightLoader, StoredPartsAreTheCheckpointTensorsAsStored) {
+  auto ckpt = write(good());
+  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
+  auto emb = storedParts(*module, *ckpt, 0, 0);
+  ASSERT_TRUE(bool(emb)) << llvm::toString(emb.takeError());
+  ASSERT_EQ(emb->size(), 1u);
+  EXPECT_EQ((*emb)[0].dtype, ir::DType::BF16);
+  EXPECT_FALSE((*emb)[0].transposed);
+  EXPECT_EQ((*emb)[0].bytes.vec(), good()[0].data);
+  auto conv = storedParts(*module, *ckpt, 1, 1); // layer 1 of the transposed weight
+  ASSERT_TRUE(bool(conv)) << llvm::toString(conv.takeError());
+  ASSERT_EQ(conv->size(), 1u);
+  EXPECT_EQ((*conv)[0].dtype, ir::DType::F32);
+  EXPECT_TRUE((*conv)[0].transposed);
+  EXPECT_EQ((*conv)[0].bytes.vec(), good()[2].data);
+  auto missing = storedParts(*module, *ckpt, 1, 2); // no layer 2 in the checkpoint
+  ASSERT_FALSE(bool(missing));
+  EXPECT_NE(llvm::toString(missing.takeError()).find("layer.2.conv"), std::string::npos);
+}
+
 } // namespace

@@ -1,0 +1,101 @@
+// tests/gpu/WeightUploadGpuTest.cpp — the engine's weight upload against the host's definition of it.
+//
+// The engine reads checkpoint bytes with pread into page-locked staging buffers, converts f16 to bf16 there,
+// and lays packed weights' rows out with device copies; streamWeight (io/WeightLoader.h) does all of it on
+// the host, row by row, and is the reference: every weight buffer on the device must equal its bytes.
+#include "common/GoldenReference.h"
+#include "common/TestFiles.h"
+#include "gpu/GpuHarness.h"
+
+#include "compiler/Plan.h"
+#include "io/Safetensors.h"
+#include "io/WeightLoader.h"
+#include "runtime/Engine.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace minfer;
+
+namespace {
+
+// Every Weight buffer of `model`'s plan, read back from the device, against streamWeight's bytes. Returns
+// how many buffers had their f16 converted (stored f16, loaded bf16) and how many had their rows reordered.
+void expectDeviceWeightsMatchTheHost(const std::string &model, int &converted, int &reordered) {
+  rt::EngineOptions eo;
+  auto engine = rt::Engine::load(model, eo);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  auto ckpt = Checkpoint::open(model);
+  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
+  const ir::Module &m = (*engine)->module();
+  const Plan &plan = (*engine)->plan();
+  int weights = 0;
+  for (size_t i = 0; i < plan.buffers.size(); ++i) {
+    const PlanBuffer &b = plan.buffers[i];
+    if (b.kind != BufferKind::Weight) continue;
+    ++weights;
+    const ir::WeightDecl &w = m.weights[b.weight];
+    const int64_t rows = w.type.shape[0].value;
+    std::vector<int64_t> order = rowOrder(b, rows);
+    std::vector<uint8_t> want(static_cast<size_t>(b.fixedBytes));
+    auto sink = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
+      std::memcpy(want.data() + offset, bytes.data(), bytes.size());
+      return llvm::Error::success();
+    };
+    ASSERT_FALSE(bool(streamWeight(m, *ckpt, b.weight, b.layer, b.dtype, 1 << 20, sink, order))) << b.name;
+    std::vector<uint8_t> got(want.size());
+    MINFER_ASSERT_OK(cuda::copyDeviceToHost(got.data(), (*engine)->weightPointer(static_cast<int>(i)), got.size(), nullptr));
+    MINFER_ASSERT_OK(cuda::synchronize());
+    ASSERT_EQ(got, want) << "weight buffer " << b.name << " differs from the host's conversion and layout";
+    auto parts = storedParts(m, *ckpt, b.weight, b.layer);
+    ASSERT_TRUE(bool(parts)) << llvm::toString(parts.takeError());
+    converted += (*parts)[0].dtype != b.dtype;
+    reordered += !order.empty();
+  }
+  EXPECT_GT(weights, 0);
+}
+
+TEST(WeightUpload, EveryWeightOfEveryFixtureIsTheHostsBytes) {
+  MINFER_REQUIRE_GPU();
+  for (const char *name : test::kFixtures) {
+    SCOPED_TRACE(name);
+    int converted = 0, reordered = 0;
+    expectDeviceWeightsMatchTheHost(test::fixtureDir(name), converted, reordered);
+  }
+}
+
+// llama_gqa's weights as f16 (times 3, so that most change when rounded to bf16): converted on the way up in
+// the staging buffers, the packed qkv and gate/up ones too, to what the host's converter gives.
+TEST(WeightUpload, AnF16CheckpointIsConvertedAsTheHostConvertsIt) {
+  MINFER_REQUIRE_GPU();
+  const std::string dir = test::fixtureDir("llama_gqa");
+  GPU_TRY(ckpt, Checkpoint::open(dir + "/model.safetensors"));
+  test::TempDir tmp;
+  ASSERT_FALSE(llvm::sys::fs::copy_file(dir + "/config.json", tmp.file("config.json")));
+  std::vector<OwnedTensor> tensors;
+  for (const std::string &name : ckpt.names()) {
+    Checkpoint::Ref r = *ckpt.find(name);
+    GPU_TRY(values, readAsFloat32(*r.file, *r.info));
+    OwnedTensor t{name, StDType::F16, r.info->shape, std::vector<uint8_t>(values.size() * 2)};
+    for (size_t i = 0; i < values.size(); ++i) {
+      uint16_t h = floatToF16(values[i] * 3.0f);
+      std::memcpy(&t.data[2 * i], &h, 2);
+    }
+    tensors.push_back(std::move(t));
+  }
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  MINFER_ASSERT_OK(writeSafetensors(os, tmp.file("model.safetensors"), tensors));
+  os.flush();
+  test::writeFile(tmp.file("model.safetensors"), bytes);
+  int converted = 0, reordered = 0;
+  expectDeviceWeightsMatchTheHost(tmp.path(), converted, reordered);
+  EXPECT_GT(converted, 0) << "no weight went through the f16 -> bf16 conversion";
+  EXPECT_GT(reordered, 0) << "no packed weight had its rows laid out on the device";
+}
+
+} // namespace

@@ -18,6 +18,11 @@
 // Interface, for a policy P and C [M, N] (N = W's rows):
 //   P::kPairs                                    true when P needs columns (col, col + 1) together
 //   P::kArgmax                                   EpiArgmax: the kernel also folds each row's argmax (gemv only)
+//   P::kRopeHeadDim                              EpiQkv with rope: HEAD_DIM, else 0. Column pair (col, col + 1)
+//                                                then rotates by the angle of pair (col % HEAD_DIM) / 2, the same
+//                                                in every head: a kernel whose tiles hold whole heads may
+//                                                compute it once per head offset with P::rotation(pos, i, p)
+//                                                and store through P::template store2Rotated<N>(..., r, cs)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 //   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
@@ -93,6 +98,7 @@ struct ActRelu {
 template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   static constexpr bool kPairs = false;
   static constexpr bool kArgmax = false;
+  static constexpr int kRopeHeadDim = 0;
   struct Row {};
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
@@ -154,6 +160,7 @@ struct EpiArgmax : EpiPointwise<false, ActNone, false, false> {
 template <class Act> struct EpiGated {
   static constexpr bool kPairs = true;
   static constexpr bool kArgmax = false;
+  static constexpr int kRopeHeadDim = 0;
   struct Row {};
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
@@ -171,6 +178,7 @@ template <class Act> struct EpiGated {
 template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct EpiQkv {
   static constexpr bool kPairs = true;
   static constexpr bool kArgmax = false;
+  static constexpr int kRopeHeadDim = ROPE != 0 ? HEAD_DIM : 0;
   static constexpr int QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM;
 
   // The row's position and cache sequence, read once per row by the kernels that store many columns of it
@@ -182,6 +190,14 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     return {__ldg(p.positions + row), __ldg(p.seq_of + row)};
   }
 
+  // (cos, sin) of rotary pair i at position pos. As rope.cuh: the angle (float)pos * inv_freq[i] in fp32,
+  // then sincosf.
+  __device__ __forceinline__ static float2 rotation(int pos, int i, const EpiParams &p) {
+    float s, c;
+    sincosf(static_cast<float>(pos) * __ldg(p.inv_freq + i), &s, &c);
+    return make_float2(c, s);
+  }
+
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p) {
     store2<N>(C, acc, row, col, p, rowOf(row, p));
@@ -190,6 +206,15 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
                                                 const Row &r) {
+    // q and k rotate by rotary pair (col % HEAD_DIM) / 2 (q, k and v start at multiples of HEAD_DIM); v does not.
+    const float2 cs = ROPE != 0 && col < QD + KVD ? rotation(r.pos, (col % HEAD_DIM) / 2, p) : make_float2(1.f, 0.f);
+    store2Rotated<N>(C, acc, row, col, p, r, cs);
+  }
+
+  // store2 with the rotation `cs` = rotation(r.pos, (col % HEAD_DIM) / 2, p) given (ignored for v columns).
+  template <int N>
+  __device__ __forceinline__ static void store2Rotated(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
+                                                       const Row &r, float2 cs) {
     static_assert(N == QD + 2 * KVD, "EpiQkv: W must stack (HEADS + 2 KV_HEADS) * HEAD_DIM rows");
     static_assert(HEAD_DIM % 2 == 0, "EpiQkv: HEAD_DIM must be even");
     const int pos = r.pos;
@@ -211,9 +236,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     const int head = local / HEAD_DIM, i = (local % HEAD_DIM) / 2; // rotary pair i of the head
     int ia = local, ib = local + 1;
     if (ROPE != 0 && region < 2) {
-      // As rope.cuh: the angle (float)pos * inv_freq[i] in fp32, then sincosf.
-      float s, c;
-      sincosf(static_cast<float>(pos) * __ldg(p.inv_freq + i), &s, &c);
+      const float c = cs.x, s = cs.y;
       const float ra = a * c - b * s, rb = b * c + a * s;
       a = ra;
       b = rb;

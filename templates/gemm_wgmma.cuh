@@ -134,10 +134,30 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       const int row = tileM * BM + c * 64 + warp * 16 + lane / 4 + 8 * half;
       if (row >= M) continue;
       const typename Epi::Row r = Epi::rowOf(row, p.epi);
+      constexpr int kHeadDim = Epi::kRopeHeadDim;
+      if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % kHeadDim == 0) {
+        // Rope with whole heads in the tile: fragment j's pair index (col % HEAD_DIM) / 2 depends only on
+        // j % (HEAD_DIM / 8), so each angle is computed once and used for every head of the tile (the
+        // sincosf was most of the epilogue's instructions). A tile past the rotated q and k columns skips it.
+        constexpr int kFrags = kHeadDim / 8, kHeads = BN / kHeadDim;
+        const bool rotates = tileN * BN < Epi::QD + Epi::KVD;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-        storeAccPair<N, N % BN != 0, Epi>(p.C, row, col0 + 8 * j, acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1],
-                                          p.epi, r);
+        for (int jj = 0; jj < kFrags; ++jj) {
+          const float2 cs = rotates ? Epi::rotation(r.pos, 4 * jj + lane % 4, p.epi) : make_float2(1.f, 0.f);
+#pragma unroll
+          for (int h = 0; h < kHeads; ++h) {
+            const int j = jj + h * kFrags, col = col0 + 8 * j;
+            if (N % BN != 0 && col >= N) continue;
+            Epi::template store2Rotated<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), row,
+                                           col, p.epi, r, cs);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+          storeAccPair<N, N % BN != 0, Epi>(p.C, row, col0 + 8 * j, acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1],
+                                            p.epi, r);
+      }
     }
   }
 }

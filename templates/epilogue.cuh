@@ -22,7 +22,9 @@
 //                                                then rotates by the angle of pair (col % HEAD_DIM) / 2, the same
 //                                                in every head: a kernel whose tiles hold whole heads may
 //                                                compute it once per head offset with P::rotation(pos, i, p)
-//                                                and store through P::template store2Rotated<N>(..., r, cs)
+//                                                and store through P::template store2Rotated<N>(..., r, cs),
+//                                                or for the half style two slices at once through
+//                                                P::template store2x2HalfRope<N> (EpiQkv::kRope 1)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 //   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
@@ -179,6 +181,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   static constexpr bool kPairs = true;
   static constexpr bool kArgmax = false;
   static constexpr int kRopeHeadDim = ROPE != 0 ? HEAD_DIM : 0;
+  static constexpr int kRope = ROPE;
   static constexpr int QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM;
 
   // The row's position and cache sequence, read once per row by the kernels that store many columns of it
@@ -209,6 +212,56 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     // q and k rotate by rotary pair (col % HEAD_DIM) / 2 (q, k and v start at multiples of HEAD_DIM); v does not.
     const float2 cs = ROPE != 0 && col < QD + KVD ? rotation(r.pos, (col % HEAD_DIM) / 2, p) : make_float2(1.f, 0.f);
     store2Rotated<N>(C, acc, row, col, p, r, cs);
+  }
+
+  // Half-style rope (ROPE 1) for a quad (the 4 lanes holding one row of an 8-column slice, lane q its pair
+  // i0 + q): two consecutive slices f0, f1 of one head (pairs i0 + q and i0 + 4 + q, i0 = (col % HEAD_DIM) / 2
+  // of lane 0, a multiple of 8), rotated by cs0 and cs1. Rotated, pair i goes to (i, i + HEAD_DIM / 2) of the
+  // head: one 2-byte store each. Here the quad exchanges the rounded values so that each lane stores 2
+  // adjacent elements of each half (8 elements of a half per quad in 4-byte stores): half the stores, and
+  // 16-byte row segments instead of 8. Same values, same rounding as store2Rotated. All 4 lanes of the quad
+  // must call it together (it shuffles within the quad); v columns are stored as pairs, unrotated.
+  template <int N>
+  __device__ __forceinline__ static void store2x2HalfRope(bf16 *C, float2 f0, float2 f1, int row, int col,
+                                                          const EpiParams &p, const Row &r, float2 cs0, float2 cs1) {
+    static_assert(ROPE == 1 && HEAD_DIM % 16 == 0, "EpiQkv::store2x2HalfRope: half-style rope, HEAD_DIM % 16 == 0");
+    const int region = col < QD ? 0 : col < QD + KVD ? 1 : 2; // the same for the whole quad: one head
+    if (region == 2) {
+      store2Rotated<N>(C, f0, row, col, p, r, make_float2(1.f, 0.f));
+      store2Rotated<N>(C, f1, row, col + 8, p, r, make_float2(1.f, 0.f));
+      return;
+    }
+    if constexpr (BIAS) {
+      f0.x += toFloat(__ldg(p.bias + col));
+      f0.y += toFloat(__ldg(p.bias + col + 1));
+      f1.x += toFloat(__ldg(p.bias + col + 8));
+      f1.y += toFloat(__ldg(p.bias + col + 9));
+    }
+    // Rotated first-half (a) and second-half (b) values of pairs i0 + q (from f0) and i0 + 4 + q (from f1).
+    const __nv_bfloat162 a = __floats2bfloat162_rn(f0.x * cs0.x - f0.y * cs0.y, f1.x * cs1.x - f1.y * cs1.y);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f0.y * cs0.x + f0.x * cs0.y, f1.y * cs1.x + f1.x * cs1.y);
+    // Lane q stores elements i0 + 2q and i0 + 2q + 1 of each half: lanes 2q % 4 and (2q + 1) % 4 hold them,
+    // from f0 (q < 2) or f1 (q >= 2).
+    const int lane = threadIdx.x % 32, q = lane % 4, quad = lane & ~3;
+    const unsigned mask = 0xFu << quad;
+    const unsigned aLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q) % 4);
+    const unsigned aHi = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q + 1) % 4);
+    const unsigned bLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(b), quad + (2 * q) % 4);
+    const unsigned bHi = __shfl_sync(mask, reinterpret_cast<const unsigned &>(b), quad + (2 * q + 1) % 4);
+    const unsigned sel = q < 2 ? 0x5410u : 0x7632u; // the low or the high halves of (lo, hi)
+    const unsigned outA = __byte_perm(aLo, aHi, sel), outB = __byte_perm(bLo, bHi, sel);
+    bf16 *dst;
+    if (region == 0) {
+      dst = C + static_cast<long long>(row) * QD;
+    } else {
+      const int seq = r.seq, pos = r.pos;
+      if (seq < 0 || pos < 0 || pos >= p.max_seq) return; // as kv_write (rope.cuh): never outside the cache
+      dst = p.k_cache + (static_cast<long long>(seq) * p.max_seq + pos) * KVD;
+    }
+    const int local = col - (region == 0 ? 0 : QD) - 2 * q; // lane 0's column: head * HEAD_DIM + 2 * i0
+    const int ia = local / HEAD_DIM * HEAD_DIM + (local % HEAD_DIM) / 2 + 2 * q;
+    *reinterpret_cast<unsigned *>(dst + ia) = outA;
+    *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = outB;
   }
 
   // store2 with the rotation `cs` = rotation(r.pos, (col % HEAD_DIM) / 2, p) given (ignored for v columns).

@@ -141,6 +141,23 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         // sincosf was most of the epilogue's instructions). A tile past the rotated q and k columns skips it.
         constexpr int kFrags = kHeadDim / 8, kHeads = BN / kHeadDim;
         const bool rotates = tileN * BN < Epi::QD + Epi::KVD;
+        if constexpr (Epi::kRope == 1 && kFrags % 2 == 0) {
+          // Half style: slices 2t and 2t + 1 of each head together, their stores exchanged within the quad.
+#pragma unroll
+          for (int t = 0; t < kFrags / 2; ++t) {
+            const float2 cs0 = rotates ? Epi::rotation(r.pos, 8 * t + lane % 4, p.epi) : make_float2(1.f, 0.f);
+            const float2 cs1 = rotates ? Epi::rotation(r.pos, 8 * t + 4 + lane % 4, p.epi) : make_float2(1.f, 0.f);
+#pragma unroll
+            for (int h = 0; h < kHeads; ++h) {
+              const int j = 2 * t + h * kFrags, col = col0 + 8 * j;
+              if (N % BN != 0 && col >= N) continue; // a whole head past N: the whole quad skips it
+              Epi::template store2x2HalfRope<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
+                                                make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]),
+                                                row, col, p.epi, r, cs0, cs1);
+            }
+          }
+          continue;
+        }
 #pragma unroll
         for (int jj = 0; jj < kFrags; ++jj) {
           const float2 cs = rotates ? Epi::rotation(r.pos, 4 * jj + lane % 4, p.epi) : make_float2(1.f, 0.f);

@@ -25,6 +25,11 @@
 //                                                and store through P::template store2Rotated<N>(..., r, cs),
 //                                                or for the half style two slices at once through
 //                                                P::template store2x2HalfRope<N> (EpiQkv::kRope 1)
+//   P::kResidual                                 EpiPointwise with a residual: a kernel may load several
+//                                                pairs with P::template residual2<N>(row, col, p) first, then
+//                                                store each through P::template store2Residual<N>(..., res)
+//                                                (store2 loads each just before its store: C may alias the
+//                                                residual, so the compiler cannot move the next load above it)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 //   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
@@ -101,6 +106,7 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   static constexpr bool kPairs = false;
   static constexpr bool kArgmax = false;
   static constexpr int kRopeHeadDim = 0;
+  static constexpr bool kResidual = RESIDUAL;
   struct Row {};
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
@@ -141,13 +147,39 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
       v.x *= p.scale;
       v.y *= p.scale;
     }
-    const long long at = static_cast<long long>(row) * N + col;
     if constexpr (RESIDUAL) {
-      float2 res = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.residual + at));
+      const float2 res = residual2<N>(row, col, p);
       v.x += res.x;
       v.y += res.y;
     }
-    *reinterpret_cast<__nv_bfloat162 *>(C + at) = __floats2bfloat162_rn(v.x, v.y);
+    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = __floats2bfloat162_rn(v.x, v.y);
+  }
+
+  // The residual pair (row, col), (row, col + 1) that store2 adds last (RESIDUAL only).
+  template <int N> __device__ __forceinline__ static float2 residual2(int row, int col, const EpiParams &p) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.residual + static_cast<long long>(row) * N + col));
+  }
+
+  // store2 with the residual pair `res` = residual2<N>(row, col, p) already loaded.
+  template <int N>
+  __device__ __forceinline__ static void store2Residual(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
+                                                        float2 res) {
+    static_assert(RESIDUAL, "store2Residual: a policy with a residual");
+    float2 v = acc;
+    if constexpr (BIAS) {
+      float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.bias + col));
+      v.x += b.x;
+      v.y += b.y;
+    }
+    v.x = Act::f(v.x);
+    v.y = Act::f(v.y);
+    if constexpr (SCALE) {
+      v.x *= p.scale;
+      v.y *= p.scale;
+    }
+    v.x += res.x;
+    v.y += res.y;
+    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = __floats2bfloat162_rn(v.x, v.y);
   }
 };
 
@@ -163,6 +195,7 @@ template <class Act> struct EpiGated {
   static constexpr bool kPairs = true;
   static constexpr bool kArgmax = false;
   static constexpr int kRopeHeadDim = 0;
+  static constexpr bool kResidual = false;
   struct Row {};
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
@@ -182,6 +215,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   static constexpr bool kArgmax = false;
   static constexpr int kRopeHeadDim = ROPE != 0 ? HEAD_DIM : 0;
   static constexpr int kRope = ROPE;
+  static constexpr bool kResidual = false;
   static constexpr int QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM;
 
   // The row's position and cache sequence, read once per row by the kernels that store many columns of it

@@ -169,6 +169,27 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                                            col, p.epi, r, cs);
           }
         }
+      } else if constexpr (Epi::kResidual && N % 2 == 0) {
+        // The residual pairs of 8 slices loaded first, then stored: 8 loads in flight instead of each waiting
+        // behind the store before it. Each element is read and written by this thread only, so an in-place
+        // residual (C aliasing it) reads every value before it is overwritten.
+        constexpr int kGroup = 8;
+#pragma unroll
+        for (int j0 = 0; j0 < BN / 8; j0 += kGroup) {
+          float2 res[kGroup];
+#pragma unroll
+          for (int g = 0; g < kGroup; ++g) {
+            const int col = col0 + 8 * (j0 + g);
+            res[g] = N % BN == 0 || col < N ? Epi::template residual2<N>(row, col, p.epi) : make_float2(0.f, 0.f);
+          }
+#pragma unroll
+          for (int g = 0; g < kGroup; ++g) {
+            const int j = j0 + g, col = col0 + 8 * j;
+            if (N % BN != 0 && col >= N) continue;
+            Epi::template store2Residual<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), row, col,
+                                            p.epi, res[g]);
+          }
+        }
       } else {
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)

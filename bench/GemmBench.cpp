@@ -225,7 +225,9 @@ llvm::Expected<Result> benchFused(const GemmSpec &spec, const Target &target, in
   r.kernel = spec.name();
   r.shape = shapeString(m, n, k);
   r.ms = *ms;
-  r.bytes = double(aBytes + wBytes + cBytes + rBytes); // qkv: K and V go to the cache instead of C
+  // qkv: C holds q, and K and V go to the cache: every one of the n output columns is written once.
+  r.bytes = double(aBytes + wBytes + size_t(m * n * 2) * (e.kind == Epilogue::Kind::Qkv) +
+                   cBytes * (e.kind != Epilogue::Kind::Qkv) + rBytes);
   r.flops = 2.0 * double(m) * double(n) * double(k);
   r.baseline = baseline;
   return r;

@@ -188,6 +188,9 @@ llvm::Expected<std::vector<StoredPart>> storedParts(const ir::Module &m, const C
     const ir::WeightDecl &d = m.weights[static_cast<size_t>(p)];
     auto ref = lookup(d, layer, ckpt);
     if (!ref) return ref.takeError();
+    if (d.type.dtype == ir::DType::I32) // as streamWeight: the kernels read floating-point weights only
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "weight @" + d.name + ": only bf16, f16 and f32 weights can be loaded");
     parts.push_back(StoredPart{ref->file->bytes(*ref->info), d.type.dtype, d.transposed});
   }
   return parts;
@@ -204,17 +207,18 @@ llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight
     llvm::ArrayRef<uint8_t> src;
     int64_t firstRow, rows;
   };
+  if (dtype == ir::DType::I32)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "weight @" + w.name + ": only bf16, f16 and f32 weights can be loaded");
+  auto stored = storedParts(m, ckpt, weight, layer);
+  if (!stored) return stored.takeError();
   std::vector<Part> parts;
   int64_t totalRows = 0;
+  size_t next = 0;
   for (int p : w.packed() ? w.parts : std::vector<int>{weight}) {
     const ir::WeightDecl &d = m.weights[static_cast<size_t>(p)];
-    auto ref = lookup(d, layer, ckpt);
-    if (!ref) return ref.takeError();
-    if (dtype == ir::DType::I32 || d.type.dtype == ir::DType::I32)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "weight @" + d.name + ": only bf16, f16 and f32 weights can be loaded");
     int64_t rows = d.type.shape[0].value;
-    parts.push_back(Part{&d, ref->file->bytes(*ref->info), totalRows, rows});
+    parts.push_back(Part{&d, (*stored)[next++].bytes, totalRows, rows});
     totalRows += rows;
   }
   chunkBytes = std::max<size_t>(chunkBytes, 1);

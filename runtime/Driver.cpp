@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -242,20 +243,31 @@ llvm::Error synchronize() {
 llvm::Expected<PinnedBuffer> PinnedBuffer::alloc(size_t bytes, unsigned threads) {
   auto d = driver();
   if (!d) return d.takeError();
-  const size_t mapped = llvm::alignTo(std::max<size_t>(bytes, 1), static_cast<size_t>(sysconf(_SC_PAGESIZE)));
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t mapped = llvm::alignTo(std::max<size_t>(bytes, 1), page);
   void *p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return ir::makeError("page-locked buffer of " + num(int64_t(bytes)) + " bytes: mmap: " + std::strerror(errno));
+  // A fork (the compile workers) must not make the registered pages copy-on-write under the GPU's copies.
+  madvise(p, mapped, MADV_DONTFORK);
   // Fault the pages in on `threads` threads first: the driver's register faults them in one at a time, and
   // zeroing the pages is the most of the cost (256 MB: 76 ms that way, ~25 ms in parallel on an H200 host).
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  // Where a thread cannot be started, this one touches the rest.
+  auto touch = [p, page](size_t from, size_t to) {
+    for (size_t at = from; at < to; at += page) static_cast<volatile uint8_t *>(p)[at] = 0;
+  };
   const size_t share = llvm::alignTo(llvm::divideCeil(mapped, std::max(threads, 1u)), page);
   std::vector<std::thread> touching;
-  for (size_t begin = 0; threads > 1 && begin < mapped; begin += share)
-    touching.emplace_back([=] {
-      for (size_t at = begin; at < std::min(mapped, begin + share); at += page) static_cast<volatile uint8_t *>(p)[at] = 0;
-    });
+  size_t begin = 0;
+  for (; threads > 1 && begin < mapped; begin += share) {
+    try {
+      touching.emplace_back(touch, begin, std::min(mapped, begin + share));
+    } catch (const std::system_error &) {
+      break;
+    }
+  }
   for (std::thread &t : touching) t.join();
+  if (threads > 1) touch(begin, mapped);
   if (llvm::Error e = CU(*d, cuMemHostRegister, p, mapped, 0u)) {
     munmap(p, mapped);
     return e;
@@ -263,16 +275,19 @@ llvm::Expected<PinnedBuffer> PinnedBuffer::alloc(size_t bytes, unsigned threads)
   PinnedBuffer b;
   b.p = static_cast<uint8_t *>(p);
   b.n = bytes;
+  b.mapped = mapped;
   return b;
 }
 
-PinnedBuffer::PinnedBuffer(PinnedBuffer &&o) noexcept : p(std::exchange(o.p, nullptr)), n(std::exchange(o.n, 0)) {}
+PinnedBuffer::PinnedBuffer(PinnedBuffer &&o) noexcept
+    : p(std::exchange(o.p, nullptr)), n(std::exchange(o.n, 0)), mapped(std::exchange(o.mapped, 0)) {}
 
 PinnedBuffer &PinnedBuffer::operator=(PinnedBuffer &&o) noexcept {
   if (this != &o) {
     PinnedBuffer old(std::move(*this)); // frees what this held
     p = std::exchange(o.p, nullptr);
     n = std::exchange(o.n, 0);
+    mapped = std::exchange(o.mapped, 0);
   }
   return *this;
 }
@@ -280,7 +295,7 @@ PinnedBuffer &PinnedBuffer::operator=(PinnedBuffer &&o) noexcept {
 PinnedBuffer::~PinnedBuffer() {
   if (!p) return;
   if (const Api *api = loadedDriver()) api->cuMemHostUnregister_(p);
-  munmap(p, llvm::alignTo(std::max<size_t>(n, 1), static_cast<size_t>(sysconf(_SC_PAGESIZE))));
+  munmap(p, mapped);
 }
 
 llvm::Error copyDeviceToDevice(DevicePtr dst, DevicePtr src, size_t bytes, StreamHandle stream) {

@@ -41,7 +41,9 @@ public:
   static constexpr int kStagingSlots = 4;
   static constexpr unsigned kStagingThreads = 16;
 
+  // `chunkBytes` is rounded up to whole pages (at least one): a slot never splits an f16 value.
   StagedUpload(size_t chunkBytes, const Checkpoint &ckpt) : pool(stagingThreads()) {
+    chunkBytes = llvm::alignTo(std::max<size_t>(chunkBytes, 1), 4096);
     for (const SafetensorsFile *f : ckpt.files()) {
       auto fd = llvm::sys::fs::openNativeFileForRead(f->path());
       if (!fd) { // the mapping still serves
@@ -107,7 +109,7 @@ public:
     return e;
   }
 
-  double readMs = 0; // in fill()
+  double readMs = 0; // in fill(): reading (or copying) and converting
   double waitMs = 0; // for a slot, or in finish()
 
   // No slot may be freed while a copy reads it (an upload that failed part-way).

@@ -61,8 +61,8 @@ struct LoadStats {
   CompileStats compile;     // hits, misses, workers
   double modulesMs = 0;     // cubins loaded into the driver
   double weightsMs = 0;     // weights streamed to the device (the three below, and the host's conversions)
-  double weightsSetupMs = 0; //   device memory and the page-locked staging buffers
-  double weightsReadMs = 0;  //   checkpoint bytes read (or copied) into the staging buffers
+  double weightsSetupMs = 0; //   checkpoint opened, device memory and the page-locked staging buffers
+  double weightsReadMs = 0;  //   checkpoint bytes read (or copied) into the staging buffers, f16 converted there
   double weightsWaitMs = 0;  //   waiting for the copy engine to free a staging buffer, and for the last copy
   size_t weightBytes = 0;   // device bytes of weights and constants
   int tunedKernels = 0;     // tunable kernels with a tuned tile

@@ -37,10 +37,15 @@ llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec) {
 llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t rows, const void *params,
                        cuda::StreamHandle stream, bool dependent) {
   const ParamsLayout &layout = spec.params();
-  std::vector<TensorMapArg> wanted = spec.tensorMaps(rows);
-  // No heap work on the launch path for the common case: the Params and at most two maps.
-  llvm::SmallVector<cuda::TensorMap, 2> maps(wanted.size());
-  llvm::SmallVector<void *, 3> args = {const_cast<void *>(params)}; // the driver copies the arguments at the launch
+  std::vector<TensorMapArg> wanted = spec.tensorMaps(rows); // empty but for the wgmma kernels
+  // The maps and the argument list on the stack (the driver copies the arguments at the launch). A
+  // TensorMap must be 64-byte aligned, which a heap-grown SmallVector would not guarantee: at most two.
+  constexpr size_t kMaxMaps = 2;
+  if (wanted.size() > kMaxMaps)
+    return ir::makeError("launch of " + spec.name() + ": " + std::to_string(wanted.size()) + " tensor maps, at most " +
+                         std::to_string(kMaxMaps));
+  cuda::TensorMap maps[kMaxMaps];
+  llvm::SmallVector<void *, 1 + kMaxMaps> args = {const_cast<void *>(params)};
   for (size_t i = 0; i < wanted.size(); ++i) {
     const TensorMapArg &m = wanted[i];
     int field = layout.find(m.pointer);

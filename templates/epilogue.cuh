@@ -36,7 +36,7 @@
 //                                                read once and passed as a last argument to store1/store2 by
 //                                                the kernels that store many columns of a row
 // A pointwise C may alias p.residual (an in-place residual add): each residual element is read by the thread
-// that writes that element of C, just before the write, and never through the read-only (.nc) path.
+// that writes that element of C, before the write, and never through the read-only (.nc) path.
 //
 // Prologue policies (gemv.cuh only): ProNone, and ProNorm<LAYER, WeightT>, which normalises each activation row
 // as the norm kernel (norm.cuh) would — fp32 statistics, two-pass for LayerNorm, rsqrtf, the result rounded to
@@ -253,7 +253,8 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   // of lane 0, a multiple of 8), rotated by cs0 and cs1. Rotated, pair i goes to (i, i + HEAD_DIM / 2) of the
   // head: one 2-byte store each. Here the quad exchanges the rounded values so that each lane stores 2
   // adjacent elements of each half (8 elements of a half per quad in 4-byte stores): half the stores, and
-  // 16-byte row segments instead of 8. Same values, same rounding as store2Rotated. All 4 lanes of the quad
+  // 16-byte row segments instead of 8. The arithmetic is store2Rotated's (rotation, then round to nearest
+  // bf16), written out the same way; the tests hold both to the interpreter. All 4 lanes of the quad
   // must call it together (it shuffles within the quad); v columns are stored as pairs, unrotated.
   template <int N>
   __device__ __forceinline__ static void store2x2HalfRope(bf16 *C, float2 f0, float2 f1, int row, int col,

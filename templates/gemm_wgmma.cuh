@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         // behind the store before it. Each element is read and written by this thread only, so an in-place
         // residual (C aliasing it) reads every value before it is overwritten.
         constexpr int kGroup = 8;
+        static_assert(BN / 8 % kGroup == 0, "gemmWgmma: the residual groups must tile the slices of a row");
 #pragma unroll
         for (int j0 = 0; j0 < BN / 8; j0 += kGroup) {
           float2 res[kGroup];

@@ -663,8 +663,8 @@ int runGpu() {
   if (st.source != "bundle") cli::addCompileTimes(phaseTimes, st.compile, st.compileMs); // a bundle's are in parse
   phaseTimes.add("module load", st.modulesMs, llvm::formatv("{0} modules", (*engine)->plan().kernels.size()).str());
   phaseTimes.add("weights", st.weightsMs, humanBytes(double(st.weightBytes)) + " to the device");
-  phaseTimes.add("setup", st.weightsSetupMs, "device memory, page-locked staging", /*depth=*/1);
-  phaseTimes.add("read", st.weightsReadMs, "checkpoint into the staging buffers", /*depth=*/1);
+  phaseTimes.add("setup", st.weightsSetupMs, "checkpoint opened, device memory, page-locked staging", /*depth=*/1);
+  phaseTimes.add("read", st.weightsReadMs, "checkpoint into the staging buffers (f16 converted there)", /*depth=*/1);
   phaseTimes.add("copy wait", st.weightsWaitMs, "for the copy engine", /*depth=*/1);
   phaseTimes.add("session", sessionMs, "KV cache and arenas");
   phaseTimes.add("prefill", gen->prefillMs,

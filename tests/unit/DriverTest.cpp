@@ -176,4 +176,20 @@ TEST(Driver, ATensorMapOfAFieldThatIsNoPointerIsRefusedAtLaunch) {
   }
 }
 
+// The launcher keeps at most two tensor maps on the stack (64-byte aligned); a spec asking for more is an
+// error at the launch, naming the kernel and the limit.
+TEST(Driver, MoreThanTwoTensorMapsAreRefusedAtLaunch) {
+  struct ThreeMaps : GemmSpec {
+    using GemmSpec::GemmSpec;
+    std::vector<TensorMapArg> tensorMaps(int64_t) const override {
+      return std::vector<TensorMapArg>(3, TensorMapArg{"A", 64, 64, 64, 64});
+    }
+  };
+  ThreeMaps spec(64, 64, Epilogue::None, GemmTile::hopper(64, 64, 2));
+  MatmulParams p;
+  cuda::Function fn;
+  fn.name = "gemm";
+  EXPECT_TRUE(failsMentioning(launchSpec(fn, spec, 64, &p), {spec.name(), "3 tensor maps, at most 2"}));
+}
+
 } // namespace

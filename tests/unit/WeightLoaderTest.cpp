@@ -151,7 +151,7 @@ TEST(ConvertF16ToBf16, InPlaceMatchesTheScalarDefinition) {
 
 // storedParts: the checkpoint tensors behind a weight as stored (views of the file, their dtype and whether
 // the IR transposes them). (A packed weight gives one per part, in stacking order; the GPU test
-// WeightLoading.AnF16CheckpointLoadsAsItsBf16Conversion loads fused models through it.)
+// WeightUpload.AnF16CheckpointIsConvertedAsTheHostConvertsIt loads fused models through it.)
 TEST_F(WeightLoader, StoredPartsAreTheCheckpointTensorsAsStored) {
   auto ckpt = write(good());
   ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());

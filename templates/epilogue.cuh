@@ -135,24 +135,12 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p) {
     static_assert(N % 2 == 0, "store2 reads bias and residual pairs as 4-byte words: N must be even");
-    float2 v = acc;
-    if constexpr (BIAS) {
-      float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.bias + col));
-      v.x += b.x;
-      v.y += b.y;
-    }
-    v.x = Act::f(v.x);
-    v.y = Act::f(v.y);
-    if constexpr (SCALE) {
-      v.x *= p.scale;
-      v.y *= p.scale;
-    }
     if constexpr (RESIDUAL) {
-      const float2 res = residual2<N>(row, col, p);
-      v.x += res.x;
-      v.y += res.y;
+      store2Residual<N>(C, acc, row, col, p, residual2<N>(row, col, p));
+    } else {
+      const float2 v = beforeResidual2(acc, col, p);
+      *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = __floats2bfloat162_rn(v.x, v.y);
     }
-    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = __floats2bfloat162_rn(v.x, v.y);
   }
 
   // The residual pair (row, col), (row, col + 1) that store2 adds last (RESIDUAL only).
@@ -165,7 +153,15 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   __device__ __forceinline__ static void store2Residual(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
                                                         float2 res) {
     static_assert(RESIDUAL, "store2Residual: a policy with a residual");
-    float2 v = acc;
+    float2 v = beforeResidual2(acc, col, p);
+    v.x += res.x;
+    v.y += res.y;
+    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = __floats2bfloat162_rn(v.x, v.y);
+  }
+
+private:
+  // Columns col and col + 1 up to the residual: bias, activation, scale.
+  __device__ __forceinline__ static float2 beforeResidual2(float2 v, int col, const EpiParams &p) {
     if constexpr (BIAS) {
       float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.bias + col));
       v.x += b.x;
@@ -177,9 +173,7 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
       v.x *= p.scale;
       v.y *= p.scale;
     }
-    v.x += res.x;
-    v.y += res.y;
-    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = __floats2bfloat162_rn(v.x, v.y);
+    return v;
   }
 };
 

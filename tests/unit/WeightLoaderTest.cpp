@@ -5,6 +5,7 @@
 
 #include "io/Safetensors.h"
 #include "io/WeightLoader.h"
+#include "ir/Parser.h"
 #include "jit/AtomicFile.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -170,6 +171,30 @@ TEST_F(WeightLoader, StoredPartsAreTheCheckpointTensorsAsStored) {
   auto missing = storedParts(*module, *ckpt, 1, 2); // no layer 2 in the checkpoint
   ASSERT_FALSE(bool(missing));
   EXPECT_NE(llvm::toString(missing.takeError()).find("layer.2.conv"), std::string::npos);
+}
+
+// The verifier refuses integer weights; a module that skipped it still gets an error from the loaders,
+// naming the weight, rather than integers handed to float kernels.
+TEST_F(WeightLoader, IntegerWeightsAreRefusedByTheLoaders) {
+  auto unverified = ir::parseModuleString("model \"w\"\ndim d = 2\nweight @e : i32[4, d] = \"emb\"\n"
+                                          "graph(%tokens: i32[T]) {\n  return %tokens\n}\n",
+                                          "test.ir");
+  ASSERT_TRUE(bool(unverified)) << llvm::toString(unverified.takeError());
+  OwnedTensor emb{"emb", StDType::I32, {4, 2}, std::vector<uint8_t>(32, 0)};
+  auto ckpt = write({emb});
+  ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
+  const ir::Module &m = **unverified;
+  auto parts = storedParts(m, *ckpt, 0, 0);
+  ASSERT_FALSE(bool(parts));
+  EXPECT_NE(llvm::toString(parts.takeError()).find("weight @e: only bf16, f16 and f32 weights can be loaded"),
+            std::string::npos);
+  auto sink = [](llvm::ArrayRef<uint8_t>, size_t) { return llvm::Error::success(); };
+  for (ir::DType to : {ir::DType::BF16, ir::DType::I32}) {
+    llvm::Error e = streamWeight(m, *ckpt, 0, 0, to, 1 << 20, sink);
+    ASSERT_TRUE(bool(e));
+    EXPECT_NE(llvm::toString(std::move(e)).find("weight @e: only bf16, f16 and f32 weights can be loaded"),
+              std::string::npos);
+  }
 }
 
 } // namespace

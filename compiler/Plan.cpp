@@ -780,6 +780,7 @@ llvm::Expected<Plan> buildPlan(const ir::Module &m, const Target &target, const 
   if (auto e = Lowering(m, plan, plan.decode, true, shared).run()) return e;
   for (const PlanBuffer &b : plan.buffers)
     if (b.kind == BufferKind::Weight) plan.weightBytes += b.fixedBytes;
+  planPersistentDecode(plan);
   return plan;
 }
 

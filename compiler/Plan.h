@@ -139,6 +139,26 @@ struct PhasePlan {
 
 // The largest decode batch: advance_tokens feeds every row's token back in one block (1024 threads).
 constexpr int64_t kMaxDecodeBatch = 1024;
+// The largest decode batch the persistent decode kernel is built for: up to 8 rows a step still reads each
+// weight once per step through the gemv kernels; larger batches run the launch-per-op plan.
+constexpr int64_t kMaxPersistentBatch = 8;
+
+// The decode step's op launches as tasks of one persistent kernel (compiler/kernels/Persistent.h). The
+// launches after them (select, advance) stay launches.
+struct PersistentDecode {
+  int kernel = -1;   // the persistent_decode kernel in Plan::kernels; -1: not built, `why` says why
+  std::string why;
+  int threads = 0;   // its block size
+  struct Task {
+    int launch = -1;                    // index into decode.launches: the launch it replaces
+    int kind = -1;                      // its body: index into the kernel's task types
+    std::shared_ptr<KernelSpec> spec;   // the launch's spec re-instantiated for `threads` (asTask)
+  };
+  std::vector<Task> tasks;              // in launch order: decode.launches[0 .. tasks.size())
+  int table = -1;    // Workspace: PersistentTaskHost [tasks], filled by the runtime per batch size
+  int counters = -1; // Workspace, zeroed: u32 [tasks + 1]
+  bool built() const { return kernel >= 0; }
+};
 
 class TuningDb;
 
@@ -156,6 +176,7 @@ struct Plan {
   std::map<std::string, int> kernelIndex;            // name -> index in kernels
   std::vector<PlanBuffer> buffers;
   PhasePlan prefill, decode;
+  PersistentDecode persistent; // the decode step as one kernel, where it could be built
   std::set<int> matmulWeights;     // weights read by a matmul (as bf16), by Module::weights index
   // The decode step's sample launch: replaces the Select launch (argmax) when the session samples.
   PlannedLaunch sample;
@@ -185,5 +206,9 @@ struct Plan {
 };
 
 llvm::Expected<Plan> buildPlan(const ir::Module &, const Target &, const PlanOptions & = {});
+
+// Fills plan.persistent from the decode launches (compiler/PersistentPlan.cpp): the kernel, its tasks and
+// buffers, or why the step stays launches. buildPlan calls it last.
+void planPersistentDecode(Plan &plan);
 
 } // namespace minfer

@@ -1,6 +1,8 @@
 // compiler/PlanJson.cpp — a Plan as JSON: --emit=plan, --dump-dir's plan.json and a bundle's manifest.
 #include "compiler/Plan.h"
 
+#include <algorithm>
+
 namespace minfer {
 
 llvm::StringRef bufferKindName(BufferKind k) {
@@ -95,6 +97,43 @@ llvm::json::Object phaseJSON(const Plan &plan, const PhasePlan &p) {
                             {"steps", std::move(steps)}};
 }
 
+// The persistent decode kernel's task graph: each task, the launch it replaces, its tiles at the plan's
+// batch, what it waits for, and the weight bytes it streams (per SM when spread over the target's SMs).
+llvm::json::Object persistentJSON(const Plan &plan) {
+  const PersistentDecode &pd = plan.persistent;
+  if (!pd.built()) return llvm::json::Object{{"path", "launches"}, {"why", pd.why}};
+  llvm::json::Array tasks;
+  int64_t total = 0;
+  for (size_t i = 0; i < pd.tasks.size(); ++i) {
+    const PersistentDecode::Task &t = pd.tasks[i];
+    const PlannedLaunch &l = plan.decode.launches[t.launch];
+    LaunchDims d = t.spec->launch(plan.options.maxBatch);
+    // The matmul weight (Params field W): what the task streams whole; an embedding reads a row of its table.
+    int64_t weightBytes = 0;
+    const ParamsLayout &layout = t.spec->params();
+    for (const ParamBinding &b : l.params)
+      if (llvm::StringRef(layout.fields[b.field].name) == "W" && b.value.kind == ParamValue::Buffer && b.value.buffer >= 0)
+        weightBytes += plan.buffers[b.value.buffer].fixedBytes;
+    total += weightBytes;
+    llvm::json::Object o{{"task", static_cast<int64_t>(i)},
+                         {"op", l.op},
+                         {"kind", t.kind},
+                         {"spec", t.spec->name()},
+                         {"tiles", static_cast<int64_t>(d.grid[0]) * d.grid[1] * d.grid[2]},
+                         {"weight_bytes", weightBytes}};
+    if (i > 0) o["waits_for"] = static_cast<int64_t>(i - 1);
+    if (l.layer >= 0) o["layer"] = l.layer;
+    tasks.push_back(std::move(o));
+  }
+  return llvm::json::Object{{"path", "persistent"},
+                            {"kernel", plan.kernels[pd.kernel]->name()},
+                            {"threads", pd.threads},
+                            {"weight_bytes", total},
+                            {"weight_bytes_per_sm", total / std::max(plan.target.nominalSmCount(), 1)},
+                            {"launches_after", static_cast<int64_t>(plan.decode.launches.size() - pd.tasks.size())},
+                            {"tasks", std::move(tasks)}};
+}
+
 } // namespace
 
 
@@ -102,6 +141,7 @@ llvm::json::Object Plan::toJSON() const {
   llvm::json::Object decodeJSON = phaseJSON(*this, decode);
   decodeJSON["weight_bytes"] = weightBytes;
   decodeJSON["flops_per_token"] = decodeFlopsPerToken;
+  decodeJSON["persistent"] = persistentJSON(*this);
   llvm::json::Array ks;
   for (const auto &k : kernels) {
     llvm::json::Object o = k->toJSON();

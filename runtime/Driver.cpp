@@ -167,6 +167,19 @@ llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes) {
   return llvm::Error::success();
 }
 
+llvm::Expected<int> residentBlocksPerSm(const Function &fn, unsigned threads, unsigned sharedBytes) {
+  if (!fn.handle) return ir::makeError("kernel '" + fn.name + "': no function (default-constructed Function)");
+  if (llvm::Error e = reserveDynamicShared(fn, sharedBytes)) return e;
+  auto d = driver();
+  if (!d) return d.takeError();
+  const Api &api = **d;
+  int blocks = 0;
+  if (llvm::Error e = CU_IN(&api, "kernel '" + fn.name + "'", cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks,
+                            static_cast<CUfunction>(fn.handle), int(threads), size_t(sharedBytes)))
+    return e;
+  return blocks;
+}
+
 llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream, bool dependent) {
   if (!fn.handle) return ir::makeError("launch of kernel '" + fn.name + "': no function (default-constructed Function)");
   auto d = driver();

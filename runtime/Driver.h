@@ -140,6 +140,10 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
 // too). The runtime calls it for every kernel at load, so nothing changes a kernel attribute during a graph
 // capture.
 llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes);
+// How many blocks of `fn` with `threads` threads and `sharedBytes` of dynamic shared memory one SM holds at
+// once (its registers, shared memory and the SM's limits): the persistent decode kernel's grid is this
+// times the SMs. Reserves the shared memory first, as a launch would.
+llvm::Expected<int> residentBlocksPerSm(const Function &fn, unsigned threads, unsigned sharedBytes);
 llvm::Error synchronize();
 
 // A TMA tensor map (CUtensorMap: 128 opaque bytes) as a kernel argument.

@@ -68,7 +68,8 @@ constexpr unsigned kDefaultDynamicSharedLimit = 48 * 1024;
   X(cuMemHostRegister, 6050)                                                                                 \
   X(cuMemHostUnregister, 4000)                                                                               \
   X(cuMemcpy2DAsync, 3020)                                                                                   \
-  X(cuTensorMapEncodeTiled, 12000)
+  X(cuTensorMapEncodeTiled, 12000)                                                                           \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor, 6050)
 
 // The loaded library and its entry points. Members are named `<call>_` (pasted, so cuda.h's macros such
 // as `#define cuMemAlloc cuMemAlloc_v2` never rename them); call them through CU() below.

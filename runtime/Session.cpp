@@ -1,5 +1,7 @@
 // runtime/Session.cpp — a batch of sequences through prefill and decode.
 #include "runtime/Session.h"
+
+#include "compiler/kernels/Persistent.h"
 #include "runtime/KernelLoader.h"
 
 #include "compiler/kernels/Epilogue.h"
@@ -153,27 +155,24 @@ cuda::DevicePtr Session::address(const PhaseState &ph, int buffer, const Segment
   return p;
 }
 
-llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
-                                   const GenerateOptions *sampling, const Segment *seg, bool greedyKeys) {
+void Session::fillParams(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
+                         const GenerateOptions *sampling, const Segment *seg, bool greedyKeys, uint8_t *blob) const {
   const Plan &plan = engine.plan();
-  const KernelSpec &spec = *plan.kernels[l.kernel];
-  const ParamsLayout &layout = spec.params();
-  // The kernel's Params, every field the plan binds written at its offset (the rest zero: null pointers).
-  std::array<uint8_t, kMaxParamsBytes> blob{};
+  const ParamsLayout &layout = plan.kernels[l.kernel]->params();
   for (const ParamBinding &b : l.params) {
     const ParamField &f = layout.fields[b.field];
     const ParamValue &v = b.value;
     switch (v.kind) {
-    case ParamValue::Buffer: writeParam(blob.data(), f, v.greedyOnly && !greedyKeys ? 0 : address(ph, v.buffer, seg)); break;
-    case ParamValue::Int: writeParam(blob.data(), f, v.i); break;
-    case ParamValue::Float: writeParam(blob.data(), f, v.f); break;
-    case ParamValue::Rows: writeParam(blob.data(), f, seg ? seg->count : rows); break;
-    case ParamValue::OutRows: writeParam(blob.data(), f, outRows); break;
-    case ParamValue::SequenceStart: writeParam(blob.data(), f, seg ? seg->start : int64_t(0)); break;
-    case ParamValue::Temperature: writeParam(blob.data(), f, double(sampling ? sampling->temperature : 0.f)); break;
-    case ParamValue::TopK: writeParam(blob.data(), f, int64_t(sampling ? sampling->topK : 0)); break;
-    case ParamValue::TopP: writeParam(blob.data(), f, double(sampling ? sampling->topP : 1.f)); break;
-    case ParamValue::Seed: writeParam(blob.data(), f, uint64_t(sampling ? sampling->seed : 0)); break;
+    case ParamValue::Buffer: writeParam(blob, f, v.greedyOnly && !greedyKeys ? 0 : address(ph, v.buffer, seg)); break;
+    case ParamValue::Int: writeParam(blob, f, v.i); break;
+    case ParamValue::Float: writeParam(blob, f, v.f); break;
+    case ParamValue::Rows: writeParam(blob, f, seg ? seg->count : rows); break;
+    case ParamValue::OutRows: writeParam(blob, f, outRows); break;
+    case ParamValue::SequenceStart: writeParam(blob, f, seg ? seg->start : int64_t(0)); break;
+    case ParamValue::Temperature: writeParam(blob, f, double(sampling ? sampling->temperature : 0.f)); break;
+    case ParamValue::TopK: writeParam(blob, f, int64_t(sampling ? sampling->topK : 0)); break;
+    case ParamValue::TopP: writeParam(blob, f, double(sampling ? sampling->topP : 1.f)); break;
+    case ParamValue::Seed: writeParam(blob, f, uint64_t(sampling ? sampling->seed : 0)); break;
     case ParamValue::Epilogue: {
       const EpilogueArgs &e = v.epi;
       EpiParams p;
@@ -190,11 +189,18 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
       p.beta = address(ph, e.beta);
       p.eps = static_cast<float>(e.eps);
       p.argmax = greedyKeys ? address(ph, e.argmax) : 0;
-      std::memcpy(blob.data() + f.offset, &p, sizeof p);
+      std::memcpy(blob + f.offset, &p, sizeof p);
       break;
     }
     }
   }
+}
+
+llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
+                                   const GenerateOptions *sampling, const Segment *seg, bool greedyKeys) {
+  const KernelSpec &spec = *engine.plan().kernels[l.kernel];
+  std::array<uint8_t, kMaxParamsBytes> blob{};
+  fillParams(l, ph, rows, outRows, sampling, seg, greedyKeys, blob.data());
   int64_t launchRows = seg ? seg->count : l.overOutRows ? outRows : rows;
   // Decode kernels are launched as programmatic dependents (sm_90+): each may start while the one before it
   // drains, prefetching its weights; MINFER_NO_PDL=1 turns it off (to measure what it brings).
@@ -203,11 +209,71 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
   return launchSpec(engine.function(l.kernel), spec, launchRows, blob.data(), stream.handle(), dependent);
 }
 
+bool Session::usePersistent(const GenerateOptions &opts) const {
+  // checkPrompts refused DecodePath::Persistent where the plan has no persistent kernel.
+  return opts.decode != DecodePath::Launches && engine.plan().persistent.built();
+}
+
+llvm::Error Session::preparePersistent(int64_t rows, bool greedyKeys) {
+  const Plan &plan = engine.plan();
+  const PersistentDecode &pd = plan.persistent;
+  const cuda::Function &fn = engine.function(pd.kernel);
+  const LaunchDims dims = plan.kernels[pd.kernel]->launch(rows);
+  if (persistentBlocks == 0) {
+    // As many blocks as the device holds at once, never more: a block spinning on a tile no resident block
+    // will run would hang the step.
+    auto perSm = cuda::residentBlocksPerSm(fn, dims.block[0], dims.sharedBytes);
+    if (!perSm) return perSm.takeError();
+    auto info = cuda::deviceInfo();
+    if (!info) return info.takeError();
+    if (*perSm < 1)
+      return ir::makeError("the persistent decode kernel " + plan.kernels[pd.kernel]->name() + " does not fit an SM (" +
+                           std::to_string(dims.block[0]) + " threads, " + std::to_string(dims.sharedBytes) +
+                           " bytes of shared memory a block): decode with --decode=launches");
+    persistentBlocks = *perSm * info->smCount;
+  }
+  TableKey key{rows, greedyKeys};
+  if (tableKey == key) return llvm::Error::success();
+  std::vector<PersistentTaskHost> table(pd.tasks.size());
+  for (size_t i = 0; i < pd.tasks.size(); ++i) {
+    const PersistentDecode::Task &t = pd.tasks[i];
+    const LaunchDims d = t.spec->launch(rows);
+    table[i].kind = t.kind;
+    table[i].nx = static_cast<int32_t>(d.grid[0]);
+    table[i].ny = static_cast<int32_t>(d.grid[1]);
+    table[i].nz = static_cast<int32_t>(d.grid[2]);
+    fillParams(plan.decode.launches[t.launch], *decodeState, rows, rows, nullptr, nullptr, greedyKeys, table[i].params);
+  }
+  if (auto e = cuda::copyHostToDeviceAsync(shared[pd.table], table.data(), table.size() * sizeof(PersistentTaskHost),
+                                           stream.handle()))
+    return e;
+  if (auto e = stream.synchronize()) return e; // the host table goes out of scope
+  tableKey = key;
+  return llvm::Error::success();
+}
+
 llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly) {
   // A whole greedy step whose lm_head folds the argmax skips the select launch and hands the keys to the
   // advance kernel; after a prefill (tailOnly) and when sampling, the select kernel picks from the logits.
   bool greedyKeys = !tailOnly && !(opts.temperature > 0.f);
-  for (const PlannedLaunch &l : decodeState->phase->launches) {
+  const PersistentDecode &pd = engine.plan().persistent;
+  size_t first = 0; // the first launch not covered by the persistent kernel
+  if (!tailOnly && persistentStep) {
+    // The op launches as one kernel (its task table written by preparePersistent), then select and advance.
+    PersistentParams p;
+    p.tasks = shared[pd.table];
+    p.counters = shared[pd.counters];
+    p.num_tasks = static_cast<int32_t>(pd.tasks.size());
+    LaunchDims dims = engine.plan().kernels[pd.kernel]->launch(rows);
+    dims.grid = {static_cast<unsigned>(persistentBlocks), 1, 1};
+    void *args[] = {&p};
+    static const bool pdl = !std::getenv("MINFER_NO_PDL");
+    if (auto e = cuda::launch(engine.function(pd.kernel), dims, args, stream.handle(), pdl)) return e;
+    first = pd.tasks.size();
+  }
+  const std::vector<PlannedLaunch> &launches = decodeState->phase->launches;
+  for (size_t i = first; i < launches.size(); ++i) {
+    const PlannedLaunch &l = launches[i];
     if (tailOnly && l.role != LaunchRole::Select && l.role != LaunchRole::Advance) continue;
     if (greedyKeys && l.skipWhenGreedy) continue;
     // The select launch's argmax becomes the sample launch when the session samples.
@@ -228,6 +294,9 @@ llvm::Error Session::checkPrompts(const std::vector<std::vector<int32_t>> &promp
   if (opts.maxNewTokens < 0 || opts.maxNewTokens > ir::limits::kMaxNewTokens)
     return ir::makeError("generate: max_new_tokens must be in 0.." + std::to_string(ir::limits::kMaxNewTokens) +
                          ", got " + std::to_string(opts.maxNewTokens));
+  if (opts.decode == DecodePath::Persistent && !engine.plan().persistent.built())
+    return ir::makeError("generate: the persistent decode kernel was not built for this plan: " +
+                         engine.plan().persistent.why + " (decode with launches instead)");
   if (opts.temperature > 0.f && !(opts.topP > 0.f && opts.topP <= 1.f))
     return ir::makeError("generate: top_p must be in (0, 1], got " + std::to_string(opts.topP));
   if (!opts.forcedTokens.empty() && opts.forcedTokens.size() != prompts.size())
@@ -386,7 +455,10 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
   if (auto e = t1->record(stream.handle())) return e;
 
   // The decode steps, read back every few steps to stop at a stop token.
-  GraphKey key{B, opts.temperature, opts.topP, opts.topK, opts.seed};
+  persistentStep = usePersistent(opts);
+  if (persistentStep)
+    if (auto e = preparePersistent(B, !(opts.temperature > 0.f))) return e;
+  GraphKey key{B, opts.temperature, opts.topP, opts.topK, opts.seed, persistentStep};
   if (opts.graph && !(graph.valid() && graphKey == key)) {
     graph = cuda::Graph();
     auto g = cuda::Graph::capture(stream, [&] { return enqueueDecodeStep(B, opts, false); });

@@ -34,6 +34,11 @@ struct SessionOptions {
   bool keepLogits = false;
 };
 
+// How a decode step runs: Auto takes the persistent kernel where the plan built one (Plan::persistent) and
+// the launches elsewhere; Persistent asks for it (an error naming the plan's reason where there is none);
+// Launches runs one kernel per op (for comparison).
+enum class DecodePath { Auto, Persistent, Launches };
+
 struct GenerateOptions {
   int64_t maxNewTokens = 16;
   float temperature = 0.f; // <= 0: greedy (argmax)
@@ -42,6 +47,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::vector<int32_t> stopTokens; // a sequence ends after emitting one of these (it is kept in its tokens)
   bool graph = true;                // replay the decode step as a CUDA graph
+  DecodePath decode = DecodePath::Auto;
   // Called with each generated token as soon as it is read back (every step when set, else every few
   // steps); returning false ends that sequence there (the token is kept).
   std::function<bool(int64_t sequence, int32_t token)> onToken;
@@ -92,6 +98,14 @@ private:
   llvm::Error enqueueDecodeStep(int64_t rows, const GenerateOptions &opts, bool tailOnly);
   llvm::Error enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
                             const GenerateOptions *sampling, const Segment *seg, bool greedyKeys = false);
+  // The Params of launch `l` as the runtime binds them (every field the plan binds, the rest zero).
+  void fillParams(const PlannedLaunch &l, const PhaseState &ph, int64_t rows, int64_t outRows,
+                  const GenerateOptions *sampling, const Segment *seg, bool greedyKeys, uint8_t *blob) const;
+  // Whether this generate's decode steps run the persistent kernel.
+  bool usePersistent(const GenerateOptions &opts) const;
+  // Writes the persistent kernel's task table for `rows` sequences (once per rows and greedy setting; before
+  // a graph capture), and finds its grid the first time.
+  llvm::Error preparePersistent(int64_t rows, bool greedyKeys);
   cuda::DevicePtr address(const PhaseState &ph, int buffer) const;
   // The same, offset to one sequence's rows and cache slab when `seg` is given (a per-sequence launch).
   cuda::DevicePtr address(const PhaseState &ph, int buffer, const Segment *seg) const;
@@ -111,8 +125,18 @@ private:
     float temperature = 0, topP = 1;
     int topK = 0;
     uint64_t seed = 0;
+    bool persistent = false;
     bool operator==(const GraphKey &) const = default;
   } graphKey;
+  // The persistent decode kernel: its grid (blocks resident at once on this device, 0 until found) and what
+  // its task table holds now.
+  int persistentBlocks = 0;
+  struct TableKey {
+    int64_t rows = -1;
+    bool greedyKeys = false;
+    bool operator==(const TableKey &) const = default;
+  } tableKey;
+  bool persistentStep = false; // this generate's steps run the persistent kernel
 };
 
 } // namespace minfer::rt

@@ -56,17 +56,17 @@ inline constexpr int kDecodeTile = 16;
 // and 4. With 4 warps that is 2 stages at head dim 128 (68 KB) and 3 at 64 (54 KB); either way 2-3 blocks
 // fit an SM and keep 100+ KB of copies in flight, well past what HBM latency x bandwidth needs (~25-35 KB
 // per SM on H100/H200).
-__host__ __device__ constexpr int decodeStages(int headDim, int warps) {
+__host__ __device__ constexpr int decodeStages(int headDim, int warps, int budget = 65536) {
   const int perStage = warps * 2 * kDecodeTile * smemStride(paddedHeadDim(headDim)) * 2;
-  const int s = 65536 / perStage;
+  const int s = budget / perStage;
   return s < 2 ? 2 : (s > 4 ? 4 : s);
 }
 
 // Shared memory of attention_decode in bytes: the warps' rings, reused after the loop for the merge
 // (per warp: 16 rows x padded head dim of O, plus m and l of 16 rows, fp32).
-__host__ __device__ constexpr int decodeSmemBytes(int headDim, int threads) {
+__host__ __device__ constexpr int decodeSmemBytes(int headDim, int threads, int budget = 65536) {
   const int warps = threads / 32;
-  const int ring = warps * decodeStages(headDim, warps) * 2 * kDecodeTile * smemStride(paddedHeadDim(headDim)) * 2;
+  const int ring = warps * decodeStages(headDim, warps, budget) * 2 * kDecodeTile * smemStride(paddedHeadDim(headDim)) * 2;
   const int merge = warps * 16 * (paddedHeadDim(headDim) + 2) * 4;
   return ring > merge ? ring : merge;
 }
@@ -86,10 +86,11 @@ inline constexpr int kMaxSplits = 256;
 // context_len:  [B] int, including this step's token
 // Grid (ceil(max_seq / SPLIT_TOKENS), KV_HEADS, B), block THREADS, dynamic shared memory
 // attn::decodeSmemBytes(HEAD_DIM, THREADS) (the kernel traps when given less).
-// The step's inputs (q, context_len) are read through the read-only path (__ldg): with the pointers in a
-// struct, __restrict__ no longer lets the compiler prove it (griddepcontrol.wait clobbers memory).
-template <int HEADS, int KV_HEADS, int HEAD_DIM, int SPLIT_TOKENS, int THREADS>
-__global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecodeParams p) {
+// The step's inputs (q, context_len) are read through the read-only path (loadProduced): with the pointers
+// in a struct, __restrict__ no longer lets the compiler prove it (griddepcontrol.wait clobbers memory).
+// The body: the block at `tile`, waiting through `wait`.
+template <int HEADS, int KV_HEADS, int HEAD_DIM, int SPLIT_TOKENS, int THREADS, int SMEM_BUDGET, class Wait>
+__device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams &p, const Tile &tile, const Wait &wait) {
   const bf16 *__restrict__ q = p.q;
   const bf16 *__restrict__ k_cache = p.k_cache;
   const bf16 *__restrict__ v_cache = p.v_cache;
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
   const int *__restrict__ context_len = p.context_len;
   const int max_seq = p.max_seq;
   const float scale = p.scale;
-  gridDependencyWait();
+  wait();
   static_assert(HEADS > 0 && KV_HEADS > 0 && HEADS % KV_HEADS == 0, "HEADS must be a multiple of KV_HEADS (GQA)");
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8, "HEAD_DIM must be a multiple of 8 (16-byte rows)");
   static_assert(HEAD_DIM <= 128, "HEAD_DIM above 128: the fp32 output tile (HEAD_DIM/2 registers a thread) would spill");
@@ -109,7 +110,7 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
   constexpr int TILE = attn::kDecodeTile;
   constexpr int HDP = attn::paddedHeadDim(HEAD_DIM);
   constexpr int LDS = attn::smemStride(HDP);
-  constexpr int STAGES = attn::decodeStages(HEAD_DIM, NW);
+  constexpr int STAGES = attn::decodeStages(HEAD_DIM, NW, SMEM_BUDGET);
   constexpr int GROUP = HEADS / KV_HEADS;
   constexpr int PASSES = (GROUP + 15) / 16;
   constexpr int Q_DIM = HEADS * HEAD_DIM, KV_DIM = KV_HEADS * HEAD_DIM;
@@ -117,11 +118,11 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
   constexpr float kLog2e = 1.4426950408889634f;
 
   extern __shared__ __align__(16) unsigned char smemRaw[];
-  requireDynamicShared(attn::decodeSmemBytes(HEAD_DIM, THREADS));
+  requireDynamicShared(attn::decodeSmemBytes(HEAD_DIM, THREADS, SMEM_BUDGET));
 
-  const int split = blockIdx.x, kvHead = blockIdx.y, b = blockIdx.z;
-  const int numSplits = gridDim.x;
-  const int ctx = min(__ldg(context_len + b), max_seq);
+  const int split = tile.x, kvHead = tile.y, b = tile.z;
+  const int numSplits = tile.nx;
+  const int ctx = min(loadProduced(context_len + b), max_seq);
   const int s0 = split * SPLIT_TOKENS;
   if (s0 >= ctx) return; // past this sequence's context: the combine never reads this split
   const int s1 = min(s0 + SPLIT_TOKENS, ctx);
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
         const int inGroup = pass * 16 + r;
         unsigned v = 0;
         if (inGroup < GROUP && col < HEAD_DIM)
-          v = __ldg(reinterpret_cast<const unsigned *>(q + (size_t)b * Q_DIM + (kvHead * GROUP + inGroup) * HEAD_DIM + col));
+          v = loadProduced(reinterpret_cast<const unsigned *>(q + (size_t)b * Q_DIM + (kvHead * GROUP + inGroup) * HEAD_DIM + col));
         qf[ks][e] = v;
       }
     }
@@ -250,18 +251,19 @@ __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecod
 
 // partial_out / partial_lse: as attention_decode wrote them; context_len: [B]; out: [B, HEADS * HEAD_DIM] bf16.
 // num_splits and split_tokens are the decode launch's grid.x (at most attn::kMaxSplits) and SPLIT_TOKENS.
-// Grid (HEADS, B), block attn::kCombineThreads, no dynamic shared memory.
-// The partials are read through the read-only path (__ldg), as in attention_decode.
-template <int HEADS, int HEAD_DIM>
-__global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combine(const AttentionCombineParams p) {
+// Grid (HEADS, B), block THREADS (attn::kCombineThreads as a kernel of its own), no dynamic shared memory.
+// The partials are read through the read-only path (loadProduced), as in attention_decode.
+template <int HEADS, int HEAD_DIM, int THREADS, class Wait>
+__device__ __forceinline__ void attentionCombineTile(const AttentionCombineParams &p, const Tile &tile, const Wait &wait) {
   const float *__restrict__ partial_out = p.partial_out;
   const float *__restrict__ partial_lse = p.partial_lse;
   const int *__restrict__ context_len = p.context_len;
   bf16 *__restrict__ out = p.out;
   const int num_splits = p.num_splits, split_tokens = p.split_tokens;
-  gridDependencyWait();
+  wait();
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8 && HEAD_DIM <= 128, "HEAD_DIM: a multiple of 8, at most 128");
-  constexpr int THREADS = attn::kCombineThreads;
+  static_assert(THREADS % kWarpSize == 0 && THREADS >= HEAD_DIM / 4 && THREADS <= 1024,
+                "combine: THREADS must be whole warps, at least one thread per float4 of a row");
   constexpr int VECS = HEAD_DIM / 4;       // float4 column groups of one row
   // Chunks merged side by side (4 at head dim 128, 64 at 8); when VECS does not divide THREADS (head dim
   // 24, 96, ...), the last THREADS % VECS threads have no lane and only take part in the barriers.
@@ -270,9 +272,9 @@ __global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combin
   __shared__ float scratch[THREADS / kWarpSize];
   __shared__ float4 part[LANES][VECS];
 
-  const int head = blockIdx.x, b = blockIdx.y;
+  const int head = tile.x, b = tile.y;
   if (num_splits > attn::kMaxSplits) __trap(); // a host/spec mismatch
-  const int ctx = __ldg(context_len + b);
+  const int ctx = loadProduced(context_len + b);
   // The chunks attention_decode wrote: those starting before the context, clamped to the grid it had.
   const int valid = ctx > 0 ? min((ctx + split_tokens - 1) / split_tokens, num_splits) : 0;
   const size_t base = ((size_t)b * HEADS + head) * num_splits;
@@ -280,7 +282,7 @@ __global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combin
   // Weights 2^(lse_s - max) of every chunk, and their sum.
   float mx = attn::negInf();
   for (int s = threadIdx.x; s < valid; s += THREADS) {
-    weight[s] = __ldg(partial_lse + base + s);
+    weight[s] = loadProduced(partial_lse + base + s);
     mx = fmaxf(mx, weight[s]);
   }
   // Block max by hand: common.cuh's blockMax spells -inf as INFINITY, which NVRTC does not define.
@@ -304,7 +306,7 @@ __global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combin
     const float4 *src = reinterpret_cast<const float4 *>(partial_out + base * HEAD_DIM) + vec;
 #pragma unroll 4
     for (int s = lane; s < valid; s += LANES) {
-      const float4 o = __ldg(src + (size_t)s * VECS);
+      const float4 o = loadProduced(src + (size_t)s * VECS);
       const float w = weight[s];
       acc.x += w * o.x;
       acc.y += w * o.y;
@@ -328,5 +330,33 @@ __global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combin
     dst[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
   }
 }
+
+// The kernels, and the same bodies as tasks of the persistent decode kernel (persistent.cuh).
+template <int HEADS, int KV_HEADS, int HEAD_DIM, int SPLIT_TOKENS, int THREADS>
+__global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecodeParams p) {
+  attentionDecodeTile<HEADS, KV_HEADS, HEAD_DIM, SPLIT_TOKENS, THREADS, 65536>(p, launchTile(), GridWait{});
+}
+template <int HEADS, int HEAD_DIM>
+__global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combine(const AttentionCombineParams p) {
+  attentionCombineTile<HEADS, HEAD_DIM, attn::kCombineThreads>(p, launchTile(), GridWait{});
+}
+// As a task, the rings take at most SMEM_BUDGET bytes (fewer stages): the persistent kernel's blocks all
+// reserve the shared memory of its largest task, and that limits the blocks an SM.
+template <int HEADS, int KV_HEADS, int HEAD_DIM, int SPLIT_TOKENS, int THREADS, int SMEM_BUDGET> struct AttentionDecodeTask {
+  using Params = AttentionDecodeParams;
+  static constexpr int kThreads = THREADS;
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    attentionDecodeTile<HEADS, KV_HEADS, HEAD_DIM, SPLIT_TOKENS, THREADS, SMEM_BUDGET>(p, t, w);
+  }
+  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
+};
+template <int HEADS, int HEAD_DIM, int THREADS> struct AttentionCombineTask {
+  using Params = AttentionCombineParams;
+  static constexpr int kThreads = THREADS;
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    attentionCombineTile<HEADS, HEAD_DIM, THREADS>(p, t, w);
+  }
+  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
+};
 
 } // namespace minfer

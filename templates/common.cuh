@@ -37,6 +37,39 @@ __device__ __forceinline__ void gridDependencyWait() {
 #endif
 }
 
+// Where a kernel's block sits in its grid. A __global__ kernel passes its own (launchTile()); the persistent
+// decode kernel (persistent.cuh) runs the same body once per tile of a task, on whichever block it assigned
+// the tile to, so a body reads its coordinates from here, never from blockIdx or gridDim.
+struct Tile {
+  int x, y, z;    // blockIdx
+  int nx, ny, nz; // gridDim
+};
+__device__ __forceinline__ Tile launchTile() {
+  return {static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z),
+          static_cast<int>(gridDim.x),  static_cast<int>(gridDim.y),  static_cast<int>(gridDim.z)};
+}
+
+// What a body calls before it reads anything an earlier kernel (or task) wrote, after prefetching what does
+// not depend on it (weights). As a kernel of its own: gridDependencyWait. In the persistent kernel: wait
+// for the tiles of the task before it (persistent.cuh's TaskWait). A body calls it from every warp that
+// reads such data; warps that leave early need not.
+struct GridWait {
+  __device__ __forceinline__ void operator()() const { gridDependencyWait(); }
+};
+
+// A load of data an earlier kernel of the step wrote (activations, attention partials), through the
+// read-only path. In the persistent decode kernel an earlier task of the *same* kernel wrote it, which
+// the read-only path does not allow (it may serve a line cached before the write): persistent.cuh
+// defines MINFER_TASKS_SHARE_MEMORY before including the families, and the load becomes a plain one, made
+// coherent by the task wait's acquire.
+template <class T> __device__ __forceinline__ T loadProduced(const T *p) {
+#ifdef MINFER_TASKS_SHARE_MEMORY
+  return *p;
+#else
+  return __ldg(p);
+#endif
+}
+
 // Reductions: Sum and Max, each an operation and its identity.
 struct SumOp {
   __device__ __forceinline__ static float apply(float a, float b) { return a + b; }

@@ -25,17 +25,18 @@ struct EmbeddingParams {
 };
 
 
-template <int D, typename WeightT>
-__global__ void embedding(const EmbeddingParams p) {
+// The body: row tile.x, any number of threads, waiting through `wait`.
+template <int D, typename WeightT, class Wait>
+__device__ __forceinline__ void embeddingTile(const EmbeddingParams &p, const Tile &tile, const Wait &wait) {
   const int *ids = p.ids;
   const WeightT *table = static_cast<const WeightT *>(p.table);
   bf16 *out = p.out;
   const int rows = p.rows, table_rows = p.table_rows;
-  gridDependencyWait();
+  wait();
   static_assert(D > 0, "embedding: D must be positive");
   constexpr int VEC = vecWidth<bf16, D>();
   constexpr int NV = D / VEC;
-  const long long r = blockIdx.x;
+  const long long r = tile.x;
   if (r >= rows) return;
   const int id = ids[r];
   bf16 *o = out + r * D;
@@ -53,5 +54,18 @@ __global__ void embedding(const EmbeddingParams p) {
     storeBf16<VEC>(o + i * VEC, v);
   }
 }
+
+// The kernel, and the body as a task of the persistent decode kernel (persistent.cuh), at any block size.
+template <int D, typename WeightT> __global__ void embedding(const EmbeddingParams p) {
+  embeddingTile<D, WeightT>(p, launchTile(), GridWait{});
+}
+template <int D, typename WeightT> struct EmbeddingTask {
+  using Params = EmbeddingParams;
+  static constexpr int kThreads = 0; // any: the row's vectors are strided by blockDim.x
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    embeddingTile<D, WeightT>(p, t, w);
+  }
+  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
+};
 
 } // namespace minfer

@@ -67,8 +67,9 @@ __device__ __forceinline__ uint4 loadStreaming(const bf16 *p) {
 // A hint to bring the 128-byte line holding p into L2 (no register, no wait).
 __device__ __forceinline__ void prefetchL2(const bf16 *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
-// A: small and read by every warp of the SM, so let it live in L1.
-__device__ __forceinline__ uint4 loadCached(const bf16 *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+// A: small and read by every warp of the SM, so let it live in L1 (the read-only path, but for the persistent
+// kernel's tasks: common.cuh's loadProduced).
+__device__ __forceinline__ uint4 loadCached(const bf16 *p) { return loadProduced(reinterpret_cast<const uint4 *>(p)); }
 
 __device__ __forceinline__ float2 unpack(unsigned bits) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&bits));
@@ -94,6 +95,19 @@ __device__ __forceinline__ void unpack8(float (&out)[8], const uint4 &v) {
   out[4] = p2.x, out[5] = p2.y, out[6] = p3.x, out[7] = p3.y;
 }
 
+// Brings rows [first, first + rows) of W [N, K] (contiguous: W is row-major) into L2, one prefetch per
+// 128-byte line spread over the block's THREADS threads; no registers held, nothing waited for. The
+// persistent decode kernel calls it for the tile a block runs next, so its weights stream in while the
+// current tile (or the task before) drains.
+template <int N, int K, int THREADS> __device__ __forceinline__ void prefetchRowsL2(const bf16 *W, int first, int rows) {
+  if (first >= N) return;
+  rows = rows < N - first ? rows : N - first;
+  const char *base = reinterpret_cast<const char *>(W + static_cast<long long>(first) * K);
+  const long long bytes = static_cast<long long>(rows) * K * 2;
+  for (long long off = threadIdx.x * 128LL; off < bytes; off += THREADS * 128LL) prefetchL2(reinterpret_cast<const bf16 *>(base + off));
+  if (threadIdx.x == 0) prefetchL2(reinterpret_cast<const bf16 *>(base + bytes - 1)); // a last line the stride missed
+}
+
 __host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }
 __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
@@ -105,9 +119,11 @@ template <int N, int K> __device__ __forceinline__ void checkShape() {
 
 } // namespace gemv_detail
 
-template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro = ProNone>
-__global__ void __launch_bounds__(WARPS * 32)
-    gemv(const MatmulParams p) {
+// The body of gemv: the block at `tile` of grid ceil(N / (ROWS_PER_WARP * WARPS)), waiting through `wait`,
+// with about LOADS independent 16-byte W loads per lane in flight (8 as a kernel of its own; the persistent
+// kernel's task form takes more, see GemvTask).
+template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro, int LOADS, class Wait>
+__device__ __forceinline__ void gemvTile(const MatmulParams &p, const Tile &tile, const Wait &wait) {
   const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K], M rows, the epilogue's arguments
   using namespace gemv_detail;
   checkShape<N, K>();
@@ -120,13 +136,14 @@ __global__ void __launch_bounds__(WARPS * 32)
   constexpr int R = ROWS_PER_WARP;
   constexpr int kChunks = K / 8;                     // 16-byte chunks per row
   constexpr int kIters = (kChunks + 31) / 32;        // steps of 32 chunks (one per lane) along K
-  // Steps unrolled together: about 8 independent W loads per lane in flight (R * kUnroll), while the
+  // Steps unrolled together: about LOADS independent W loads per lane in flight (R * kUnroll), while the
   // MAX_M * kUnroll activation vectors held alongside stay within ~64 registers.
-  constexpr int kUnroll = cmax(1, cmin(kIters, cmin(cmax(1, 8 / R), cmax(1, 16 / MAX_M))));
+  static_assert(LOADS >= 1 && LOADS <= 32, "gemv: LOADS must be 1..32");
+  constexpr int kUnroll = cmax(1, cmin(kIters, cmin(cmax(1, LOADS / R), cmax(1, 16 / MAX_M))));
   constexpr int kGroups = kIters / kUnroll, kRest = kIters % kUnroll;
 
   const int lane = threadIdx.x % 32;
-  const int row0 = (blockIdx.x * WARPS + threadIdx.x / 32) * R;
+  const int row0 = (tile.x * WARPS + threadIdx.x / 32) * R;
   // Without a prologue there is no block-level synchronisation below, so a spare warp can leave; with one,
   // it stays for the statistics' barriers (its rows clamp to N - 1 and are never stored).
   if (!Pro::kActive && !Epi::kArgmax && row0 >= N) return;
@@ -138,14 +155,26 @@ __global__ void __launch_bounds__(WARPS * 32)
   const bf16 *wRow[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) wRow[r] = W + static_cast<long long>(min(row0 + r, N - 1)) * K + lane * 8;
-  // W does not depend on the kernel before this one: start pulling this warp's first steps of it into L2
-  // while that kernel drains (programmatic dependent launch), then wait for its outputs.
+  // W does not depend on the kernel before this one: load this warp's first group of steps of it into
+  // registers, and start the next group towards L2, while that kernel (or task) drains, then wait for its
+  // outputs. The first group's loads are then already under way when the activations arrive.
+  auto loadW = [&](uint4(&w)[kUnroll][R], int step0, int steps) {
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u)
+    for (int u = 0; u < kUnroll; ++u) {
+      const int chunk = (step0 + u) * 32; // this lane's chunk is chunk + lane
+      const bool ok = u < steps && (kChunks % 32 == 0 || chunk + lane < kChunks);
+#pragma unroll
+      for (int r = 0; r < R; ++r) w[u][r] = ok ? loadStreaming(wRow[r] + chunk * 8) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  uint4 first[kUnroll][R];
+  loadW(first, 0, kUnroll);
+#pragma unroll
+  for (int u = kUnroll; u < 2 * kUnroll && u < kIters; ++u)
     if (kChunks % 32 == 0 || u * 32 + lane < kChunks)
 #pragma unroll
       for (int r = 0; r < R; ++r) prefetchL2(wRow[r] + u * 256);
-  gridDependencyWait();
+  wait();
 
   for (int m0 = 0; m0 < M; m0 += MAX_M) {
     const int rows = min(M - m0, MAX_M);
@@ -159,16 +188,24 @@ __global__ void __launch_bounds__(WARPS * 32)
     if constexpr (Pro::kActive)
       Pro::template blockStats<K, WARPS, MAX_M>(A + static_cast<long long>(m0) * K, rows, proStats, proScratch, epi);
 
-    // U consecutive steps starting at `step0`: all W loads first, then activations, then the FMAs.
-    auto steps = [&](int step0, auto unroll) {
+    // U consecutive steps starting at `step0`: all W loads first (or the ones made before the wait), then
+    // activations, then the FMAs.
+    auto steps = [&](int step0, auto unroll, bool preloaded) {
       constexpr int U = decltype(unroll)::value;
       uint4 w[U][R];
+      if (preloaded) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int chunk = (step0 + u) * 32; // this lane's chunk is chunk + lane
-        const bool ok = kChunks % 32 == 0 || chunk + lane < kChunks;
+        for (int u = 0; u < U; ++u)
 #pragma unroll
-        for (int r = 0; r < R; ++r) w[u][r] = ok ? loadStreaming(wRow[r] + chunk * 8) : make_uint4(0, 0, 0, 0);
+          for (int r = 0; r < R; ++r) w[u][r] = first[u][r];
+      } else {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int chunk = (step0 + u) * 32; // this lane's chunk is chunk + lane
+          const bool ok = kChunks % 32 == 0 || chunk + lane < kChunks;
+#pragma unroll
+          for (int r = 0; r < R; ++r) w[u][r] = ok ? loadStreaming(wRow[r] + chunk * 8) : make_uint4(0, 0, 0, 0);
+        }
       }
 #pragma unroll
       for (int m = 0; m < MAX_M; ++m) {
@@ -186,8 +223,10 @@ __global__ void __launch_bounds__(WARPS * 32)
         }
       }
     };
-    for (int g = 0; g < kGroups; ++g) steps(g * kUnroll, IntConstant<kUnroll>{});
-    if constexpr (kRest > 0) steps(kGroups * kUnroll, IntConstant<kRest>{});
+    // kGroups >= 1 (kUnroll <= kIters): the first group of the first rows of A uses the early loads.
+    steps(0, IntConstant<kUnroll>{}, m0 == 0);
+    for (int g = 1; g < kGroups; ++g) steps(g * kUnroll, IntConstant<kUnroll>{}, false);
+    if constexpr (kRest > 0) steps(kGroups * kUnroll, IntConstant<kRest>{}, false);
 
     if constexpr (Epi::kArgmax) {
       if (threadIdx.x < MAX_M) blockBest[threadIdx.x] = 0;
@@ -251,9 +290,10 @@ __device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, 
 
 } // namespace gemv_detail
 
-template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro = ProNone>
-__global__ void __launch_bounds__(WARPS * 32)
-    gemvMma(const MatmulParams p) {
+// The body of gemvMma: the block at `tile` of grid ceil(N / 16), waiting through `wait`, with LOADS
+// independent 16-byte W loads per lane in flight (two a chunk: rows g and g + 8).
+template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, int LOADS, class Wait>
+__device__ __forceinline__ void gemvMmaTile(const MatmulParams &p, const Tile &tile, const Wait &wait) {
   const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K], M rows, the epilogue's arguments
   using namespace gemv_detail;
   checkShape<N, K>();
@@ -264,8 +304,9 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   constexpr int kChunks = (K + 31) / 32;                  // 32-wide chunks of K (the last may be short)
   constexpr int kPerWarp = (kChunks + WARPS - 1) / WARPS; // chunks each warp walks
-  // Chunks loaded together: 4, i.e. 8 independent 16-byte W loads per lane in flight (as gemv).
-  constexpr int kUnroll = kPerWarp < 4 ? kPerWarp : 4;
+  // Chunks loaded together: LOADS / 2 (4 as a kernel of its own: 8 loads per lane in flight, as gemv).
+  static_assert(LOADS >= 2 && LOADS <= 32, "gemvMma: LOADS must be 2..32");
+  constexpr int kUnroll = kPerWarp < LOADS / 2 ? kPerWarp : LOADS / 2;
   constexpr int kGroups = kPerWarp / kUnroll, kRest = kPerWarp % kUnroll;
   __shared__ float partial[WARPS > 1 ? WARPS - 1 : 1][32][4]; // warps 1.. hand their sums to warp 0
   __shared__ float2 proStats[Pro::kActive ? MAX_M : 1];
@@ -273,7 +314,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
-  const int row0 = blockIdx.x * 16;
+  const int row0 = tile.x * 16;
   // Rows past N read row N - 1 (always valid) and are never stored.
   const bf16 *w0 = W + static_cast<long long>(min(row0 + g, N - 1)) * K + t * 8;
   const bf16 *w1 = W + static_cast<long long>(min(row0 + g + 8, N - 1)) * K + t * 8;
@@ -286,7 +327,7 @@ __global__ void __launch_bounds__(WARPS * 32)
       prefetchL2(w1 + c * 32);
     }
   }
-  gridDependencyWait();
+  wait();
 
   // NT n8 operands: rows 0-7 of A's group in the first, 8-15 in the second (MAX_M > 8); every W fragment
   // loaded feeds NT mmas.
@@ -369,5 +410,38 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
   }
 }
+
+// The kernels, and the same bodies as tasks of the persistent decode kernel (persistent.cuh).
+template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro = ProNone>
+__global__ void __launch_bounds__(WARPS * 32) gemv(const MatmulParams p) {
+  gemvTile<N, K, MAX_M, ROWS_PER_WARP, WARPS, Epi, Pro, 8>(p, launchTile(), GridWait{});
+}
+template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro = ProNone>
+__global__ void __launch_bounds__(WARPS * 32) gemvMma(const MatmulParams p) {
+  gemvMmaTile<N, K, MAX_M, WARPS, Epi, Pro, 8>(p, launchTile(), GridWait{});
+}
+// As tasks, LOADS loads in flight per lane: the persistent kernel has few blocks an SM (its registers are
+// those of its largest body), so each warp keeps more of its rows in flight instead.
+template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro, int LOADS> struct GemvTask {
+  using Params = MatmulParams;
+  static constexpr int kThreads = WARPS * 32;
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    gemvTile<N, K, MAX_M, ROWS_PER_WARP, WARPS, Epi, Pro, LOADS>(p, t, w);
+  }
+  // The tile's rows of W into L2 (the tile's weights do not depend on any task).
+  __device__ __forceinline__ static void prefetch(const Params &p, const Tile &t) {
+    gemv_detail::prefetchRowsL2<N, K, kThreads>(p.W, t.x * WARPS * ROWS_PER_WARP, WARPS * ROWS_PER_WARP);
+  }
+};
+template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, int LOADS> struct GemvMmaTask {
+  using Params = MatmulParams;
+  static constexpr int kThreads = WARPS * 32;
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    gemvMmaTile<N, K, MAX_M, WARPS, Epi, Pro, LOADS>(p, t, w);
+  }
+  __device__ __forceinline__ static void prefetch(const Params &p, const Tile &t) {
+    gemv_detail::prefetchRowsL2<N, K, kThreads>(p.W, t.x * 16, 16);
+  }
+};
 
 } // namespace minfer

@@ -109,11 +109,11 @@ __device__ __forceinline__ void normRow(const bf16 *a, const bf16 *b, const Weig
   }
 }
 
-// A norm kernel's block: one row, its pointers taken from the Params.
-template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL>
-__device__ __forceinline__ void normKernel(const NormParams &p) {
-  gridDependencyWait();
-  const long long r = blockIdx.x;
+// A norm kernel's block: row tile.x, its pointers taken from the Params.
+template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL, class Wait>
+__device__ __forceinline__ void normTile(const NormParams &p, const Tile &tile, const Wait &wait) {
+  wait();
+  const long long r = tile.x;
   if (r >= p.rows) return;
   normRow<D, THREADS, WeightT, LAYER, RESIDUAL>(p.a + r * D, RESIDUAL ? p.b + r * D : nullptr,
                                                 static_cast<const WeightT *>(p.gamma),
@@ -126,25 +126,35 @@ __device__ __forceinline__ void normKernel(const NormParams &p) {
 // y = rms_norm(a)
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) rms_norm(const NormParams p) {
-  norm_detail::normKernel<D, THREADS, WeightT, false, false>(p);
+  norm_detail::normTile<D, THREADS, WeightT, false, false>(p, launchTile(), GridWait{});
 }
 
 // y = layer_norm(a)
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) layer_norm(const NormParams p) {
-  norm_detail::normKernel<D, THREADS, WeightT, true, false>(p);
+  norm_detail::normTile<D, THREADS, WeightT, true, false>(p, launchTile(), GridWait{});
 }
 
 // sum = a + b (rounded to bf16), y = rms_norm(sum).
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) rms_norm_residual(const NormParams p) {
-  norm_detail::normKernel<D, THREADS, WeightT, false, true>(p);
+  norm_detail::normTile<D, THREADS, WeightT, false, true>(p, launchTile(), GridWait{});
 }
 
 // sum = a + b (rounded to bf16), y = layer_norm(sum).
 template <int D, int THREADS, typename WeightT>
 __global__ void __launch_bounds__(THREADS) layer_norm_residual(const NormParams p) {
-  norm_detail::normKernel<D, THREADS, WeightT, true, true>(p);
+  norm_detail::normTile<D, THREADS, WeightT, true, true>(p, launchTile(), GridWait{});
 }
+
+// Any of the four as a task of the persistent decode kernel (persistent.cuh).
+template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL> struct NormTask {
+  using Params = NormParams;
+  static constexpr int kThreads = THREADS;
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    norm_detail::normTile<D, THREADS, WeightT, LAYER, RESIDUAL>(p, t, w);
+  }
+  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
+};
 
 } // namespace minfer

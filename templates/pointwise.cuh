@@ -102,24 +102,23 @@ struct SiluMul {
 inline constexpr int kPointwiseThreads = 256;
 
 namespace pw {
-// Calls f(i) for every 16-byte vector i (VEC elements) of a [rows, COLS] tensor, grid-stride: rows * COLS is
-// a multiple of VEC, so the flat tensor is whole vectors.
-template <int COLS, class F> __device__ __forceinline__ void forEachVector(int rows, F f) {
+// Calls f(i) for every 16-byte vector i (VEC elements) of a [rows, COLS] tensor, grid-stride over blocks of
+// THREADS threads: rows * COLS is a multiple of VEC, so the flat tensor is whole vectors.
+template <int COLS, int THREADS, class F> __device__ __forceinline__ void forEachVector(int rows, const Tile &tile, F f) {
   static_assert(COLS > 0, "pointwise: COLS must be positive");
   constexpr int VEC = vecWidth<bf16, COLS>();
   const long long n = static_cast<long long>(rows) * (COLS / VEC);
-  for (long long i = blockIdx.x * static_cast<long long>(kPointwiseThreads) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * kPointwiseThreads)
+  for (long long i = tile.x * static_cast<long long>(THREADS) + threadIdx.x; i < n;
+       i += static_cast<long long>(tile.nx) * THREADS)
     f(i * VEC);
 }
-} // namespace pw
 
-// y = Op(a, arg) elementwise.
-template <typename Op, int COLS>
-__global__ void __launch_bounds__(kPointwiseThreads) unary(const PointwiseParams p) {
-  gridDependencyWait();
+// y = Op(a, arg) elementwise: the body, the block at `tile` of THREADS threads.
+template <typename Op, int COLS, int THREADS, class Wait>
+__device__ __forceinline__ void unaryTile(const PointwiseParams &p, const Tile &tile, const Wait &wait) {
+  wait();
   constexpr int VEC = vecWidth<bf16, COLS>();
-  pw::forEachVector<COLS>(p.rows, [&](long long at) {
+  forEachVector<COLS, THREADS>(p.rows, tile, [&](long long at) {
     float v[VEC];
     loadFloats<VEC>(p.a + at, v);
 #pragma unroll
@@ -128,12 +127,12 @@ __global__ void __launch_bounds__(kPointwiseThreads) unary(const PointwiseParams
   });
 }
 
-// y = Op(a, b) elementwise.
-template <typename Op, int COLS>
-__global__ void __launch_bounds__(kPointwiseThreads) binary(const PointwiseParams p) {
-  gridDependencyWait();
+// y = Op(a, b) elementwise: the body.
+template <typename Op, int COLS, int THREADS, class Wait>
+__device__ __forceinline__ void binaryTile(const PointwiseParams &p, const Tile &tile, const Wait &wait) {
+  wait();
   constexpr int VEC = vecWidth<bf16, COLS>();
-  pw::forEachVector<COLS>(p.rows, [&](long long at) {
+  forEachVector<COLS, THREADS>(p.rows, tile, [&](long long at) {
     float va[VEC], vb[VEC];
     loadFloats<VEC>(p.a + at, va);
     loadFloats<VEC>(p.b + at, vb);
@@ -142,5 +141,32 @@ __global__ void __launch_bounds__(kPointwiseThreads) binary(const PointwiseParam
     storeBf16<VEC>(p.y + at, va);
   });
 }
+} // namespace pw
+
+// The kernels, and the bodies as tasks of the persistent decode kernel (persistent.cuh).
+template <typename Op, int COLS>
+__global__ void __launch_bounds__(kPointwiseThreads) unary(const PointwiseParams p) {
+  pw::unaryTile<Op, COLS, kPointwiseThreads>(p, launchTile(), GridWait{});
+}
+template <typename Op, int COLS>
+__global__ void __launch_bounds__(kPointwiseThreads) binary(const PointwiseParams p) {
+  pw::binaryTile<Op, COLS, kPointwiseThreads>(p, launchTile(), GridWait{});
+}
+template <typename Op, int COLS, int THREADS> struct UnaryTask {
+  using Params = PointwiseParams;
+  static constexpr int kThreads = THREADS;
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    pw::unaryTile<Op, COLS, THREADS>(p, t, w);
+  }
+  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
+};
+template <typename Op, int COLS, int THREADS> struct BinaryTask {
+  using Params = PointwiseParams;
+  static constexpr int kThreads = THREADS;
+  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
+    pw::binaryTile<Op, COLS, THREADS>(p, t, w);
+  }
+  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
+};
 
 } // namespace minfer

@@ -74,4 +74,15 @@ __device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], c
   mma16816(d, a[0], a[1], a[2], a[3], b[0], b[1]);
 }
 
+// Counters in global memory shared by the blocks of one kernel (persistent.cuh): an acquire load at GPU
+// scope (what the releasing block wrote before its release is visible after it) and a release add.
+__device__ __forceinline__ unsigned loadAcquireGpu(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void addReleaseGpu(unsigned *p, unsigned v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 } // namespace minfer

@@ -157,6 +157,12 @@ cl::opt<bool> runNoFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel pe
                         cl::sub(runCmd), cl::cat(category));
 cl::opt<bool> noGraph("no-cuda-graph", cl::desc("Launch the decode kernels one by one instead of replaying a CUDA graph"),
                       cl::sub(runCmd), cl::cat(category));
+enum class DecodeFlag { Default, Persistent, Launches };
+cl::opt<DecodeFlag> decodePath(
+    "decode", cl::desc("How a decode step runs (default: persistent where the plan built the kernel, else launches)"),
+    cl::values(clEnumValN(DecodeFlag::Persistent, "persistent", "one persistent kernel runs the step's ops (batch <= 8)"),
+               clEnumValN(DecodeFlag::Launches, "launches", "one kernel launch per op")),
+    cl::init(DecodeFlag::Default), cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> runTarget("target", cl::desc("Expected GPU architecture (default: the GPU's own)"),
                                cl::value_desc("sm_XY"), cl::sub(runCmd), cl::cat(category));
 cl::opt<int64_t> runMaxSeq("max-seq", cl::desc("Cache positions per sequence (default: the model's max_pos)"),
@@ -212,6 +218,18 @@ llvm::Error writeDump(llvm::StringRef dir, llvm::StringRef file, llvm::StringRef
 }
 
 // "3 tuned (from PATH), 12 default" for the run and build summaries.
+// How the decode steps ran: "one persistent kernel (136 tasks) + 2 launches a step", or "136 launches a step"
+// with the reason the persistent kernel is not there.
+std::string decodeSummary(const Plan &plan, rt::DecodePath path) {
+  const PersistentDecode &pd = plan.persistent;
+  size_t launches = plan.decode.launches.size();
+  if (pd.built() && path != rt::DecodePath::Launches)
+    return "one persistent kernel (" + std::to_string(pd.tasks.size()) + " tasks) + " +
+           std::to_string(launches - pd.tasks.size()) + " launches a step";
+  return std::to_string(launches) + " launches a step" +
+         (pd.built() ? std::string(" (--decode=launches)") : " (no persistent kernel: " + pd.why + ")");
+}
+
 std::string tileSummary(const Plan &plan, llvm::StringRef from) {
   std::string s = llvm::formatv("{0} tuned", plan.tunedKernels()).str();
   if (!from.empty()) s += " (from " + from.str() + ")";
@@ -311,11 +329,13 @@ int compileModule(Pipeline &pipeline) {
   phaseTimes.add("write bundle", msSince(t3));
   llvm::errs() << llvm::formatv(
       "minferc: {0} for {1}: {2} kernels ({3} from cache, {4} compiled), decode {5} launches per step "
-      "({6} per layer x {7} layers), prefill {8} launches; weights {9}, {10:f2} GFLOP per decode token; {11:f2} s; "
-      "tiles: {12}\n",
+      "({6} per layer x {7} layers; {13}), prefill {8} launches; weights {9}, {10:f2} GFLOP per decode token; "
+      "{11:f2} s; tiles: {12}\n",
       outputPath, target->name, stats.kernels, stats.hits, stats.misses, plan.decode.launches.size(),
       plan.decode.launchesPerLayer, plan.decode.layers, plan.prefill.launches.size(), humanBytes(plan.weightBytes),
-      plan.decodeFlopsPerToken / 1e9, msSince(t0) / 1e3, tileSummary(plan, pipeline.tuningFrom()));
+      plan.decodeFlopsPerToken / 1e9, msSince(t0) / 1e3, tileSummary(plan, pipeline.tuningFrom()),
+      plan.persistent.built() ? "or one persistent kernel of " + std::to_string(plan.persistent.tasks.size()) + " tasks"
+                              : "no persistent kernel: " + plan.persistent.why);
   return finish(0);
 }
 
@@ -603,6 +623,9 @@ int runGpu() {
   go.topP = topP;
   go.seed = seed;
   go.graph = !noGraph;
+  go.decode = decodePath == DecodeFlag::Persistent ? rt::DecodePath::Persistent
+              : decodePath == DecodeFlag::Launches ? rt::DecodePath::Launches
+                                                   : rt::DecodePath::Auto;
   if (!stopIds.empty()) {
     auto stops = parseIds(stopIds, (*engine)->vocab(), "--stop-ids");
     if (!stops) return fail(stops.takeError());
@@ -653,8 +676,8 @@ int runGpu() {
       st.modulesMs, st.weightsMs, humanBytes(double(st.weightBytes)), gen->promptTokens, gen->prefillMs, prefillTokS,
       gen->decodeSteps, runBatch.getValue(), msPerToken, msPerToken > 0 ? 1e3 * runBatch / msPerToken : 0.0,
       go.graph ? ", CUDA graph" : "", humanBytes(double((*session)->memory().total())), ms(t2 - t0),
-      llvm::formatv(", {0}, decode {1} launches a step; tiles: {2}", st.fused ? "fused" : "unfused",
-                    (*engine)->plan().decode.launches.size(), tileSummary((*engine)->plan(), st.tuningDb)).str());
+      llvm::formatv(", {0}, decode: {1}; tiles: {2}", st.fused ? "fused" : "unfused",
+                    decodeSummary((*engine)->plan(), go.decode), tileSummary((*engine)->plan(), st.tuningDb)).str());
   if (!st.warning.empty()) cli::warn(st.warning);
   phaseTimes.add("parse", st.loadMs, "model read (" + st.source + ")");
   phaseTimes.add("fuse", st.passesMs, st.fused ? "" : "not run");

@@ -163,7 +163,7 @@ unsigned AttentionDecodeSpec::sharedBytes() const {
   // the loop for the merge (16 rows of fp32 O plus m and l per warp). Mirrors attn::decodeStages/SmemBytes.
   const int warps = threads / 32, stride = smemStride(headDim);
   const int perStage = warps * 2 * 16 * stride * 2;
-  const int stages = std::clamp(65536 / perStage, 2, 4);
+  const int stages = std::clamp(smemBudget / perStage, 2, 4);
   const int ring = perStage * stages;
   const int merge = warps * 16 * (int(llvm::alignTo(headDim, 16)) + 2) * 4;
   return static_cast<unsigned>(std::max(ring, merge));
@@ -205,6 +205,7 @@ llvm::Error AttentionCombineSpec::validate() const {
   if (heads <= 0) return specError(name(), "heads must be positive");
   if (headDim < 8 || headDim > 128 || headDim % 8 != 0)
     return specError(name(), "head_dim " + llvm::Twine(headDim) + " is not a multiple of 8 in 8..128");
+  if (threads != 128) return specError(name(), "threads must be 128 (attn::kCombineThreads) as a kernel of its own");
   return llvm::Error::success();
 }
 
@@ -219,8 +220,37 @@ std::string AttentionCombineSpec::entry() const {
 LaunchDims AttentionCombineSpec::launch(int64_t rows) const {
   LaunchDims d;
   d.grid = {static_cast<unsigned>(heads), static_cast<unsigned>(rows), 1};
-  d.block = {128, 1, 1}; // attn::kCombineThreads: 4 warps, chunks merged side by side
+  d.block = {static_cast<unsigned>(threads), 1, 1}; // 128 (attn::kCombineThreads): 4 warps merge chunks side by side
   return d;
+}
+
+std::shared_ptr<KernelSpec> AttentionDecodeSpec::asTask(int t, int /*grid*/) const {
+  auto task = std::make_shared<AttentionDecodeSpec>(*this);
+  task->threads = t;
+  task->smemBudget = kTaskSmemBudget;
+  if (auto e = task->validate()) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
+  return task;
+}
+
+std::string AttentionDecodeSpec::taskType() const {
+  return "minfer::AttentionDecodeTask<" + std::to_string(heads) + ", " + std::to_string(kvHeads) + ", " +
+         std::to_string(headDim) + ", " + std::to_string(splitTokens) + ", " + std::to_string(threads) + ", " +
+         std::to_string(smemBudget) + ">";
+}
+
+std::shared_ptr<KernelSpec> AttentionCombineSpec::asTask(int t, int /*grid*/) const {
+  if (t % 32 != 0 || t < headDim / 4 || t > 1024) return nullptr;
+  auto task = std::make_shared<AttentionCombineSpec>(*this);
+  task->threads = t;
+  return task;
+}
+
+std::string AttentionCombineSpec::taskType() const {
+  return "minfer::AttentionCombineTask<" + std::to_string(heads) + ", " + std::to_string(headDim) + ", " +
+         std::to_string(threads) + ">";
 }
 
 llvm::json::Object AttentionCombineSpec::toJSON() const {

@@ -97,6 +97,10 @@ struct AttentionDecodeSpec : KernelSpec {
   // small enough (68 KB at head dim 128) for 3 blocks an SM.
   int threads = 128;
   int64_t maxSeq = 0;
+  // The rings' shared memory budget (attn::decodeStages): 64 KB as a kernel of its own (not in the name);
+  // a task's kTaskSmemBudget: 2 stages at head dim 64, so 4 blocks of the persistent kernel fit an SM.
+  int smemBudget = 65536;
+  static constexpr int kTaskSmemBudget = 40960;
 
   AttentionDecodeSpec(int heads, int kvHeads, int headDim, int splitTokens, int64_t maxSeq, int threads = 128)
       : heads(heads), kvHeads(kvHeads), headDim(headDim), splitTokens(splitTokens), threads(threads), maxSeq(maxSeq) {}
@@ -144,11 +148,16 @@ struct AttentionDecodeSpec : KernelSpec {
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: the batch (sequences)
   llvm::json::Object toJSON() const override;
+  // The same split with `threads` threads (more warps share a chunk's tiles), up to 16 warps.
+  std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
+  std::string taskType() const override; // minfer::AttentionDecodeTask<...>
 };
 
 // The second decode launch: grid (heads, batch), 128 threads merging the chunks in parallel.
 struct AttentionCombineSpec : KernelSpec {
   int heads = 0, headDim = 0;
+  // attn::kCombineThreads as a kernel of its own; another block size only as a task (asTask).
+  int threads = 128;
 
   AttentionCombineSpec(int heads, int headDim) : heads(heads), headDim(headDim) {}
   static AttentionCombineSpec forDecode(const AttentionDecodeSpec &d) { return {d.heads, d.headDim}; }
@@ -162,6 +171,9 @@ struct AttentionCombineSpec : KernelSpec {
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: the batch
   llvm::json::Object toJSON() const override;
+  // The same merge with `threads` threads: whole warps, at least one thread per float4 of a row.
+  std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
+  std::string taskType() const override; // minfer::AttentionCombineTask<...>
 };
 
 } // namespace minfer

@@ -49,13 +49,41 @@ std::string GemvSpec::name() const {
          epi.suffix() + pro.suffix();
 }
 
-std::string GemvSpec::entry() const {
+std::string GemvSpec::instance(const char *fma, const char *mma) const {
   std::string policy = epi.policy() + ", " + pro.policy();
   if (tile.mma)
-    return "minfer::gemvMma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
+    return std::string(mma) + "<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
            ", " + std::to_string(tile.warps) + ", " + policy + ">";
-  return "minfer::gemv<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) + ", " +
-         std::to_string(tile.rowsPerWarp) + ", " + std::to_string(tile.warps) + ", " + policy + ">";
+  return std::string(fma) + "<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
+         ", " + std::to_string(tile.rowsPerWarp) + ", " + std::to_string(tile.warps) + ", " + policy + ">";
+}
+
+std::string GemvSpec::entry() const { return instance("minfer::gemv", "minfer::gemvMma"); }
+std::string GemvSpec::taskType() const {
+  std::string t = instance("minfer::GemvTask", "minfer::GemvMmaTask");
+  return t.substr(0, t.size() - 1) + ", " + std::to_string(loads) + ">";
+}
+
+std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
+  if (threads <= 0 || threads % 32) return nullptr;
+  auto t = std::make_shared<GemvSpec>(*this);
+  t->tile.warps = threads / 32;
+  t->loads = kTaskLoads;
+  if (!tile.mma) {
+    // A warp's row is kIters 512-byte steps: short rows need several rows a warp to keep kTaskLoads loads in
+    // flight; many rows need more a warp so that one round of tiles over the grid covers them.
+    int64_t steps = llvm::divideCeil(std::max<int64_t>(k, 8), 256);
+    int64_t forLoads = llvm::divideCeil(kTaskLoads, steps);
+    int64_t forOneRound = llvm::divideCeil(n, int64_t(t->tile.warps) * std::max(grid, 1));
+    int r = static_cast<int>(std::clamp<int64_t>(std::max(forLoads, forOneRound), 1, 8));
+    if (epi.pairs() && r % 2) ++r;
+    t->tile.rowsPerWarp = r;
+  }
+  if (auto e = t->validate()) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
+  return t;
 }
 
 LaunchDims GemvSpec::launch(int64_t rows) const {

@@ -52,6 +52,9 @@ struct GemvSpec : KernelSpec {
   Epilogue epi;
   GemvTile tile;
   Prologue pro; // a norm of A's rows folded in (decode)
+  // W loads per lane in flight: 8 as a kernel of its own (not in the name); a task's own (taskType).
+  int loads = 8;
+  static constexpr int kTaskLoads = 16;
 
   GemvSpec() = default;
   GemvSpec(int64_t n, int64_t k, Epilogue epi, GemvTile tile, Prologue pro = {})
@@ -73,6 +76,14 @@ struct GemvSpec : KernelSpec {
   std::string tileName() const override { return tile.str(); }
   std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
   std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
+  // As a task: threads / 32 warps (gemvMma splits K between more or fewer warps), kTaskLoads loads per lane
+  // in flight (the persistent kernel holds few warps an SM), and for the FMA kernel rows per warp enough for
+  // those loads on a short K and for one round of tiles over `grid` blocks, up to 8; when gemv.cuh takes it.
+  std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
+  std::string taskType() const override; // minfer::GemvTask<...>, minfer::GemvMmaTask<...>
+
+private:
+  std::string instance(const char *fma, const char *mma) const; // entry() and taskType() with these names
 };
 
 // The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16. M <= 2: the FMA kernel

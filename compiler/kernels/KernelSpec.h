@@ -81,6 +81,16 @@ public:
   virtual std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const { return nullptr; }
   // Every tile the tuner should time for `rows` rows on `target` (the spec itself among them or not).
   virtual std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const { return {}; }
+
+  // ---- the persistent decode kernel (compiler/kernels/Persistent.h) ----
+  // This kernel as a task of a persistent kernel whose blocks have `threads` threads, expected to run on
+  // about `grid` blocks (SMs x blocks an SM: a family may shape its tiles so that one round of them covers
+  // the work): a spec of the same family and Params whose launch(rows) has that block (its grid is the
+  // task's tiles), or nullptr when the family has no task form, or none for that block size.
+  virtual std::shared_ptr<KernelSpec> asTask(int /*threads*/, int /*grid*/) const { return nullptr; }
+  // The C++ type of the task (templates/persistent.cuh), e.g. "minfer::GemvTask<2048, 2048, 1, 2, 4, ...>";
+  // empty for a family without a task form. The persistent kernel instantiates asTask's results' types.
+  virtual std::string taskType() const { return ""; }
 };
 
 // The kernel templates (templates/*.cuh), embedded in the binary at build time (cmake/EmbedTemplates.cmake).

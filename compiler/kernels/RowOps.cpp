@@ -112,6 +112,21 @@ llvm::Error NormSpec::verify() const {
   return llvm::Error::success();
 }
 
+std::shared_ptr<KernelSpec> NormSpec::asTask(int t, int /*grid*/) const {
+  auto task = std::make_shared<NormSpec>(*this);
+  task->threads = t;
+  if (auto e = task->verify()) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
+  return task;
+}
+
+std::string NormSpec::taskType() const {
+  return "minfer::NormTask<" + std::to_string(dim) + ", " + std::to_string(threads) + ", " + weightType(weight) +
+         (kind == NormKind::Layer ? ", true" : ", false") + (fusion == NormFusion::ResidualAdd ? ", true>" : ", false>");
+}
+
 // ---- EmbeddingSpec --------------------------------------------------------------------------------------
 
 EmbeddingSpec::EmbeddingSpec(int64_t dim, ir::DType table)
@@ -135,6 +150,17 @@ llvm::Error EmbeddingSpec::verify() const {
   if (dim <= 0) return specError(name(), "dim must be positive");
   if (!ir::isFloat(table)) return specError(name(), "the table must be bf16, f16 or f32");
   return llvm::Error::success();
+}
+
+std::shared_ptr<KernelSpec> EmbeddingSpec::asTask(int t, int /*grid*/) const {
+  if (t <= 0 || t % 32 != 0 || t > 1024) return nullptr;
+  auto task = std::make_shared<EmbeddingSpec>(*this);
+  task->threads = t;
+  return task;
+}
+
+std::string EmbeddingSpec::taskType() const {
+  return "minfer::EmbeddingTask<" + std::to_string(dim) + ", " + weightType(table) + ">";
 }
 
 // ---- PointwiseSpec --------------------------------------------------------------------------------------
@@ -195,7 +221,19 @@ std::string PointwiseSpec::entry() const {
 LaunchDims PointwiseSpec::launch(int64_t rows) const {
   // One 16-byte vector per thread; the kernel's grid-stride loop makes any grid correct, and the cap is
   // only the hardware's limit on grid.x.
-  return gridStride(std::max<int64_t>(rows, 0) * (cols / vecWidth(cols)), kThreads, 0x7fffffff);
+  return gridStride(std::max<int64_t>(rows, 0) * (cols / vecWidth(cols)), threads, 0x7fffffff);
+}
+
+std::shared_ptr<KernelSpec> PointwiseSpec::asTask(int t, int /*grid*/) const {
+  if (t <= 0 || t % 32 != 0 || t > 1024) return nullptr;
+  auto task = std::make_shared<PointwiseSpec>(*this);
+  task->threads = static_cast<unsigned>(t);
+  return task;
+}
+
+std::string PointwiseSpec::taskType() const {
+  return std::string("minfer::") + (isBinary(op) ? "BinaryTask<" : "UnaryTask<") + pointwisePolicy(op) + ", " +
+         std::to_string(cols) + ", " + std::to_string(threads) + ">";
 }
 
 llvm::json::Object PointwiseSpec::toJSON() const {
@@ -204,6 +242,7 @@ llvm::json::Object PointwiseSpec::toJSON() const {
 
 llvm::Error PointwiseSpec::verify() const {
   if (cols <= 0) return specError(name(), "cols must be positive");
+  if (threads != kThreads) return specError(name(), "threads must be " + llvm::Twine(kThreads) + " as a kernel of its own");
   return llvm::Error::success();
 }
 

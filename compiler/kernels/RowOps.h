@@ -127,6 +127,9 @@ struct NormSpec : KernelSpec {
   // Shape rules the template static_asserts, as an error naming the spec (for the planner).
   llvm::Error verify() const;
   llvm::Error validate(const Target &) const override { return verify(); }
+  // The same norm with `threads` threads a row, when the row fits them (verify()).
+  std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
+  std::string taskType() const override; // minfer::NormTask<...>
 };
 
 // ---- embedding ------------------------------------------------------------------------------------------
@@ -145,6 +148,9 @@ struct EmbeddingSpec : KernelSpec {
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
   llvm::Error validate(const Target &) const override { return verify(); }
+  // Any block size: the template strides a row's vectors by the block.
+  std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
+  std::string taskType() const override; // minfer::EmbeddingTask<...>
 };
 
 // ---- pointwise ------------------------------------------------------------------------------------------
@@ -162,6 +168,8 @@ struct PointwiseSpec : KernelSpec {
 
   // templates/pointwise.cuh kPointwiseThreads.
   static constexpr unsigned kThreads = 256;
+  // kThreads as a kernel of its own; another block size only as a task (asTask).
+  unsigned threads = kThreads;
 
   PointwiseSpec(PointwiseOp op, int64_t cols) : op(op), cols(cols) {}
   std::string name() const override;
@@ -172,6 +180,9 @@ struct PointwiseSpec : KernelSpec {
   llvm::json::Object toJSON() const override;
   llvm::Error verify() const;
   llvm::Error validate(const Target &) const override { return verify(); }
+  // Any whole number of warps: the template's grid-stride loop takes the block size as a parameter.
+  std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
+  std::string taskType() const override; // minfer::UnaryTask<...>, minfer::BinaryTask<...>
 };
 
 // ---- rope and the KV-cache write ------------------------------------------------------------------------

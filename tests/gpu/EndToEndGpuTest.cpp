@@ -67,12 +67,15 @@ void expectLogitsMatch(const std::vector<float> &got, const test::Reference &ref
 class EndToEnd : public ::testing::TestWithParam<const char *> {};
 
 // Fused (the default) and unfused (one kernel per IR op) each hold to HF; then they are compared with each
-// other on the same prompt: the fused kernels compute the same function in fewer launches.
+// other on the same prompt: the fused kernels compute the same function in fewer launches. The fused plan
+// decodes both ways, as one persistent kernel a step (it must have been built: every fixture decodes one
+// sequence) and as one launch per op, each held to HF and the two to the same tokens; the unfused plan has
+// ops without a task form and decodes as launches.
 TEST_P(EndToEnd, CppApiGeneratesTransformersTokens) {
   MINFER_REQUIRE_GPU();
   std::string dir = test::fixtureDir(GetParam());
   GPU_TRY(ref, test::readReference(dir));
-  std::vector<std::vector<float>> logits; // fused, unfused
+  std::vector<std::vector<float>> logits; // fused (persistent, launches), unfused
   for (bool fuse : {true, false}) {
     SCOPED_TRACE(fuse ? "fused" : "unfused");
     EngineOptions eo;
@@ -83,17 +86,26 @@ TEST_P(EndToEnd, CppApiGeneratesTransformersTokens) {
     API_TRY(session, engine->createSession(so));
     GenerationOptions go;
     go.maxNewTokens = static_cast<int64_t>(ref.greedyIds.size());
-    for (bool graph : {true, false}) {
-      SCOPED_TRACE(graph ? "CUDA graph" : "kernel by kernel");
-      go.cudaGraph = graph;
-      API_TRY(out, session->generate({ref.promptIds}, go));
-      EXPECT_EQ(out->tokens[0], ref.greedyIds);
-      expectLogitsMatch(out->logits[0], ref, engine->vocabSize());
-      if (graph) logits.push_back(out->logits[0]);
+    std::vector<DecodePath> paths = {DecodePath::Launches};
+    if (fuse) paths.insert(paths.begin(), DecodePath::Persistent);
+    for (DecodePath path : paths) {
+      SCOPED_TRACE(path == DecodePath::Persistent ? "persistent decode" : "decode launches");
+      go.decode = path;
+      for (bool graph : {true, false}) {
+        SCOPED_TRACE(graph ? "CUDA graph" : "kernel by kernel");
+        go.cudaGraph = graph;
+        API_TRY(out, session->generate({ref.promptIds}, go));
+        EXPECT_EQ(out->tokens[0], ref.greedyIds);
+        expectLogitsMatch(out->logits[0], ref, engine->vocabSize());
+        if (graph) logits.push_back(out->logits[0]);
+      }
     }
   }
-  ASSERT_EQ(logits.size(), 2u);
-  double err = test::relError(logits[0], logits[1]);
+  ASSERT_EQ(logits.size(), 3u);
+  double paths = test::relError(logits[0], logits[1]);
+  std::cout << "[ e2e ] persistent vs launches decode logits rel err " << paths << "\n";
+  EXPECT_LT(paths, kLogitsTolerance) << "the persistent kernel's logits differ from the launches'";
+  double err = test::relError(logits[1], logits[2]);
   std::cout << "[ e2e ] fused vs unfused logits rel err " << err << "\n";
   EXPECT_LT(err, kLogitsTolerance) << "fused and unfused logits differ";
   EXPECT_GT(err, 0.0) << "fused and unfused logits are bit-identical: did the fusion pass run?";
@@ -314,6 +326,44 @@ TEST(Session, SamplingWithASeedIsReproducibleAndGraphAgnostic) {
   EXPECT_NE(a->tokens[0], g->tokens[0]) << "sampling at temperature 1.5 is not greedy decoding";
 }
 
+// The persistent decode kernel against the launches it replaces, at every batch it is built for: the engine
+// is planned for 8 sequences and given 1, 3 and 8 prompts (gemv at 1, the tensor-core gemv and the
+// attention grid's batch side above), on a GQA Llama and on GPT-2 (learned positions, LayerNorm, biases).
+// The task forms run with other block sizes (a norm over 128 threads instead of 96-256, gemvMma's K split
+// over 4 warps), so the logits may differ in the last bits, never by more than a rounding; the tokens agree.
+TEST(Session, PersistentDecodeAgreesWithTheLaunchesAtEveryBatch) {
+  MINFER_REQUIRE_GPU();
+  for (const char *fixture : {"llama_gqa", "gpt2"}) {
+    SCOPED_TRACE(fixture);
+    OPEN_FIXTURE_SESSION(fixture, eo.maxBatch = 8, eo.maxSeq = 64);
+    SessionOptions so;
+    so.keepLogits = true;
+    API_TRY(kept, engine->createSession(so));
+    std::vector<std::vector<int32_t>> all;
+    for (int32_t i = 0; i < 8; ++i) {
+      std::vector<int32_t> p(ref.promptIds.begin(), ref.promptIds.begin() + 2 + i % 5);
+      p.push_back(static_cast<int32_t>((37 * i + 11) % engine->vocabSize()));
+      all.push_back(p);
+    }
+    for (size_t batch : {1u, 3u, 8u}) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      std::vector<std::vector<int32_t>> prompts(all.begin(), all.begin() + batch);
+      GenerationOptions go;
+      go.maxNewTokens = 12;
+      go.decode = DecodePath::Persistent;
+      API_TRY(persistent, kept->generate(prompts, go));
+      go.decode = DecodePath::Launches;
+      API_TRY(launches, kept->generate(prompts, go));
+      EXPECT_EQ(persistent->tokens, launches->tokens);
+      for (size_t b = 0; b < batch; ++b) {
+        double err = test::relError(persistent->logits[b], launches->logits[b]);
+        EXPECT_LT(err, 1e-2) << "sequence " << b;
+        if (b == 0) std::cout << "[ e2e ] " << fixture << " batch " << batch << ": persistent vs launches logits rel err " << err << "\n";
+      }
+    }
+  }
+}
+
 // Resident set size of this process, from /proc/self/statm (bytes).
 uint64_t residentBytes() {
   std::ifstream statm("/proc/self/statm");
@@ -464,6 +514,22 @@ TEST(Session, MisuseIsAnErrorBeforeAnyWorkAndTheSessionStaysUsable) {
   go.maxNewTokens = static_cast<int64_t>(ref.greedyIds.size());
   API_TRY(fine, session->generate({ref.promptIds}, go));
   EXPECT_EQ(fine->tokens[0], ref.greedyIds);
+
+  // The persistent decode kernel asked of a plan without one (an unfused plan: its rope and KV-write
+  // launches have no task form) is refused with the plan's reason, and the session still decodes.
+  EngineOptions unfused;
+  unfused.fuse = false;
+  unfused.maxSeq = 32;
+  API_TRY(plainEngine, Engine::load(dir, unfused));
+  API_TRY(plain, plainEngine->createSession());
+  go.decode = DecodePath::Persistent;
+  auto refused = plain->generate({ref.promptIds}, go);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().find("persistent decode kernel was not built"), std::string::npos) << refused.error();
+  EXPECT_NE(refused.error().find("no task form"), std::string::npos) << refused.error();
+  go.decode = DecodePath::Auto;
+  API_TRY(launched, plain->generate({ref.promptIds}, go));
+  EXPECT_EQ(launched->tokens[0], ref.greedyIds);
 }
 
 } // namespace

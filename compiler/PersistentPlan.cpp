@@ -1,0 +1,77 @@
+// compiler/PersistentPlan.cpp — the decode step's op launches as the tasks of one persistent kernel
+// (compiler/kernels/Persistent.h, templates/persistent.cuh), where every one of them has a task form.
+#include "compiler/Plan.h"
+#include "compiler/kernels/Persistent.h"
+
+#include <algorithm>
+#include <map>
+
+namespace minfer {
+
+void planPersistentDecode(Plan &plan) {
+  PersistentDecode &pd = plan.persistent;
+  pd = {};
+  auto refuse = [&](std::string why) {
+    pd = {};
+    pd.why = std::move(why);
+  };
+  if (plan.options.maxBatch > kMaxPersistentBatch)
+    return refuse("the decode batch is " + std::to_string(plan.options.maxBatch) + "; the persistent kernel is built for " +
+                  "batches up to " + std::to_string(kMaxPersistentBatch));
+  const int threads = PersistentDecodeSpec::kThreads;
+  // The grid the runtime will find (blocks resident at once), estimated for shaping tiles: 3 blocks an SM
+  // (the kernel's ~150 registers a thread allow 3 of 128 threads).
+  const int grid = plan.target.nominalSmCount() * PersistentDecodeSpec::kBlocksPerSmEstimate;
+  auto spec = std::make_shared<PersistentDecodeSpec>();
+  spec->threads = threads;
+  std::map<std::string, int> kindOf;
+  const std::vector<PlannedLaunch> &launches = plan.decode.launches;
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const PlannedLaunch &l = launches[i];
+    if (l.role != LaunchRole::Op) {
+      if (pd.tasks.empty()) return refuse("the decode step starts with a " + launchRoleName(l.role).str() + " launch");
+      // Select and advance stay launches; nothing after them may be an op.
+      for (size_t j = i; j < launches.size(); ++j)
+        if (launches[j].role == LaunchRole::Op) return refuse("the op launch of " + launches[j].op + " comes after the select launch");
+      break;
+    }
+    const KernelSpec &kernel = *plan.kernels[l.kernel];
+    if (l.perSequence) return refuse(kernel.name() + " (" + l.op + ") is launched once per sequence");
+    std::shared_ptr<KernelSpec> task = kernel.asTask(threads, grid);
+    if (!task)
+      return refuse(kernel.name() + " (" + l.op + ") has no task form for blocks of " + std::to_string(threads) + " threads");
+    auto [it, fresh] = kindOf.try_emplace(task->taskType(), static_cast<int>(kindOf.size()));
+    if (fresh) spec->taskTypes.push_back(it->first);
+    spec->sharedBytes = std::max(spec->sharedBytes, task->launch(plan.options.maxBatch).sharedBytes);
+    pd.tasks.push_back({static_cast<int>(i), it->second, std::move(task)});
+  }
+  if (pd.tasks.empty()) return refuse("the decode step has no op launches");
+  if (static_cast<int>(spec->sharedBytes) > plan.target.maxSharedBytesPerBlock())
+    return refuse("its tasks need " + std::to_string(spec->sharedBytes) + " bytes of shared memory a block; " +
+                  plan.target.name + " allows " + std::to_string(plan.target.maxSharedBytesPerBlock()));
+
+  std::string name = spec->name();
+  auto found = plan.kernelIndex.find(name);
+  if (found != plan.kernelIndex.end()) {
+    pd.kernel = found->second;
+  } else {
+    plan.kernels.push_back(std::move(spec));
+    pd.kernel = plan.kernelIndex[name] = static_cast<int>(plan.kernels.size() - 1);
+  }
+  pd.threads = threads;
+  PlanBuffer table;
+  table.name = "persistent_tasks";
+  table.kind = BufferKind::Workspace;
+  table.fixedBytes = static_cast<int64_t>(pd.tasks.size() * sizeof(PersistentTaskHost));
+  plan.buffers.push_back(std::move(table));
+  pd.table = static_cast<int>(plan.buffers.size() - 1);
+  PlanBuffer counters;
+  counters.name = "persistent_counters";
+  counters.kind = BufferKind::Workspace;
+  counters.fixedBytes = static_cast<int64_t>((pd.tasks.size() + 1) * sizeof(uint32_t));
+  counters.zeroed = true;
+  plan.buffers.push_back(std::move(counters));
+  pd.counters = static_cast<int>(plan.buffers.size() - 1);
+}
+
+} // namespace minfer

@@ -1,0 +1,61 @@
+// compiler/kernels/Persistent.h — the decode step as one persistent kernel (templates/persistent.cuh): the
+// step's launches become tasks of a kernel whose blocks stay resident for the whole step, ordered by
+// counters in global memory instead of by kernel boundaries.
+//
+// The plan (compiler/Plan.cpp, planPersistentDecode) turns the decode phase's op launches into tasks: each
+// launch's spec re-instantiated for the persistent block size (KernelSpec::asTask), its Params as the launch
+// would have had them, its grid as the task's tiles. The kernel instantiates one body per distinct task
+// spec (its `kind`); the runtime fills the task table (PersistentTaskHost) per batch size and launches as
+// many blocks as the device holds at once (never more: a block spinning on a tile that no resident block
+// will run would hang the step).
+#pragma once
+
+#include "compiler/kernels/KernelSpec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+struct PersistentParams { // persistent.cuh
+  uint64_t tasks = 0;     // PersistentTaskHost [num_tasks], in launch order
+  uint64_t counters = 0;  // u32 [num_tasks + 1], zero at the start (the kernel leaves them zero)
+  int32_t num_tasks = 0;
+  static const ParamsLayout &layout();
+};
+
+// One task as the kernel reads it (persistent.cuh PersistentTask): the body, the launch's grid, its Params.
+struct alignas(16) PersistentTaskHost {
+  int32_t kind = 0;
+  int32_t nx = 1, ny = 1, nz = 1;
+  uint8_t params[kMaxParamsBytes] = {};
+};
+static_assert(sizeof(PersistentTaskHost) == 16 + kMaxParamsBytes, "PersistentTaskHost: persistent.cuh's layout");
+
+struct PersistentDecodeSpec : KernelSpec {
+  // 4 warps a block: the block size of the decode gemvs the tuner picks at batch 1 (w4) and of decode
+  // attention, and small enough that several blocks share an SM (attention's 54-68 KB of shared memory
+  // allows 3-4), so a small task's tiles spread over many SMs.
+  static constexpr int kThreads = 128;
+  // Blocks an SM the plan expects when it shapes the tasks' tiles (the runtime finds the real number): ~150
+  // registers a thread and attention's 55-68 KB of shared memory leave room for 3.
+  static constexpr int kBlocksPerSmEstimate = 3;
+
+  int threads = kThreads;
+  std::vector<std::string> taskTypes; // the bodies, by kind (KernelSpec::taskType of each distinct task spec)
+  unsigned sharedBytes = 0;           // dynamic shared memory: the most any task's launch takes
+
+  // persistent_decode_t128_k7_3f2a9c10: block size, number of bodies, and a hash of their types.
+  std::string name() const override;
+  std::string header() const override { return "persistent.cuh"; }
+  const ParamsLayout &params() const override { return PersistentParams::layout(); }
+  std::string entry() const override; // minfer::persistent_decode<128, minfer::EmbeddingTask<...>, ...>
+  // Block `threads`, the dynamic shared memory; grid.x 1: the runtime sets the grid from the device's
+  // occupancy (blocks per SM x SMs), which is not known here.
+  LaunchDims launch(int64_t rows) const override;
+  llvm::json::Object toJSON() const override;
+  llvm::Error validate(const Target &) const override;
+};
+
+} // namespace minfer

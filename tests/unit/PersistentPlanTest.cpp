@@ -1,0 +1,187 @@
+// tests/unit/PersistentPlanTest.cpp — the decode step as one persistent kernel, without a GPU: which plans
+// get it (fused, decode batch <= 8) and why the others do not, its tasks against the decode launches they
+// replace, the task forms of each family, the plan JSON's task graph, and NVRTC compiling the kernel.
+#include "common/TestFiles.h"
+#include "common/TestModels.h"
+
+#include "compiler/Fuse.h"
+#include "compiler/Plan.h"
+#include "compiler/kernels/Attention.h"
+#include "compiler/kernels/Gemv.h"
+#include "compiler/kernels/Persistent.h"
+#include "compiler/kernels/RowOps.h"
+#include "jit/Nvrtc.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace minfer;
+
+namespace {
+
+Plan planExample(const std::string &name, int64_t batch, bool fuse = true, const char *target = "sm_90a") {
+  auto m = test::parseVerified(test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/" + name + ".ir"));
+  EXPECT_TRUE(m);
+  if (!m) return Plan();
+  if (fuse) EXPECT_TRUE(bool(fuseModule(*m)));
+  PlanOptions po;
+  po.maxBatch = batch;
+  po.maxSeq = 256;
+  auto plan = buildPlan(*m, *parseTarget(target), po);
+  EXPECT_TRUE(bool(plan)) << (plan ? "" : llvm::toString(plan.takeError()));
+  return plan ? std::move(*plan) : Plan();
+}
+
+// Every op launch of a fused decode step becomes a task, in launch order; select and advance stay launches.
+TEST(PersistentPlan, FusedDecodeOpsBecomeTasksInLaunchOrder) {
+  for (const char *model : {"tinyllama-1.1b", "gpt2-124m", "qwen2.5-0.5b", "llama-2-7b"}) {
+    for (int64_t batch : {1, 8}) {
+      SCOPED_TRACE(std::string(model) + " batch " + std::to_string(batch));
+      Plan p = planExample(model, batch);
+      const PersistentDecode &pd = p.persistent;
+      ASSERT_TRUE(pd.built()) << pd.why;
+      EXPECT_TRUE(pd.why.empty());
+      EXPECT_EQ(pd.threads, PersistentDecodeSpec::kThreads);
+      size_t ops = 0;
+      for (const PlannedLaunch &l : p.decode.launches) ops += l.role == LaunchRole::Op;
+      ASSERT_EQ(pd.tasks.size(), ops);
+      EXPECT_GT(ops, 20u);
+      const auto &spec = static_cast<const PersistentDecodeSpec &>(*p.kernels[pd.kernel]);
+      std::set<int> kinds;
+      for (size_t i = 0; i < pd.tasks.size(); ++i) {
+        const PersistentDecode::Task &t = pd.tasks[i];
+        EXPECT_EQ(t.launch, static_cast<int>(i));
+        const PlannedLaunch &l = p.decode.launches[t.launch];
+        EXPECT_EQ(l.role, LaunchRole::Op);
+        const KernelSpec &own = *p.kernels[l.kernel];
+        // The same family and Params as the launch, re-instantiated for the kernel's block.
+        EXPECT_EQ(&t.spec->params(), &own.params()) << own.name();
+        EXPECT_EQ(t.spec->launch(batch).block[0], static_cast<unsigned>(pd.threads)) << t.spec->name();
+        ASSERT_GE(t.kind, 0);
+        ASSERT_LT(t.kind, static_cast<int>(spec.taskTypes.size()));
+        EXPECT_EQ(spec.taskTypes[t.kind], t.spec->taskType());
+        kinds.insert(t.kind);
+      }
+      EXPECT_EQ(kinds.size(), spec.taskTypes.size()) << "every body is some task's";
+      for (size_t i = pd.tasks.size(); i < p.decode.launches.size(); ++i)
+        EXPECT_NE(p.decode.launches[i].role, LaunchRole::Op);
+      // Its buffers: the task table, and counters that start at zero.
+      EXPECT_EQ(p.buffers[pd.table].fixedBytes, static_cast<int64_t>(pd.tasks.size() * sizeof(PersistentTaskHost)));
+      EXPECT_EQ(p.buffers[pd.counters].fixedBytes, static_cast<int64_t>((pd.tasks.size() + 1) * 4));
+      EXPECT_TRUE(p.buffers[pd.counters].zeroed);
+      EXPECT_EQ(p.buffers[pd.table].kind, BufferKind::Workspace);
+    }
+  }
+}
+
+// Where it is not built, the plan says why, and the step stays launches.
+TEST(PersistentPlan, OtherPlansSayWhyTheyDecodeAsLaunches) {
+  Plan big = planExample("tinyllama-1.1b", 16);
+  EXPECT_FALSE(big.persistent.built());
+  EXPECT_NE(big.persistent.why.find("batches up to 8"), std::string::npos) << big.persistent.why;
+  EXPECT_TRUE(big.persistent.tasks.empty());
+  Plan unfused = planExample("tinyllama-1.1b", 1, /*fuse=*/false);
+  EXPECT_FALSE(unfused.persistent.built());
+  EXPECT_NE(unfused.persistent.why.find("no task form"), std::string::npos) << unfused.persistent.why;
+  for (const auto &k : unfused.kernels) EXPECT_EQ(k->name().rfind("persistent_decode", 0), std::string::npos);
+}
+
+// The task form of each family: the same kernel at the persistent block size, or none where the template
+// cannot run with it.
+TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
+  GemvSpec gemv(2048, 2048, Epilogue{}, GemvTile{1, 2, 8, false});
+  // 396 blocks (132 SMs x 3) of 4 warps; K = 2048 is 8 steps of 512 bytes a row, so 2 rows a warp keep
+  // 16 loads in flight, and 256 tiles of 8 rows fit one round.
+  auto t = gemv.asTask(128, 396);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(static_cast<const GemvSpec &>(*t).tile.warps, 4);
+  EXPECT_EQ(static_cast<const GemvSpec &>(*t).tile.rowsPerWarp, 2);
+  EXPECT_EQ(t->launch(1).grid[0], 2048u / 8);
+  EXPECT_EQ(t->taskType(), "minfer::GemvTask<2048, 2048, 1, 2, 4, minfer::EpiPointwise<false, minfer::ActNone, false, "
+                           "false>, minfer::ProNone, 16>");
+  // An lm_head's 32000 rows: the most rows a warp (8) for the fewest rounds (1000 tiles: 3 over 396 blocks).
+  GemvSpec head(32000, 2048, Epilogue{}, GemvTile{1, 1, 4, false});
+  EXPECT_EQ(head.asTask(128, 396)->launch(1).grid[0], 1000u);
+  // A long K (5632: 22 steps) needs no extra rows for its loads; 2048 rows over 1584 warps take 2 a warp.
+  GemvSpec down(2048, 5632, Epilogue{}, GemvTile{1, 1, 4, false});
+  EXPECT_EQ(static_cast<const GemvSpec &>(*down.asTask(128, 396)).tile.rowsPerWarp, 2);
+  EXPECT_EQ(gemv.asTask(100, 396), nullptr) << "not whole warps";
+  GemvSpec mma(4096, 4096, Epilogue{}, GemvTile{8, 1, 16, true});
+  EXPECT_EQ(mma.asTask(128, 396)->taskType(), "minfer::GemvMmaTask<4096, 4096, 8, 4, minfer::EpiPointwise<false, minfer::ActNone, false, false>, "
+            "minfer::ProNone, 16>");
+  EXPECT_EQ(mma.asTask(1024, 396), nullptr) << "gemvMma takes at most 16 warps";
+
+  AttentionDecodeSpec attn(32, 4, 64, 128, 2048);
+  auto at = attn.asTask(256, 396);
+  ASSERT_TRUE(at);
+  EXPECT_EQ(at->launch(3).grid, (std::array<unsigned, 3>{16, 4, 3}));
+  EXPECT_EQ(at->taskType(), "minfer::AttentionDecodeTask<32, 4, 64, 128, 256, 40960>");
+  // Head dim 64 at 4 warps: 2 stages of 18 KB instead of 3 as a kernel of its own.
+  EXPECT_EQ(static_cast<const AttentionDecodeSpec &>(*attn.asTask(128, 396)).sharedBytes(), 36864u);
+  EXPECT_EQ(attn.sharedBytes(), 55296u);
+  EXPECT_EQ(attn.asTask(1024, 396), nullptr) << "attention_decode takes at most 16 warps";
+  AttentionCombineSpec combine(32, 128);
+  EXPECT_EQ(combine.asTask(64, 396)->taskType(), "minfer::AttentionCombineTask<32, 128, 64>");
+  EXPECT_EQ(combine.asTask(16, 396), nullptr) << "fewer threads than float4 columns of a row (32)";
+
+  NormSpec norm(NormKind::Rms, 4096, ir::DType::BF16);
+  EXPECT_EQ(norm.asTask(128, 396)->taskType(), "minfer::NormTask<4096, 128, minfer::bf16, false, false>");
+  EXPECT_EQ(NormSpec(NormKind::Rms, 8192, ir::DType::BF16).asTask(32, 396), nullptr)
+      << "8192 / 8 = 1024 vectors over 32 threads: 16 is the most a thread holds";
+  PointwiseSpec add(PointwiseOp::Add, 768);
+  auto addTask = add.asTask(128, 396);
+  EXPECT_EQ(addTask->taskType(), "minfer::BinaryTask<minfer::pw::Add, 768, 128>");
+  EXPECT_EQ(addTask->launch(1).grid[0], 1u); // 96 vectors, one a thread
+  EXPECT_EQ(EmbeddingSpec(768, ir::DType::F32).asTask(128, 396)->taskType(), "minfer::EmbeddingTask<768, float>");
+  EXPECT_EQ(ArgmaxSpec(32000).asTask(128, 396), nullptr) << "select stays a launch";
+}
+
+// --emit=plan shows the task graph: each task, the launch it replaces, its tiles, what it waits for and the
+// weight bytes it streams; a plan without the kernel says why.
+TEST(PersistentPlan, JsonShowsTheTaskGraphOrWhyNot) {
+  Plan p = planExample("tinyllama-1.1b", 1);
+  llvm::json::Object j = p.toJSON();
+  const llvm::json::Object *pj = j.getObject("decode")->getObject("persistent");
+  ASSERT_NE(pj, nullptr);
+  EXPECT_EQ(*pj->getString("path"), "persistent");
+  EXPECT_EQ(*pj->getInteger("launches_after"), 2); // select, advance
+  const llvm::json::Array *tasks = pj->getArray("tasks");
+  ASSERT_NE(tasks, nullptr);
+  ASSERT_EQ(tasks->size(), p.persistent.tasks.size());
+  int64_t weights = 0;
+  for (size_t i = 0; i < tasks->size(); ++i) {
+    const llvm::json::Object &t = *(*tasks)[i].getAsObject();
+    EXPECT_EQ(*t.getInteger("task"), static_cast<int64_t>(i));
+    if (i > 0) EXPECT_EQ(*t.getInteger("waits_for"), static_cast<int64_t>(i - 1));
+    EXPECT_GT(*t.getInteger("tiles"), 0);
+    weights += *t.getInteger("weight_bytes");
+  }
+  // TinyLlama's matmul weights: 22 layers of (2560 + 2048 + 11264) x 2048 + 2048 x 5632, and the lm_head.
+  EXPECT_EQ(weights, (22 * ((2560 + 2048 + 11264) * 2048LL + 2048 * 5632LL) + 32000 * 2048LL) * 2);
+  EXPECT_EQ(*pj->getInteger("weight_bytes"), weights);
+  // The first qkv: 2560 rows, 2 a warp, 4 warps a block.
+  EXPECT_EQ(*(*tasks)[1].getAsObject()->getInteger("tiles"), 2560 / 8);
+
+  llvm::json::Object bj = planExample("tinyllama-1.1b", 16).toJSON();
+  const llvm::json::Object *why = bj.getObject("decode")->getObject("persistent");
+  EXPECT_EQ(*why->getString("path"), "launches");
+  EXPECT_TRUE(why->getString("why")->contains("batches up to 8"));
+}
+
+// NVRTC compiles the kernel for Hopper and for Ada (no GPU needed); its entry names every body.
+TEST(PersistentPlan, TheKernelCompilesForSm90aAndSm89) {
+  for (const char *target : {"sm_90a", "sm_89"}) {
+    SCOPED_TRACE(target);
+    Plan p = planExample("gpt2-124m", 1, true, target);
+    ASSERT_TRUE(p.persistent.built()) << p.persistent.why;
+    const KernelSpec &k = *p.kernels[p.persistent.kernel];
+    for (const std::string &t : static_cast<const PersistentDecodeSpec &>(k).taskTypes)
+      EXPECT_NE(k.entry().find(t), std::string::npos) << t;
+    auto compiled = compileKernel(kernelSource(k), *parseTarget(target));
+    ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+    EXPECT_FALSE(compiled->cubin.empty());
+  }
+}
+
+} // namespace

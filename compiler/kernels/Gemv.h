@@ -54,7 +54,7 @@ struct GemvSpec : KernelSpec {
   Prologue pro; // a norm of A's rows folded in (decode)
   // W loads per lane in flight: 8 as a kernel of its own (not in the name); a task's own (taskType).
   int loads = 8;
-  static constexpr int kTaskLoads = 16;
+  static constexpr int kTaskLoads = 8;
 
   GemvSpec() = default;
   GemvSpec(int64_t n, int64_t k, Epilogue epi, GemvTile tile, Prologue pro = {})

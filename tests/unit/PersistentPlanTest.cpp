@@ -91,15 +91,14 @@ TEST(PersistentPlan, OtherPlansSayWhyTheyDecodeAsLaunches) {
 // cannot run with it.
 TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   GemvSpec gemv(2048, 2048, Epilogue{}, GemvTile{1, 2, 8, false});
-  // 396 blocks (132 SMs x 3) of 4 warps; K = 2048 is 8 steps of 512 bytes a row, so 2 rows a warp keep
-  // 16 loads in flight, and 256 tiles of 8 rows fit one round.
+  // 396 blocks (132 SMs x 3) of 4 warps: 2048 rows take 2 a warp for one round of 256 tiles of 8 rows.
   auto t = gemv.asTask(128, 396);
   ASSERT_TRUE(t);
   EXPECT_EQ(static_cast<const GemvSpec &>(*t).tile.warps, 4);
   EXPECT_EQ(static_cast<const GemvSpec &>(*t).tile.rowsPerWarp, 2);
   EXPECT_EQ(t->launch(1).grid[0], 2048u / 8);
   EXPECT_EQ(t->taskType(), "minfer::GemvTask<2048, 2048, 1, 2, 4, minfer::EpiPointwise<false, minfer::ActNone, false, "
-                           "false>, minfer::ProNone, 16>");
+                           "false>, minfer::ProNone, 8>");
   // An lm_head's 32000 rows: the most rows a warp (8) for the fewest rounds (1000 tiles: 3 over 396 blocks).
   GemvSpec head(32000, 2048, Epilogue{}, GemvTile{1, 1, 4, false});
   EXPECT_EQ(head.asTask(128, 396)->launch(1).grid[0], 1000u);
@@ -109,7 +108,7 @@ TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   EXPECT_EQ(gemv.asTask(100, 396), nullptr) << "not whole warps";
   GemvSpec mma(4096, 4096, Epilogue{}, GemvTile{8, 1, 16, true});
   EXPECT_EQ(mma.asTask(128, 396)->taskType(), "minfer::GemvMmaTask<4096, 4096, 8, 4, minfer::EpiPointwise<false, minfer::ActNone, false, false>, "
-            "minfer::ProNone, 16>");
+            "minfer::ProNone, 8>");
   EXPECT_EQ(mma.asTask(1024, 396), nullptr) << "gemvMma takes at most 16 warps";
 
   AttentionDecodeSpec attn(32, 4, 64, 128, 2048);

@@ -19,8 +19,7 @@ void planPersistentDecode(Plan &plan) {
     return refuse("the decode batch is " + std::to_string(plan.options.maxBatch) + "; the persistent kernel is built for " +
                   "batches up to " + std::to_string(kMaxPersistentBatch));
   const int threads = PersistentDecodeSpec::kThreads;
-  // The grid the runtime will find (blocks resident at once), estimated for shaping tiles: 3 blocks an SM
-  // (the kernel's ~150 registers a thread allow 3 of 128 threads).
+  // The grid the runtime will find (blocks resident at once), estimated for shaping tiles.
   const int grid = plan.target.nominalSmCount() * PersistentDecodeSpec::kBlocksPerSmEstimate;
   auto spec = std::make_shared<PersistentDecodeSpec>();
   spec->threads = threads;
@@ -72,6 +71,12 @@ void planPersistentDecode(Plan &plan) {
   counters.zeroed = true;
   plan.buffers.push_back(std::move(counters));
   pd.counters = static_cast<int>(plan.buffers.size() - 1);
+  PlanBuffer trace;
+  trace.name = "persistent_trace";
+  trace.kind = BufferKind::Workspace;
+  trace.fixedBytes = static_cast<int64_t>((pd.tasks.size() + 1) * sizeof(uint64_t));
+  plan.buffers.push_back(std::move(trace));
+  pd.trace = static_cast<int>(plan.buffers.size() - 1);
 }
 
 } // namespace minfer

@@ -157,6 +157,7 @@ struct PersistentDecode {
   std::vector<Task> tasks;              // in launch order: decode.launches[0 .. tasks.size())
   int table = -1;    // Workspace: PersistentTaskHost [tasks], filled by the runtime per batch size
   int counters = -1; // Workspace, zeroed: u32 [tasks + 1]
+  int trace = -1;    // Workspace: u64 [tasks + 1], each task's end time when the runtime traces a step
   bool built() const { return kernel >= 0; }
 };
 

@@ -94,9 +94,7 @@ Result<Generation> Session::generate(const std::vector<std::vector<int32_t>> &pr
   o.stopTokens = options.stopTokens;
   o.forcedTokens = options.forcedTokens;
   o.graph = options.cudaGraph;
-  o.decode = options.decode == DecodePath::Persistent ? rt::DecodePath::Persistent
-             : options.decode == DecodePath::Launches ? rt::DecodePath::Launches
-                                                      : rt::DecodePath::Auto;
+  o.decode = options.decode == DecodePath::Persistent ? rt::DecodePath::Persistent : rt::DecodePath::Launches;
   std::vector<tok::TextStream> streams;
   if (tokenizer) {
     for (int32_t eos : tokenizer->special.eos)

@@ -92,12 +92,11 @@ minfer_error *minfer_generate(minfer_session *session, const int32_t *prompt, si
   if (o.stop_tokens) go.stopTokens.assign(o.stop_tokens, o.stop_tokens + o.num_stop_tokens);
   go.cudaGraph = o.cuda_graph != 0;
   switch (o.decode_path) {
-  case MINFER_DECODE_AUTO: go.decode = minfer::DecodePath::Auto; break;
-  case MINFER_DECODE_PERSISTENT: go.decode = minfer::DecodePath::Persistent; break;
   case MINFER_DECODE_LAUNCHES: go.decode = minfer::DecodePath::Launches; break;
+  case MINFER_DECODE_PERSISTENT: go.decode = minfer::DecodePath::Persistent; break;
   default:
     return error("minfer_generate: decode_path is " + std::to_string(o.decode_path) +
-                 "; expected MINFER_DECODE_AUTO (0), MINFER_DECODE_PERSISTENT (1) or MINFER_DECODE_LAUNCHES (2)");
+                 "; expected MINFER_DECODE_LAUNCHES (0) or MINFER_DECODE_PERSISTENT (1)");
   }
   if (o.tokenizer) go.tokenizer = &o.tokenizer->tokenizer;
   if (o.on_token)

@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MathExtras.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <array>
 #include <cstdlib>
@@ -209,9 +210,37 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
   return launchSpec(engine.function(l.kernel), spec, launchRows, blob.data(), stream.handle(), dependent);
 }
 
+const char *Session::traceFile() {
+  static const char *path = std::getenv("MINFER_PERSISTENT_TRACE");
+  return path && *path ? path : nullptr;
+}
+
+llvm::Error Session::writeTrace(const char *path) const {
+  const Plan &plan = engine.plan();
+  const PersistentDecode &pd = plan.persistent;
+  std::vector<uint64_t> t(pd.tasks.size() + 1);
+  if (auto e = cuda::copyDeviceToHost(t.data(), shared[pd.trace], t.size() * 8, stream.handle())) return e;
+  std::string out = "task\tlayer\top\tspec\ttiles\tend_us\ttook_us\n";
+  uint64_t start = t.back(), prev = start;
+  for (size_t i = 0; i < pd.tasks.size(); ++i) {
+    const PlannedLaunch &l = plan.decode.launches[pd.tasks[i].launch];
+    LaunchDims d = pd.tasks[i].spec->launch(tableKey.rows);
+    out += llvm::formatv("{0}\t{1}\t{2}\t{3}\t{4}\t{5:f2}\t{6:f2}\n", i, l.layer, l.op, pd.tasks[i].spec->name(),
+                         uint64_t(d.grid[0]) * d.grid[1] * d.grid[2], (t[i] - start) / 1e3,
+                         (int64_t(t[i]) - int64_t(prev)) / 1e3)
+               .str();
+    prev = t[i];
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream f(path, ec);
+  if (ec) return ir::makeError(std::string("MINFER_PERSISTENT_TRACE: cannot write ") + path + ": " + ec.message());
+  f << out;
+  return llvm::Error::success();
+}
+
 bool Session::usePersistent(const GenerateOptions &opts) const {
   // checkPrompts refused DecodePath::Persistent where the plan has no persistent kernel.
-  return opts.decode != DecodePath::Launches && engine.plan().persistent.built();
+  return opts.decode == DecodePath::Persistent && engine.plan().persistent.built();
 }
 
 llvm::Error Session::preparePersistent(int64_t rows, bool greedyKeys) {
@@ -264,6 +293,7 @@ llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts
     p.tasks = shared[pd.table];
     p.counters = shared[pd.counters];
     p.num_tasks = static_cast<int32_t>(pd.tasks.size());
+    p.trace = traceFile() ? shared[pd.trace] : 0;
     LaunchDims dims = engine.plan().kernels[pd.kernel]->launch(rows);
     dims.grid = {static_cast<unsigned>(persistentBlocks), 1, 1};
     void *args[] = {&p};
@@ -513,6 +543,8 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
   if (auto e = t2->record(stream.handle())) return e;
   if (auto e = t2->synchronize()) return e;
   if (auto e = readTokens()) return e;
+  if (persistentStep && steps > 0 && traceFile())
+    if (auto e = writeTrace(traceFile())) return e;
   auto pre = cuda::Event::elapsedMs(*t0, *t1), dec = cuda::Event::elapsedMs(*t1, *t2);
   if (!pre) return pre.takeError();
   if (!dec) return dec.takeError();

@@ -34,10 +34,11 @@ struct SessionOptions {
   bool keepLogits = false;
 };
 
-// How a decode step runs: Auto takes the persistent kernel where the plan built one (Plan::persistent) and
-// the launches elsewhere; Persistent asks for it (an error naming the plan's reason where there is none);
-// Launches runs one kernel per op (for comparison).
-enum class DecodePath { Auto, Persistent, Launches };
+// How a decode step runs: Launches, one kernel per op (CUDA graph, programmatic dependent launch), the
+// default; Persistent, the plan's persistent kernel (Plan::persistent; an error naming the plan's reason
+// where it has none). The persistent kernel is opt-in while it is slower than the launches on every model
+// measured (bench/NOTES.md, session 9).
+enum class DecodePath { Launches, Persistent };
 
 struct GenerateOptions {
   int64_t maxNewTokens = 16;
@@ -47,7 +48,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   std::vector<int32_t> stopTokens; // a sequence ends after emitting one of these (it is kept in its tokens)
   bool graph = true;                // replay the decode step as a CUDA graph
-  DecodePath decode = DecodePath::Auto;
+  DecodePath decode = DecodePath::Launches;
   // Called with each generated token as soon as it is read back (every step when set, else every few
   // steps); returning false ends that sequence there (the token is kept).
   std::function<bool(int64_t sequence, int32_t token)> onToken;
@@ -106,6 +107,10 @@ private:
   // Writes the persistent kernel's task table for `rows` sequences (once per rows and greedy setting; before
   // a graph capture), and finds its grid the first time.
   llvm::Error preparePersistent(int64_t rows, bool greedyKeys);
+  // MINFER_PERSISTENT_TRACE=FILE: the persistent kernel records when each task's last tile finished, and
+  // the last decode step's times (one row a task, tab-separated) are written to FILE after each generate.
+  static const char *traceFile();
+  llvm::Error writeTrace(const char *path) const;
   cuda::DevicePtr address(const PhaseState &ph, int buffer) const;
   // The same, offset to one sequence's rows and cache slab when `seg` is given (a per-sequence launch).
   cuda::DevicePtr address(const PhaseState &ph, int buffer, const Segment *seg) const;

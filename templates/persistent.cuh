@@ -52,6 +52,8 @@ struct alignas(16) PersistentTask {
 struct PersistentParams {
   const PersistentTask *tasks; // [num_tasks], in launch order
   unsigned *counters;          // [num_tasks + 1], zero at the start: tiles done per task, then blocks done
+  unsigned long long *trace;   // null, or [num_tasks + 1]: when each task's last tile finished, then when
+                               // block 0 started (%globaltimer, ns): where a step's time goes, per task
   int num_tasks;
 };
 
@@ -137,6 +139,7 @@ __global__ void __launch_bounds__(THREADS) persistent_decode(const PersistentPar
                 "persistent_decode: every task's body must be instantiated for the kernel's block size");
   static_assert(((sizeof(typename Tasks::Params) <= kTaskParamsBytes) && ...), "persistent_decode: Params too large");
   const int blocks = gridDim.x, self = blockIdx.x;
+  if (p.trace && self == 0 && threadIdx.x == 0) p.trace[p.num_tasks] = globalNanoseconds();
   Cursor cur;
   bool have = seek(p, self, blocks, 0, 0, cur);
   if (have) prefetchTask<Tasks...>(p.tasks[cur.task].kind, p.tasks[cur.task].params, tileAt(p.tasks[cur.task], cur.tile));
@@ -149,7 +152,13 @@ __global__ void __launch_bounds__(THREADS) persistent_decode(const PersistentPar
                         cur.task ? static_cast<unsigned>(tilesOf(p.tasks[cur.task - 1])) : 0u};
     runTask<Tasks...>(task.kind, task.params, tileAt(task, cur.tile), wait);
     __syncthreads(); // every thread's writes of the tile are in, and the shared memory is free again
-    if (threadIdx.x == 0) addReleaseGpu(p.counters + cur.task, 1);
+    if (threadIdx.x == 0) {
+      if (!p.trace) {
+        addReleaseGpu(p.counters + cur.task, 1);
+      } else if (fetchAddReleaseGpu(p.counters + cur.task, 1) + 1 == static_cast<unsigned>(tilesOf(task))) {
+        p.trace[cur.task] = globalNanoseconds(); // the task's last tile
+      }
+    }
     cur = next;
     have = more;
   }

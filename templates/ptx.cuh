@@ -84,5 +84,17 @@ __device__ __forceinline__ unsigned loadAcquireGpu(const unsigned *p) {
 __device__ __forceinline__ void addReleaseGpu(unsigned *p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
+// The same, returning the value before the add.
+__device__ __forceinline__ unsigned fetchAddReleaseGpu(unsigned *p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
+// The GPU's nanosecond clock (%globaltimer), comparable across SMs.
+__device__ __forceinline__ unsigned long long globalNanoseconds() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
 
 } // namespace minfer

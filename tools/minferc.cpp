@@ -157,12 +157,12 @@ cl::opt<bool> runNoFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel pe
                         cl::sub(runCmd), cl::cat(category));
 cl::opt<bool> noGraph("no-cuda-graph", cl::desc("Launch the decode kernels one by one instead of replaying a CUDA graph"),
                       cl::sub(runCmd), cl::cat(category));
-enum class DecodeFlag { Default, Persistent, Launches };
-cl::opt<DecodeFlag> decodePath(
-    "decode", cl::desc("How a decode step runs (default: persistent where the plan built the kernel, else launches)"),
-    cl::values(clEnumValN(DecodeFlag::Persistent, "persistent", "one persistent kernel runs the step's ops (batch <= 8)"),
-               clEnumValN(DecodeFlag::Launches, "launches", "one kernel launch per op")),
-    cl::init(DecodeFlag::Default), cl::sub(runCmd), cl::cat(category));
+cl::opt<rt::DecodePath> decodePath(
+    "decode", cl::desc("How a decode step runs (default: launches)"),
+    cl::values(clEnumValN(rt::DecodePath::Launches, "launches", "one kernel launch per op"),
+               clEnumValN(rt::DecodePath::Persistent, "persistent",
+                          "one persistent kernel runs the step's ops (fused models, batch <= 8)")),
+    cl::init(rt::DecodePath::Launches), cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> runTarget("target", cl::desc("Expected GPU architecture (default: the GPU's own)"),
                                cl::value_desc("sm_XY"), cl::sub(runCmd), cl::cat(category));
 cl::opt<int64_t> runMaxSeq("max-seq", cl::desc("Cache positions per sequence (default: the model's max_pos)"),
@@ -223,11 +223,11 @@ llvm::Error writeDump(llvm::StringRef dir, llvm::StringRef file, llvm::StringRef
 std::string decodeSummary(const Plan &plan, rt::DecodePath path) {
   const PersistentDecode &pd = plan.persistent;
   size_t launches = plan.decode.launches.size();
-  if (pd.built() && path != rt::DecodePath::Launches)
+  if (pd.built() && path == rt::DecodePath::Persistent)
     return "one persistent kernel (" + std::to_string(pd.tasks.size()) + " tasks) + " +
            std::to_string(launches - pd.tasks.size()) + " launches a step";
   return std::to_string(launches) + " launches a step" +
-         (pd.built() ? std::string(" (--decode=launches)") : " (no persistent kernel: " + pd.why + ")");
+         (pd.built() ? std::string(" (--decode=persistent: one kernel)") : " (no persistent kernel: " + pd.why + ")");
 }
 
 std::string tileSummary(const Plan &plan, llvm::StringRef from) {
@@ -623,9 +623,7 @@ int runGpu() {
   go.topP = topP;
   go.seed = seed;
   go.graph = !noGraph;
-  go.decode = decodePath == DecodeFlag::Persistent ? rt::DecodePath::Persistent
-              : decodePath == DecodeFlag::Launches ? rt::DecodePath::Launches
-                                                   : rt::DecodePath::Auto;
+  go.decode = decodePath;
   if (!stopIds.empty()) {
     auto stops = parseIds(stopIds, (*engine)->vocab(), "--stop-ids");
     if (!stops) return fail(stops.takeError());

@@ -6,7 +6,8 @@
 
 namespace minfer {
 
-MINFER_PARAMS_LAYOUT(PersistentParams, MINFER_FIELD(tasks, Ptr), MINFER_FIELD(counters, Ptr), MINFER_FIELD(num_tasks, I32))
+MINFER_PARAMS_LAYOUT(PersistentParams, MINFER_FIELD(tasks, Ptr), MINFER_FIELD(counters, Ptr), MINFER_FIELD(trace, Ptr),
+                     MINFER_FIELD(num_tasks, I32))
 
 std::string PersistentDecodeSpec::name() const {
   std::string all;

@@ -21,6 +21,7 @@ namespace minfer {
 struct PersistentParams { // persistent.cuh
   uint64_t tasks = 0;     // PersistentTaskHost [num_tasks], in launch order
   uint64_t counters = 0;  // u32 [num_tasks + 1], zero at the start (the kernel leaves them zero)
+  uint64_t trace = 0;     // null, or u64 [num_tasks + 1]: each task's end, then the kernel's start (ns)
   int32_t num_tasks = 0;
   static const ParamsLayout &layout();
 };
@@ -38,9 +39,9 @@ struct PersistentDecodeSpec : KernelSpec {
   // attention, and small enough that several blocks share an SM (attention's 54-68 KB of shared memory
   // allows 3-4), so a small task's tiles spread over many SMs.
   static constexpr int kThreads = 128;
-  // Blocks an SM the plan expects when it shapes the tasks' tiles (the runtime finds the real number): ~150
-  // registers a thread and attention's 55-68 KB of shared memory leave room for 3.
-  static constexpr int kBlocksPerSmEstimate = 3;
+  // Blocks an SM the plan expects when it shapes the tasks' tiles (the runtime finds the real number): 128
+  // registers a thread (head dim 64; ~170 at 128) and attention's 37 KB rings leave room for 4.
+  static constexpr int kBlocksPerSmEstimate = 4;
 
   int threads = kThreads;
   std::vector<std::string> taskTypes; // the bodies, by kind (KernelSpec::taskType of each distinct task spec)

@@ -81,12 +81,11 @@ typedef struct {
    * the sequence ended inside, as U+FFFD). */
   int (*on_token)(void *user_data, size_t sequence, int32_t token, const char *text, size_t text_len);
   void *user_data;
-  /* How decode steps run: MINFER_DECODE_AUTO (default: one persistent kernel a step where the plan built
-   * it, else one launch per op), MINFER_DECODE_PERSISTENT (an error where the plan has none) or
-   * MINFER_DECODE_LAUNCHES. */
+  /* How decode steps run: MINFER_DECODE_LAUNCHES (default: one kernel launch per op) or
+   * MINFER_DECODE_PERSISTENT (the step's ops as one persistent kernel; an error where the plan has none). */
   int decode_path;
 } minfer_generation_options;
-enum { MINFER_DECODE_AUTO = 0, MINFER_DECODE_PERSISTENT = 1, MINFER_DECODE_LAUNCHES = 2 };
+enum { MINFER_DECODE_LAUNCHES = 0, MINFER_DECODE_PERSISTENT = 1 };
 
 MINFER_C_API void minfer_generation_options_init(minfer_generation_options *options);
 /* Generates for one prompt; writes at most `capacity` tokens to `tokens` and their count to `count`

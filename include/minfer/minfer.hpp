@@ -132,10 +132,10 @@ struct TokenEvent {
   bool end = false; // the sequence has ended (its last token came before); the callback's answer is ignored
 };
 
-// How decode steps run: Auto is one persistent kernel a step where the engine's plan built it (decode
-// batches up to 8), one launch per op elsewhere; Persistent asks for the kernel (an error where the plan has
-// none, saying why); Launches always launches one kernel per op (for comparison).
-enum class DecodePath { Auto, Persistent, Launches };
+// How decode steps run: Launches (the default), one kernel launch per op; Persistent, the whole step's ops as
+// one persistent kernel, which the engine's plan builds for fused models at decode batches up to 8 (an error
+// elsewhere, saying why). Opt-in while it is slower than the launches (bench/NOTES.md).
+enum class DecodePath { Launches, Persistent };
 
 struct GenerationOptions {
   int64_t maxNewTokens = 16;
@@ -145,7 +145,7 @@ struct GenerationOptions {
   uint64_t seed = 0;       // with the same seed, prompts and options, sampling gives the same tokens
   std::vector<int32_t> stopTokens; // e.g. the tokenizer's EOS; kept as the sequence's last token
   bool cudaGraph = true;           // replay the decode step as one CUDA graph
-  DecodePath decode = DecodePath::Auto;
+  DecodePath decode = DecodePath::Launches;
   // Optional: stops each sequence at the tokenizer's EOS and gives text (TokenEvent::text,
   // Generation::text). Its vocabulary must fit the model's. Must outlive the call.
   const Tokenizer *tokenizer = nullptr;

@@ -68,9 +68,9 @@ class EndToEnd : public ::testing::TestWithParam<const char *> {};
 
 // Fused (the default) and unfused (one kernel per IR op) each hold to HF; then they are compared with each
 // other on the same prompt: the fused kernels compute the same function in fewer launches. The fused plan
-// decodes both ways, as one persistent kernel a step (it must have been built: every fixture decodes one
-// sequence) and as one launch per op, each held to HF and the two to the same tokens; the unfused plan has
-// ops without a task form and decodes as launches.
+// decodes both ways, as one launch per op (the default) and as one persistent kernel a step (it must have
+// been built: every fixture decodes one sequence), each held to HF and the two to the same logits; the
+// unfused plan has ops without a task form and decodes as launches.
 TEST_P(EndToEnd, CppApiGeneratesTransformersTokens) {
   MINFER_REQUIRE_GPU();
   std::string dir = test::fixtureDir(GetParam());
@@ -373,8 +373,9 @@ uint64_t residentBytes() {
 }
 
 // The soak: one sequence decoded for 10,000 steps (llama_gqa with its positions raised to 10,016: llama3 RoPE,
-// GQA, the split decode attention over a long context), through the CUDA graph, every token read back as it
-// comes. Device and host memory are sampled every 1,000 steps: neither may grow. Every token stays in the
+// GQA, the split decode attention over a long context), through the CUDA graph and the persistent decode
+// kernel (its counters reset inside every step: a missed reset would hang the next), every token read back
+// as it comes. Device and host memory are sampled every 1,000 steps: neither may grow. Every token stays in the
 // vocabulary and the run neither stops early nor hangs (the test has a timeout).
 TEST(Soak, TenThousandDecodeStepsKeepMemoryFlat) {
   MINFER_REQUIRE_GPU();
@@ -398,6 +399,7 @@ TEST(Soak, TenThousandDecodeStepsKeepMemoryFlat) {
   bool inVocab = true;
   GenerationOptions go;
   go.maxNewTokens = kSteps + 1; // the first token comes from the prefill
+  go.decode = DecodePath::Persistent;
   go.onToken = [&](const TokenEvent &ev) {
     if (ev.end) return true;
     inVocab = inVocab && ev.token >= 0 && ev.token < engine->vocabSize();
@@ -527,7 +529,7 @@ TEST(Session, MisuseIsAnErrorBeforeAnyWorkAndTheSessionStaysUsable) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("persistent decode kernel was not built"), std::string::npos) << refused.error();
   EXPECT_NE(refused.error().find("no task form"), std::string::npos) << refused.error();
-  go.decode = DecodePath::Auto;
+  go.decode = DecodePath::Launches;
   API_TRY(launched, plain->generate({ref.promptIds}, go));
   EXPECT_EQ(launched->tokens[0], ref.greedyIds);
 }

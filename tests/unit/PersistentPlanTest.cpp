@@ -91,20 +91,23 @@ TEST(PersistentPlan, OtherPlansSayWhyTheyDecodeAsLaunches) {
 // cannot run with it.
 TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   GemvSpec gemv(2048, 2048, Epilogue{}, GemvTile{1, 2, 8, false});
-  // 396 blocks (132 SMs x 3) of 4 warps: 2048 rows take 2 a warp for one round of 256 tiles of 8 rows.
+  // 396 blocks of 4 warps: 2048 rows give every block a tile at one row a warp (512 tiles).
   auto t = gemv.asTask(128, 396);
   ASSERT_TRUE(t);
   EXPECT_EQ(static_cast<const GemvSpec &>(*t).tile.warps, 4);
-  EXPECT_EQ(static_cast<const GemvSpec &>(*t).tile.rowsPerWarp, 2);
-  EXPECT_EQ(t->launch(1).grid[0], 2048u / 8);
-  EXPECT_EQ(t->taskType(), "minfer::GemvTask<2048, 2048, 1, 2, 4, minfer::EpiPointwise<false, minfer::ActNone, false, "
+  EXPECT_EQ(static_cast<const GemvSpec &>(*t).tile.rowsPerWarp, 1);
+  EXPECT_EQ(t->launch(1).grid[0], 2048u / 4);
+  EXPECT_EQ(t->taskType(), "minfer::GemvTask<2048, 2048, 1, 1, 4, minfer::EpiPointwise<false, minfer::ActNone, false, "
                            "false>, minfer::ProNone, 8>");
-  // An lm_head's 32000 rows: the most rows a warp (8) for the fewest rounds (1000 tiles: 3 over 396 blocks).
+  // An lm_head's 32000 rows: the most rows a warp (8), 1000 tiles instead of 8000 one-row ones.
   GemvSpec head(32000, 2048, Epilogue{}, GemvTile{1, 1, 4, false});
   EXPECT_EQ(head.asTask(128, 396)->launch(1).grid[0], 1000u);
-  // A long K (5632: 22 steps) needs no extra rows for its loads; 2048 rows over 1584 warps take 2 a warp.
-  GemvSpec down(2048, 5632, Epilogue{}, GemvTile{1, 1, 4, false});
-  EXPECT_EQ(static_cast<const GemvSpec &>(*down.asTask(128, 396)).tile.rowsPerWarp, 2);
+  // 11264 rows over 1584 warps: 7 a warp is the most that gives every block a tile; the gated epilogue
+  // takes W rows in pairs, so 6 (470 tiles).
+  GemvSpec gated(11264, 2048, Epilogue::gated(Activation::Silu), GemvTile{1, 2, 4, false});
+  auto g = gated.asTask(128, 396);
+  EXPECT_EQ(static_cast<const GemvSpec &>(*g).tile.rowsPerWarp, 6);
+  EXPECT_EQ(g->launch(1).grid[0], 470u);
   EXPECT_EQ(gemv.asTask(100, 396), nullptr) << "not whole warps";
   GemvSpec mma(4096, 4096, Epilogue{}, GemvTile{8, 1, 16, true});
   EXPECT_EQ(mma.asTask(128, 396)->taskType(), "minfer::GemvMmaTask<4096, 4096, 8, 4, minfer::EpiPointwise<false, minfer::ActNone, false, false>, "

@@ -11,7 +11,8 @@
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
 # model (time to first token), `minferc autotune` of the model for the benchmark's buckets (unless
 # E2E_TUNE=0), then minfer_e2e_bench on the same weights: fused and tuned, and (unless E2E_UNFUSED=0) unfused
-# with the default tiles; with E2E_COMPARE_BUILD=DIR, the e2e bench of another prebuilt build (an earlier
+# with the default tiles ($E2E_ARGS and $E2E_TORCH_ARGS: more arguments of the two, e.g. the decode batches;
+# the e2e bench times the persistent decode kernel beside the launches where the plan has one); with E2E_COMPARE_BUILD=DIR, the e2e bench of another prebuilt build (an earlier
 # revision) on the same weights in the same run, into compare_<model>.json.
 #
 # The build directory arrives prebuilt and is used as it is: nothing here builds. $OUT (set by the
@@ -178,7 +179,7 @@ run_all() {
       step "end to end: $model"
       wdir="/dev/shm/minfer-e2e-$model"
       "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" --out "$OUT/torch_e2e_$model.json" \
-        || failed+=("torch e2e $model")
+        ${E2E_TORCH_ARGS:-} || failed+=("torch e2e $model")
       if [[ -s "$wdir/model.safetensors" ]]; then
         ir="$here/../examples/$model.ir"
         for temp in cold warm; do

@@ -180,7 +180,8 @@ llvm::Expected<int> residentBlocksPerSm(const Function &fn, unsigned threads, un
   return blocks;
 }
 
-llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream, bool dependent) {
+llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream, bool dependent,
+                   bool cooperative) {
   if (!fn.handle) return ir::makeError("launch of kernel '" + fn.name + "': no function (default-constructed Function)");
   auto d = driver();
   if (!d) return d.takeError();
@@ -197,12 +198,22 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
                          num(fn.staticSharedBytes) + " static) but the device allows " + num(allowed) +
                          " bytes per block");
   if (llvm::Error e = reserveDynamicShared(fn, dims.sharedBytes)) return e;
-  if (dependent && state().info.major >= 9) {
-    // Programmatic dependent launch: the kernel may start while the previous one in the stream finishes;
-    // it waits for it in griddepcontrol.wait (templates/common.cuh gridDependencyWait).
-    CUlaunchAttribute attr{};
-    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
+  const bool pdl = dependent && state().info.major >= 9;
+  if (pdl || cooperative) {
+    CUlaunchAttribute attrs[2] = {};
+    unsigned n = 0;
+    if (pdl) {
+      // Programmatic dependent launch: the kernel may start while the previous one in the stream finishes;
+      // it waits for it in griddepcontrol.wait (templates/common.cuh gridDependencyWait).
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attrs[n++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cooperative) {
+      // Every block resident at once, or the launch fails (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE): never
+      // a grid whose blocks wait on blocks that cannot start, e.g. beside another kernel of the same kind.
+      attrs[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+      attrs[n++].value.cooperative = 1;
+    }
     CUlaunchConfig cfg{};
     cfg.gridDimX = dims.grid[0];
     cfg.gridDimY = dims.grid[1];
@@ -212,8 +223,8 @@ llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, Stre
     cfg.blockDimZ = dims.block[2];
     cfg.sharedMemBytes = dims.sharedBytes;
     cfg.hStream = toStream(stream);
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = n;
     return CU_IN(&api, where, cuLaunchKernelEx, &cfg, f, args, nullptr);
   }
   return CU_IN(&api, where, cuLaunchKernel, f, dims.grid[0], dims.grid[1], dims.grid[2], dims.block[0],

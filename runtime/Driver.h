@@ -134,8 +134,9 @@ private:
 // shared memory above 48 KB is opted in first; more than the device allows is an error before launching.
 // `dependent`: a programmatic dependent launch on sm_90 and later (the kernel may begin while the previous
 // one of the stream drains; every minfer kernel waits for it before reading its outputs); ignored below sm_90.
+// `cooperative`: all blocks are resident together or the launch is an error (the persistent decode kernel).
 llvm::Error launch(const Function &fn, const LaunchDims &dims, void **args, StreamHandle stream = nullptr,
-                   bool dependent = false);
+                   bool dependent = false, bool cooperative = false);
 // Opts `fn` in to `bytes` of dynamic shared memory when that is above the default 48 KB (launch() does it
 // too). The runtime calls it for every kernel at load, so nothing changes a kernel attribute during a graph
 // capture.

@@ -125,7 +125,29 @@ llvm::Error Session::allocate() {
     if (plan.buffers[i].zeroed)
       if (auto e = cuda::fillAsync(shared[i], 0, static_cast<size_t>(plan.buffers[i].fixedBytes), stream.handle()))
         return e;
-  return stream.synchronize();
+  if (auto e = stream.synchronize()) return e;
+  return sizePersistentGrid();
+}
+
+llvm::Error Session::sizePersistentGrid() {
+  const Plan &plan = engine.plan();
+  const PersistentDecode &pd = plan.persistent;
+  if (!pd.built()) return llvm::Error::success();
+  // As many blocks as the device holds at once, never more: a block spinning on a tile no resident block
+  // will run would hang the step (the launch is cooperative too, so the driver refuses such a grid).
+  const LaunchDims dims = plan.kernels[pd.kernel]->launch(1);
+  auto perSm = cuda::residentBlocksPerSm(engine.function(pd.kernel), dims.block[0], dims.sharedBytes);
+  if (!perSm) return perSm.takeError();
+  auto info = cuda::deviceInfo();
+  if (!info) return info.takeError();
+  if (*perSm < 1) {
+    persistentRefused = "its kernel " + plan.kernels[pd.kernel]->name() + " does not fit an SM of " + info->name +
+                        " (" + std::to_string(dims.block[0]) + " threads, " + std::to_string(dims.sharedBytes) +
+                        " bytes of shared memory a block)";
+    return llvm::Error::success();
+  }
+  persistentBlocks = *perSm * info->smCount;
+  return llvm::Error::success();
 }
 
 cuda::DevicePtr Session::address(const PhaseState &ph, int buffer) const {
@@ -246,21 +268,6 @@ bool Session::usePersistent(const GenerateOptions &opts) const {
 llvm::Error Session::preparePersistent(int64_t rows, bool greedyKeys) {
   const Plan &plan = engine.plan();
   const PersistentDecode &pd = plan.persistent;
-  const cuda::Function &fn = engine.function(pd.kernel);
-  const LaunchDims dims = plan.kernels[pd.kernel]->launch(rows);
-  if (persistentBlocks == 0) {
-    // As many blocks as the device holds at once, never more: a block spinning on a tile no resident block
-    // will run would hang the step.
-    auto perSm = cuda::residentBlocksPerSm(fn, dims.block[0], dims.sharedBytes);
-    if (!perSm) return perSm.takeError();
-    auto info = cuda::deviceInfo();
-    if (!info) return info.takeError();
-    if (*perSm < 1)
-      return ir::makeError("the persistent decode kernel " + plan.kernels[pd.kernel]->name() + " does not fit an SM (" +
-                           std::to_string(dims.block[0]) + " threads, " + std::to_string(dims.sharedBytes) +
-                           " bytes of shared memory a block): decode with --decode=launches");
-    persistentBlocks = *perSm * info->smCount;
-  }
   TableKey key{rows, greedyKeys};
   if (tableKey == key) return llvm::Error::success();
   std::vector<PersistentTaskHost> table(pd.tasks.size());
@@ -298,7 +305,8 @@ llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts
     dims.grid = {static_cast<unsigned>(persistentBlocks), 1, 1};
     void *args[] = {&p};
     static const bool pdl = !std::getenv("MINFER_NO_PDL");
-    if (auto e = cuda::launch(engine.function(pd.kernel), dims, args, stream.handle(), pdl)) return e;
+    if (auto e = cuda::launch(engine.function(pd.kernel), dims, args, stream.handle(), pdl, /*cooperative=*/true))
+      return e;
     first = pd.tasks.size();
   }
   const std::vector<PlannedLaunch> &launches = decodeState->phase->launches;
@@ -327,6 +335,9 @@ llvm::Error Session::checkPrompts(const std::vector<std::vector<int32_t>> &promp
   if (opts.decode == DecodePath::Persistent && !engine.plan().persistent.built())
     return ir::makeError("generate: the persistent decode kernel was not built for this plan: " +
                          engine.plan().persistent.why + " (decode with launches instead)");
+  if (opts.decode == DecodePath::Persistent && !persistentRefused.empty())
+    return ir::makeError("generate: the persistent decode kernel cannot run here: " + persistentRefused +
+                         " (decode with launches instead)");
   if (opts.temperature > 0.f && !(opts.topP > 0.f && opts.topP <= 1.f))
     return ir::makeError("generate: top_p must be in (0, 1], got " + std::to_string(opts.topP));
   if (!opts.forcedTokens.empty() && opts.forcedTokens.size() != prompts.size())

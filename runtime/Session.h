@@ -105,7 +105,7 @@ private:
   // Whether this generate's decode steps run the persistent kernel.
   bool usePersistent(const GenerateOptions &opts) const;
   // Writes the persistent kernel's task table for `rows` sequences (once per rows and greedy setting; before
-  // a graph capture), and finds its grid the first time.
+  // a graph capture).
   llvm::Error preparePersistent(int64_t rows, bool greedyKeys);
   // MINFER_PERSISTENT_TRACE=FILE: the persistent kernel records when each task's last tile finished, and
   // the last decode step's times (one row a task, tab-separated) are written to FILE after each generate.
@@ -133,9 +133,11 @@ private:
     bool persistent = false;
     bool operator==(const GraphKey &) const = default;
   } graphKey;
-  // The persistent decode kernel: its grid (blocks resident at once on this device, 0 until found) and what
-  // its task table holds now.
+  // The persistent decode kernel: its grid (blocks resident at once on this device, found when the session
+  // is created; 0 without the kernel), why it cannot run here if it cannot, and what its task table holds.
+  llvm::Error sizePersistentGrid();
   int persistentBlocks = 0;
+  std::string persistentRefused;
   struct TableKey {
     int64_t rows = -1;
     bool greedyKeys = false;

@@ -4,8 +4,8 @@
 // At batch 1-8 a decode step is ~6 small kernels per layer, each moving 1-50 MB; launched one by one, each
 // ramps up and drains, and a third of a 1B model's step is those bubbles. Here the step's launches are a
 // task list (PersistentTask, in launch order, filled by the runtime from the plan), and the grid is as many
-// blocks as fit on the device at once (the runtime checks the occupancy and refuses anything more, so no
-// block can wait on a block that never runs). Task i's tiles are its launch's blocks; tile t of task i runs
+// blocks as fit on the device at once (the runtime sizes it from the occupancy and launches it cooperative,
+// so the driver refuses a grid that cannot be resident together: no block waits on a block that never runs). Task i's tiles are its launch's blocks; tile t of task i runs
 // on block (t + start_i) mod G, where start_i rotates by the tiles before it, so small tasks land on
 // different blocks. Each block walks the tasks in order and runs its tiles through the family's body (the
 // same code as the kernel of its own: GemvTask, AttentionDecodeTask, ...).
@@ -16,8 +16,14 @@
 // TaskWait spins (one lane per warp, acquire) until counters[i - 1] holds all of task i - 1's tiles. That
 // orders the tasks as the launches were ordered: every tile of task i - 1 waited in turn for all of task
 // i - 2, so everything an earlier task wrote is visible, and every read an earlier task made of a buffer
-// task i overwrites is done. The weights of the next task stream into L2 while the current one drains.
-// Task 0 waits for the kernel before this one (griddepcontrol.wait): the step's inputs come from there.
+// task i overwrites is done. Before running a tile, a block starts its next tile's weights towards L2
+// (Task::prefetch). Task 0 waits for the kernel before this one (griddepcontrol.wait): the step's inputs
+// come from there.
+//
+// Status (H200, bench/NOTES.md session 9): correct on every golden model, but 0.58-0.79x the speed of the
+// launches: its 4 blocks an SM (the registers of its largest body) keep too few weight loads in flight, and
+// each of the ~6 hops a layer costs 3-6 us. Streaming the weights through shared memory and fewer hops are
+// the next steps; MINFER_PERSISTENT_TRACE=FILE (runtime/Session.h) gives each task's time.
 //
 // Data written by an earlier task is read with plain loads (MINFER_TASKS_SHARE_MEMORY: common.cuh's
 // loadProduced), never through the read-only path, which may hold lines from before the write.

@@ -216,6 +216,13 @@ TEST_P(EndToEnd, MinfercRunGeneratesTransformersTokens) {
   EXPECT_NE(test::readFile(err).find("backend=gpu"), std::string::npos) << test::readFile(err);
   GPU_TRY(logits, readNpyF32(npy));
   expectLogitsMatch(logits.data, ref, ref.promptLogits.cols());
+
+  // --decode=persistent: the same tokens, and the summary says how the steps ran.
+  args.push_back("--decode=persistent");
+  rc = llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::None, redirects);
+  ASSERT_EQ(rc, 0) << test::readFile(err);
+  EXPECT_EQ(test::readFile(out), want + "\n");
+  EXPECT_NE(test::readFile(err).find("one persistent kernel ("), std::string::npos) << test::readFile(err);
 }
 
 // Named by fixture: EndToEnd.CppApiGeneratesTransformersTokens/llama_gqa.
@@ -360,6 +367,16 @@ TEST(Session, PersistentDecodeAgreesWithTheLaunchesAtEveryBatch) {
         EXPECT_LT(err, 1e-2) << "sequence " << b;
         if (b == 0) std::cout << "[ e2e ] " << fixture << " batch " << batch << ": persistent vs launches logits rel err " << err << "\n";
       }
+      // Sampling: the lm_head's argmax keys are not bound, the sample kernel runs after the persistent one,
+      // and the same seed draws the same tokens from the same logits.
+      go.temperature = 1.5f;
+      go.topK = 64;
+      go.seed = 1234;
+      go.decode = DecodePath::Persistent;
+      API_TRY(sampledPersistent, session->generate(prompts, go));
+      go.decode = DecodePath::Launches;
+      API_TRY(sampledLaunches, session->generate(prompts, go));
+      EXPECT_EQ(sampledPersistent->tokens, sampledLaunches->tokens) << "sampled";
     }
   }
 }

@@ -5,7 +5,8 @@
                                            # torch_e2e_<model>.json
 
 Decode: ms per step (one token of each sequence), minfer's GB/s over its weight bytes as a fraction of the
-copy bandwidth measured in the same run, minfer unfused (one kernel per IR op), torch.compile(mode=
+copy bandwidth measured in the same run (and, on the row below, the same for the persistent decode kernel
+where the plan built one), minfer unfused (one kernel per IR op), torch.compile(mode=
 "reduce-overhead") and eager on the same weights, and minfer's speed-up over torch.compile. Prefill: ms for one prompt. Memory: what minfer
 allocates (weights + session) over weights + KV cache.
 """
@@ -55,6 +56,11 @@ def main(directory):
             print_row(f"B={r['batch']}", r["ms_per_step"], f"{100 * r['fraction_of_copy']:>7.0f}%",
                       udec.get(r["batch"], {}).get("ms_per_step"), t.get("compile_ms_per_step"),
                       t.get("eager_ms_per_step"), r["memory"]["allocated_over_weights_plus_kv"], ".3f")
+            # The persistent decode kernel, where the plan built one (--decode=persistent), in the same run.
+            p = r.get("paths", {}).get("persistent")
+            if p:
+                print_row("  persistent", p["ms_per_step"], f"{100 * p['fraction_of_copy']:>7.0f}%", None,
+                          t.get("compile_ms_per_step"), None, r["memory"]["allocated_over_weights_plus_kv"], ".3f")
         print_header("prefill", "TFLOP/s")
         for r in ours["prefill"]:
             t = tpre.get(r["tokens"], {})

@@ -58,25 +58,19 @@ void planPersistentDecode(Plan &plan) {
     pd.kernel = plan.kernelIndex[name] = static_cast<int>(plan.kernels.size() - 1);
   }
   pd.threads = threads;
-  PlanBuffer table;
-  table.name = "persistent_tasks";
-  table.kind = BufferKind::Workspace;
-  table.fixedBytes = static_cast<int64_t>(pd.tasks.size() * sizeof(PersistentTaskHost));
-  plan.buffers.push_back(std::move(table));
-  pd.table = static_cast<int>(plan.buffers.size() - 1);
-  PlanBuffer counters;
-  counters.name = "persistent_counters";
-  counters.kind = BufferKind::Workspace;
-  counters.fixedBytes = static_cast<int64_t>((pd.tasks.size() + 1) * sizeof(uint32_t));
-  counters.zeroed = true;
-  plan.buffers.push_back(std::move(counters));
-  pd.counters = static_cast<int>(plan.buffers.size() - 1);
-  PlanBuffer trace;
-  trace.name = "persistent_trace";
-  trace.kind = BufferKind::Workspace;
-  trace.fixedBytes = static_cast<int64_t>((pd.tasks.size() + 1) * sizeof(uint64_t));
-  plan.buffers.push_back(std::move(trace));
-  pd.trace = static_cast<int>(plan.buffers.size() - 1);
+  auto workspace = [&](const char *name, size_t bytes, bool zeroed) {
+    PlanBuffer b;
+    b.name = name;
+    b.kind = BufferKind::Workspace;
+    b.fixedBytes = static_cast<int64_t>(bytes);
+    b.zeroed = zeroed;
+    plan.buffers.push_back(std::move(b));
+    return static_cast<int>(plan.buffers.size() - 1);
+  };
+  const size_t n = pd.tasks.size();
+  pd.table = workspace("persistent_tasks", n * sizeof(PersistentTaskHost), false);
+  pd.counters = workspace("persistent_counters", (n + 1) * sizeof(uint32_t), true);
+  pd.trace = workspace("persistent_trace", (n + 1) * sizeof(uint64_t), false);
 }
 
 } // namespace minfer

@@ -294,7 +294,7 @@ llvm::Error Session::enqueueDecodeStep(int64_t rows, const GenerateOptions &opts
   bool greedyKeys = !tailOnly && !(opts.temperature > 0.f);
   const PersistentDecode &pd = engine.plan().persistent;
   size_t first = 0; // the first launch not covered by the persistent kernel
-  if (!tailOnly && persistentStep) {
+  if (!tailOnly && usePersistent(opts)) {
     // The op launches as one kernel (its task table written by preparePersistent), then select and advance.
     PersistentParams p;
     p.tasks = shared[pd.table];
@@ -496,10 +496,10 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
   if (auto e = t1->record(stream.handle())) return e;
 
   // The decode steps, read back every few steps to stop at a stop token.
-  persistentStep = usePersistent(opts);
-  if (persistentStep)
+  const bool persistent = usePersistent(opts);
+  if (persistent)
     if (auto e = preparePersistent(B, !(opts.temperature > 0.f))) return e;
-  GraphKey key{B, opts.temperature, opts.topP, opts.topK, opts.seed, persistentStep};
+  GraphKey key{B, opts.temperature, opts.topP, opts.topK, opts.seed, persistent};
   if (opts.graph && !(graph.valid() && graphKey == key)) {
     graph = cuda::Graph();
     auto g = cuda::Graph::capture(stream, [&] { return enqueueDecodeStep(B, opts, false); });
@@ -554,7 +554,7 @@ llvm::Expected<Generation> Session::generate(const std::vector<std::vector<int32
   if (auto e = t2->record(stream.handle())) return e;
   if (auto e = t2->synchronize()) return e;
   if (auto e = readTokens()) return e;
-  if (persistentStep && steps > 0 && traceFile())
+  if (persistent && steps > 0 && traceFile())
     if (auto e = writeTrace(traceFile())) return e;
   auto pre = cuda::Event::elapsedMs(*t0, *t1), dec = cuda::Event::elapsedMs(*t1, *t2);
   if (!pre) return pre.takeError();

@@ -143,7 +143,6 @@ private:
     bool greedyKeys = false;
     bool operator==(const TableKey &) const = default;
   } tableKey;
-  bool persistentStep = false; // this generate's steps run the persistent kernel
 };
 
 } // namespace minfer::rt

@@ -152,19 +152,13 @@ template <typename Op, int COLS>
 __global__ void __launch_bounds__(kPointwiseThreads) binary(const PointwiseParams p) {
   pw::binaryTile<Op, COLS, kPointwiseThreads>(p, launchTile(), GridWait{});
 }
-template <typename Op, int COLS, int THREADS> struct UnaryTask {
+// Either as a task (BINARY: binary's body, else unary's).
+template <typename Op, int COLS, int THREADS, bool BINARY> struct PointwiseTask {
   using Params = PointwiseParams;
   static constexpr int kThreads = THREADS;
   template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
-    pw::unaryTile<Op, COLS, THREADS>(p, t, w);
-  }
-  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
-};
-template <typename Op, int COLS, int THREADS> struct BinaryTask {
-  using Params = PointwiseParams;
-  static constexpr int kThreads = THREADS;
-  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
-    pw::binaryTile<Op, COLS, THREADS>(p, t, w);
+    if constexpr (BINARY) pw::binaryTile<Op, COLS, THREADS>(p, t, w);
+    else pw::unaryTile<Op, COLS, THREADS>(p, t, w);
   }
   __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
 };

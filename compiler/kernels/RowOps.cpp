@@ -232,8 +232,8 @@ std::shared_ptr<KernelSpec> PointwiseSpec::asTask(int t, int /*grid*/) const {
 }
 
 std::string PointwiseSpec::taskType() const {
-  return std::string("minfer::") + (isBinary(op) ? "BinaryTask<" : "UnaryTask<") + pointwisePolicy(op) + ", " +
-         std::to_string(cols) + ", " + std::to_string(threads) + ">";
+  return std::string("minfer::PointwiseTask<") + pointwisePolicy(op) + ", " + std::to_string(cols) + ", " +
+         std::to_string(threads) + (isBinary(op) ? ", true>" : ", false>");
 }
 
 llvm::json::Object PointwiseSpec::toJSON() const {

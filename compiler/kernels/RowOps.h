@@ -182,7 +182,7 @@ struct PointwiseSpec : KernelSpec {
   llvm::Error validate(const Target &) const override { return verify(); }
   // Any whole number of warps: the template's grid-stride loop takes the block size as a parameter.
   std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
-  std::string taskType() const override; // minfer::UnaryTask<...>, minfer::BinaryTask<...>
+  std::string taskType() const override; // minfer::PointwiseTask<...>
 };
 
 // ---- rope and the KV-cache write ------------------------------------------------------------------------

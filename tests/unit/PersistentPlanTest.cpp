@@ -133,7 +133,7 @@ TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
       << "8192 / 8 = 1024 vectors over 32 threads: 16 is the most a thread holds";
   PointwiseSpec add(PointwiseOp::Add, 768);
   auto addTask = add.asTask(128, 396);
-  EXPECT_EQ(addTask->taskType(), "minfer::BinaryTask<minfer::pw::Add, 768, 128>");
+  EXPECT_EQ(addTask->taskType(), "minfer::PointwiseTask<minfer::pw::Add, 768, 128, true>");
   EXPECT_EQ(addTask->launch(1).grid[0], 1u); // 96 vectors, one a thread
   EXPECT_EQ(EmbeddingSpec(768, ir::DType::F32).asTask(128, 396)->taskType(), "minfer::EmbeddingTask<768, float>");
   EXPECT_EQ(ArgmaxSpec(32000).asTask(128, 396), nullptr) << "select stays a launch";

@@ -110,7 +110,6 @@ llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int s
 
 // A fresh prompt of `tokens` rows (start_pos 0) with `spec`'s tile.
 llvm::Expected<Result> benchPrefill(const Heads &h, int tokens, const AttentionPrefillSpec &spec, bool isDefault) {
-  if (auto e = spec.validate()) return e;
   auto k = loadKernel(spec);
   if (!k) return k.takeError();
   const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
@@ -174,9 +173,11 @@ llvm::Expected<std::vector<Result>> runAttention(const Ceilings &) {
           if (auto e = add(benchDecode(h, batch, kContext, 0, info->smCount, part), what + " part")) return e;
     }
   }
+  auto target = deviceTarget(); // sm_90a on Hopper: the wgmma tiles too, the default first
+  if (!target) return target.takeError();
   for (const Heads &h : kModels) {
     for (int tokens : {512, 2048}) {
-      std::vector<AttentionPrefillSpec> tiles = AttentionPrefillSpec::candidates(h.heads, h.kvHeads, h.headDim);
+      std::vector<AttentionPrefillSpec> tiles = AttentionPrefillSpec::candidates(h.heads, h.kvHeads, h.headDim, &*target);
       for (size_t i = 0; i < tiles.size(); ++i) {
         if (int(tiles[i].sharedBytes()) > info->maxSharedPerBlockOptin) continue; // does not fit this GPU
         std::string what = std::string("prefill ") + h.model + " tokens " + std::to_string(tokens) + " " + tiles[i].name();

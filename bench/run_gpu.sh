@@ -4,8 +4,8 @@
 #
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
-# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,profile,kernels (default: all but profile,
-# sanitize and load). `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU tests under compute-sanitizer memcheck, racecheck and synccheck
+# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,profile,kernels (default: all but
+# trace, profile, sanitize and load). `trace` times each prefill launch in place (MINFER_PREFILL_TRACE). `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU tests under compute-sanitizer memcheck, racecheck and synccheck
 # (sanitize_<tool>.log, the shards' output one after another). `e2e` runs, per model in
 # $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
@@ -238,6 +238,34 @@ run_all() {
           || failed+=("profile $model $fuse")
         "$python" "$here/summarize_profile.py" "$OUT/profile_${model}${fuse}.csv" | tee "$OUT/profile_${model}${fuse}.txt"
       done
+    done
+  fi
+
+  if wants trace; then
+    # Where a prefill's time goes, kernel by kernel in place: per model in $E2E_MODELS, seeded random weights,
+    # the prefill bucket tuned (unless E2E_TUNE=0), then minfer_e2e_bench at $TRACE_TOKENS (default 2048)
+    # prompt tokens with MINFER_PREFILL_TRACE (an event before each launch; prefill_trace_<model>.tsv) and
+    # MINFER_PERSISTENT_TRACE (the batch-1 persistent step; persistent_trace_<model>.tsv).
+    tokens="${TRACE_TOKENS:-2048}"
+    for model in ${E2E_MODELS//,/ }; do
+      step "trace: $model, prefill $tokens"
+      wdir="/dev/shm/minfer-e2e-$model"
+      ir="$here/../examples/$model.ir"
+      [[ -s "$wdir/model.safetensors" ]] || "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" \
+        --out /dev/null --weights-only || failed+=("weights $model")
+      if [[ "${E2E_TUNE:-1}" == 1 ]]; then
+        bucket=prefill:513-2048
+        [[ $tokens -le 512 ]] && bucket=prefill:1-512
+        "$build/tools/minferc" autotune "$ir" --buckets "$bucket" > "$OUT/autotune_trace_$model.log" 2>&1 \
+          || failed+=("autotune $model")
+        tail -2 "$OUT/autotune_trace_$model.log"
+      fi
+      MINFER_PREFILL_TRACE="$OUT/prefill_trace_$model.tsv" MINFER_PERSISTENT_TRACE="$OUT/persistent_trace_$model.tsv" \
+        "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --decode-batches 1 \
+        --prefill-tokens "$tokens" --out "$OUT/e2e_trace_$model.json" ${E2E_ARGS:-} || failed+=("trace $model")
+      "$python" "$here/summarize_trace.py" "$OUT/prefill_trace_$model.tsv" | tee "$OUT/prefill_trace_$model.txt" \
+        || failed+=("trace summary $model")
+      [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
     done
   fi
 

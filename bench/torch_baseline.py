@@ -7,6 +7,9 @@ Reads the shape list that `minfer_kernel_bench --shapes-out FILE` wrote (a JSON 
   gemm, gemv        y[M,N] = x[M,K] @ W[N,K]^T in bf16 with torch.matmul (cuBLAS); gemv is M = 1..8
   attention_decode  one query token per sequence: q[batch,heads,1,head_dim] against bf16 K and V
                     [batch,kv_heads,context,head_dim] with F.scaled_dot_product_attention (enable_gqa)
+  attention_prefill a causal prompt of `tokens` rows: q, K and V [1,heads,tokens,head_dim] with
+                    F.scaled_dot_product_attention(is_causal=True); K and V are expanded to every query head
+                    beforehand (not timed), so torch picks its fastest kernel (flash or cuDNN) as for MHA
 
 plus torch's own device-to-device copy bandwidth (the same 1 GiB copy as minfer's ceiling) and the cuBLAS
 bf16 GEMM rate on 8192^3 (the compute ceiling). Other kinds are listed under "skipped" with the reason.
@@ -103,7 +106,27 @@ def bench_attention_decode(entry):
     return time_median(run), bytes_, 4.0 * B * H * S * D  # QK^T and PV, 2 FLOPs per multiply-add
 
 
-BENCHES = {"gemm": bench_gemm, "gemv": bench_gemm, "attention_decode": bench_attention_decode}
+def bench_attention_prefill(entry):
+    B, H, KVH, D, T = need(entry, "batch", "heads", "kv_heads", "head_dim", "tokens")
+    if H % KVH:
+        raise ShapeError(f"heads {H} is not a multiple of kv_heads {KVH}")
+    bytes_ = BF16 * (2 * B * H * T * D + 2 * B * KVH * T * D)  # q and out, K and V (as minfer counts them)
+    n = copies_for(bytes_)
+    qs = [torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16) for _ in range(n)]
+    ks = [torch.randn(B, KVH, T, D, device="cuda", dtype=torch.bfloat16).repeat_interleave(H // KVH, dim=1)
+          for _ in range(n)]
+    vs = [torch.randn(B, KVH, T, D, device="cuda", dtype=torch.bfloat16).repeat_interleave(H // KVH, dim=1)
+          for _ in range(n)]
+
+    def run(i):
+        j = i % n
+        F.scaled_dot_product_attention(qs[j], ks[j], vs[j], is_causal=True)
+
+    return time_median(run), bytes_, 4.0 * B * T * T / 2 * H * D  # causal: half of QK^T and PV
+
+
+BENCHES = {"gemm": bench_gemm, "gemv": bench_gemm, "attention_decode": bench_attention_decode,
+           "attention_prefill": bench_attention_prefill}
 
 
 def copy_gbps():

@@ -394,7 +394,8 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
     // Once per sequence: the runtime offsets q, out and the caches to the sequence, and gives its rows and
     // start position (its tokens already in the cache).
     std::shared_ptr<KernelSpec> spec =
-        tuned(std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim), false, plan.options.maxPrefillRows);
+        tuned(std::make_shared<AttentionPrefillSpec>(AttentionPrefillSpec::forTarget(heads, kvHeads, headDim, plan.target)),
+              false, plan.options.maxPrefillRows);
     emit(kernel(spec),
          {{"q", buf(q)},
           {"k_cache", buf(kc)},

@@ -39,8 +39,8 @@ llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t
   const ParamsLayout &layout = spec.params();
   std::vector<TensorMapArg> wanted = spec.tensorMaps(rows); // empty but for the wgmma kernels
   // The maps and the argument list on the stack (the driver copies the arguments at the launch). A
-  // TensorMap must be 64-byte aligned, which a heap-grown SmallVector would not guarantee: at most two.
-  constexpr size_t kMaxMaps = 2;
+  // TensorMap must be 64-byte aligned, which a heap-grown SmallVector would not guarantee: at most three (attention: q, k and v).
+  constexpr size_t kMaxMaps = 3;
   if (wanted.size() > kMaxMaps)
     return ir::makeError("launch of " + spec.name() + ": " + std::to_string(wanted.size()) + " tensor maps, at most " +
                          std::to_string(kMaxMaps));
@@ -54,7 +54,17 @@ llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t
                            "', which is not a pointer field of " + layout.name);
     uint64_t base;
     std::memcpy(&base, static_cast<const uint8_t *>(params) + layout.fields[field].offset, sizeof base);
-    auto map = cuda::encodeTensorMap2D(base, m.inner, m.outer, m.boxInner, m.boxOuter);
+    int64_t outer = m.outer;
+    if (m.outerPlus) {
+      int plus = layout.find(m.outerPlus);
+      if (plus < 0 || layout.fields[plus].type != ParamType::I32)
+        return ir::makeError("launch of " + spec.name() + ": its tensor map adds field '" + m.outerPlus +
+                             "', which is not an int field of " + layout.name);
+      int32_t v;
+      std::memcpy(&v, static_cast<const uint8_t *>(params) + layout.fields[plus].offset, sizeof v);
+      outer += v;
+    }
+    auto map = cuda::encodeTensorMap2D(base, m.inner, outer, m.boxInner, m.boxOuter);
     if (!map) return map.takeError();
     maps[i] = *map;
     args.push_back(&maps[i]);

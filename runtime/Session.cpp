@@ -260,6 +260,53 @@ llvm::Error Session::writeTrace(const char *path) const {
   return llvm::Error::success();
 }
 
+const char *Session::prefillTraceFile() {
+  static const char *path = std::getenv("MINFER_PREFILL_TRACE");
+  return path && *path ? path : nullptr;
+}
+
+struct Session::PrefillTrace {
+  struct Mark {
+    const PlannedLaunch *launch;
+    int64_t rows;
+    cuda::Event event;
+  };
+  std::vector<Mark> marks; // the last mark ends the chunk's last launch
+
+  llvm::Error mark(const PlannedLaunch *l, int64_t rows, cuda::StreamHandle stream) {
+    auto e = cuda::Event::create();
+    if (!e) return e.takeError();
+    if (auto err = e->record(stream)) return err;
+    marks.push_back({l, rows, std::move(*e)});
+    return llvm::Error::success();
+  }
+
+  llvm::Error write(const Plan &plan, const char *path) const {
+    if (marks.empty()) return llvm::Error::success();
+    if (auto e = marks.back().event.synchronize()) return e;
+    std::string out = "launch\tlayer\top\tspec\trows\tstart_us\ttook_us\n";
+    for (size_t i = 0; i + 1 < marks.size(); ++i) {
+      const Mark &m = marks[i];
+      if (!m.launch) continue; // a chunk boundary (uploads and logits copies)
+      auto start = cuda::Event::elapsedMs(marks[0].event, m.event);
+      auto took = cuda::Event::elapsedMs(m.event, marks[i + 1].event);
+      if (!start) return start.takeError();
+      if (!took) return took.takeError();
+      out += llvm::formatv("{0}\t{1}\t{2}\t{3}\t{4}\t{5:f1}\t{6:f1}\n", i, m.launch->layer, m.launch->op,
+                           plan.kernels[m.launch->kernel]->name(), m.rows, *start * 1e3, *took * 1e3)
+                 .str();
+    }
+    auto total = cuda::Event::elapsedMs(marks.front().event, marks.back().event);
+    if (!total) return total.takeError();
+    out += llvm::formatv("total\t\t\t\t\t\t{0:f1}\n", *total * 1e3).str();
+    std::error_code ec;
+    llvm::raw_fd_ostream f(path, ec);
+    if (ec) return ir::makeError(std::string("MINFER_PREFILL_TRACE: cannot write ") + path + ": " + ec.message());
+    f << out;
+    return llvm::Error::success();
+  }
+};
+
 bool Session::usePersistent(const GenerateOptions &opts) const {
   // checkPrompts refused DecodePath::Persistent where the plan has no persistent kernel.
   return opts.decode == DecodePath::Persistent && engine.plan().persistent.built();
@@ -381,6 +428,8 @@ llvm::Error Session::prefill(const std::vector<std::vector<int32_t>> &prompts, G
                         seqPtr = address(ph, io.seqOf), outRowsPtr = address(ph, io.outRows);
   const cuda::DevicePtr prefillLogits = address(ph, ph.phase->logits),
                         decodeLogits = address(*decodeState, decodeState->phase->logits);
+  std::unique_ptr<PrefillTrace> trace;
+  if (prefillTraceFile()) trace = std::make_unique<PrefillTrace>();
   size_t seq = 0, pos = 0;
   while (seq < prompts.size()) {
     // One chunk: as many rows as fit, sequence after sequence.
@@ -416,12 +465,19 @@ llvm::Error Session::prefill(const std::vector<std::vector<int32_t>> &prompts, G
       if (auto e = upload(outRowsPtr, outRows)) return e;
     for (const PlannedLaunch &l : ph.phase->launches) {
       if (l.perSequence) {
-        for (const Segment &s : segs)
+        for (const Segment &s : segs) {
+          if (trace)
+            if (auto e = trace->mark(&l, s.count, stream.handle())) return e;
           if (auto e = enqueueLaunch(l, ph, rows, nOut, nullptr, &s)) return e;
+        }
         continue;
       }
+      if (trace)
+        if (auto e = trace->mark(&l, l.overOutRows ? nOut : rows, stream.handle())) return e;
       if (auto e = enqueueLaunch(l, ph, rows, nOut, nullptr, nullptr)) return e;
     }
+    if (trace)
+      if (auto e = trace->mark(nullptr, 0, stream.handle())) return e;
     for (auto [b, r] : lastRows)
       if (auto e = cuda::copyDeviceToDevice(decodeLogits + b * rowBytes, prefillLogits + r * rowBytes, rowBytes,
                                             stream.handle()))
@@ -435,6 +491,7 @@ llvm::Error Session::prefill(const std::vector<std::vector<int32_t>> &prompts, G
       }
     }
   }
+  if (trace) return trace->write(engine.plan(), prefillTraceFile());
   return llvm::Error::success();
 }
 

@@ -111,6 +111,11 @@ private:
   // the last decode step's times (one row a task, tab-separated) are written to FILE after each generate.
   static const char *traceFile();
   llvm::Error writeTrace(const char *path) const;
+  // MINFER_PREFILL_TRACE=FILE: an event is recorded before each prefill launch and the time between
+  // consecutive events (one row a launch, tab-separated) is written to FILE after each prefill. The launches
+  // run back to back as without it, so the times are those of the kernels in place (clocks, L2 state).
+  struct PrefillTrace;
+  static const char *prefillTraceFile();
   cuda::DevicePtr address(const PhaseState &ph, int buffer) const;
   // The same, offset to one sequence's rows and cache slab when `seg` is given (a per-sequence launch).
   cuda::DevicePtr address(const PhaseState &ph, int buffer, const Segment *seg) const;

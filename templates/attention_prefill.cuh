@@ -104,9 +104,10 @@ template <int HDP> struct RowState {
     l[0] = l[1] = 0.f;
   }
 
-  // Folds one tile of log2-scaled, masked scores (-inf where masked) into the state, turning `s` into the
-  // probabilities P (unnormalised, relative to the new max).
-  template <int BN> __device__ __forceinline__ void softmaxUpdate(float (&s)[BN / 8][4]) {
+  // Folds one tile of log2-scaled, masked scores (-inf where masked) into the running max and sum, turning
+  // `s` into the probabilities P (unnormalised, relative to the new max); `corr` gets the factor the output
+  // accumulated so far must be scaled by (rescale), for rows g and g + 8.
+  template <int BN> __device__ __forceinline__ void softmaxScores(float (&s)[BN / 8][4], float (&corr)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = m[r];
@@ -118,7 +119,7 @@ template <int HDP> struct RowState {
       // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps 2^(-inf) = 0 and
       // avoids (-inf) - (-inf) = NaN.
       const float base = mx == negInf() ? 0.f : mx;
-      const float corr = exp2f(m[r] - base);
+      corr[r] = exp2f(m[r] - base);
       m[r] = mx;
       float sum = 0.f;
 #pragma unroll
@@ -127,13 +128,25 @@ template <int HDP> struct RowState {
         s[j][2 * r + 1] = exp2f(s[j][2 * r + 1] - base);
         sum += s[j][2 * r] + s[j][2 * r + 1];
       }
-      l[r] = l[r] * corr + sum;
+      l[r] = l[r] * corr[r] + sum;
+    }
+  }
+
+  __device__ __forceinline__ void rescale(const float (&corr)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int j = 0; j < HDP / 8; ++j) {
-        o[j][2 * r] *= corr;
-        o[j][2 * r + 1] *= corr;
+        o[j][2 * r] *= corr[r];
+        o[j][2 * r + 1] *= corr[r];
       }
-    }
+  }
+
+  // Both: the tile folded in and the output rescaled at once.
+  template <int BN> __device__ __forceinline__ void softmaxUpdate(float (&s)[BN / 8][4]) {
+    float corr[2];
+    softmaxScores<BN>(s, corr);
+    rescale(corr);
   }
 
   // o += P V for BN keys; `sV` is [BN][LDS] key-major, read with transposing ldmatrix (V is the k x n

@@ -1,4 +1,5 @@
-// templates/hopper.cuh — the sm_90a primitives the Hopper kernels share (gemm_wgmma.cuh), each defined once.
+// templates/hopper.cuh — the sm_90a primitives the Hopper kernels share (gemm_wgmma.cuh,
+// attention_prefill_wgmma.cuh), each defined once.
 //
 //   mbarrier             a shared-memory barrier that counts arrivals and, for TMA, bytes (transactions)
 //   TMA                  cp.async.bulk.tensor: a 2-D box of a global matrix into shared memory, described by
@@ -83,6 +84,15 @@ __device__ __forceinline__ unsigned long long wgmmaDescriptor(unsigned addr) {
   return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(1024 >> 4) << 32) |
          (1ull << 62);
 }
+// The descriptor of an N-major (MN-major), 128-byte-swizzled B operand at `addr` (1024-byte aligned): each
+// k row is 128 bytes of 64 consecutive N elements, as TMA writes a box 64 elements wide; groups of 8 k rows
+// are 1024 bytes apart (stride offset), and the next 64 N elements start `nextColumns` bytes further
+// (leading offset: the next box). A k16 slice of the tile starts 2048 bytes (16 rows) further along.
+__device__ __forceinline__ unsigned long long wgmmaDescriptorMN(unsigned addr, unsigned nextColumns) {
+  return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+         (static_cast<unsigned long long>((nextColumns & 0x3FFFF) >> 4) << 16) |
+         (static_cast<unsigned long long>(1024 >> 4) << 32) | (1ull << 62);
+}
 // Orders this thread's register and shared-memory accesses before the warpgroup's next wgmma.
 __device__ __forceinline__ void wgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmmaCommit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -94,6 +104,12 @@ template <int PENDING> __device__ __forceinline__ void wgmmaWait() {
 template <int COUNT> __device__ __forceinline__ void wgmmaFenceOperands(float (&r)[COUNT]) {
 #pragma unroll
   for (int i = 0; i < COUNT; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+template <int ROWS> __device__ __forceinline__ void wgmmaFenceOperands(unsigned (&r)[ROWS][4]) {
+#pragma unroll
+  for (int i = 0; i < ROWS; ++i)
+    asm volatile("" : "+r"(r[i][0]), "+r"(r[i][1]), "+r"(r[i][2]), "+r"(r[i][3])::"memory");
 }
 
 template <int REGS> __device__ __forceinline__ void setMaxRegistersInc() {
@@ -176,4 +192,48 @@ template <> struct Wgmma<256> {
                  : "l"(a), "l"(b), "r"(accumulate));
   }
 };
+
+// d += A · B for one m64nNk16 step with A (64 x 16) in registers and B (16 x N) N-major in shared memory
+// (imm-trans-b 1: each k row holds N contiguous elements, as a V tile [keys][head_dim] does), through a
+// descriptor of wgmmaDescriptorMN. A's fragment is an mma.sync m16n8k16 A fragment for each warp's 16 rows
+// (warp w of the warpgroup: rows 16 w .. 16 w + 15): a[0] (row g, k 2t..2t+1), a[1] (row g + 8, same k),
+// a[2] (row g, k 2t+8..2t+9), a[3] (row g + 8, same k). Always accumulates.
+template <int N> struct WgmmaRegA;
+
+template <> struct WgmmaRegA<64> {
+  __device__ __forceinline__ static void mma(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
+template <> struct WgmmaRegA<128> {
+  __device__ __forceinline__ static void mma(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+};
+
 } // namespace minfer

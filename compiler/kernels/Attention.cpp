@@ -36,35 +36,86 @@ llvm::Error validateHeads(const std::string &spec, int heads, int kvHeads, int h
 
 // ---- prefill -----------------------------------------------------------------------------------------------
 
-std::vector<AttentionPrefillSpec> AttentionPrefillSpec::candidates(int heads, int kvHeads, int headDim) {
-  // (blockM, blockN, warps): the default first, then the others of 64 / 128 rows x 32 / 64 keys: a taller
+AttentionPrefillSpec AttentionPrefillSpec::hopper(int heads, int kvHeads, int headDim, int blockM, int blockN,
+                                                 int stages) {
+  AttentionPrefillSpec s(heads, kvHeads, headDim, blockM, blockN, 4 * (blockM / 64 + 1));
+  s.wgmma = true;
+  s.stages = stages;
+  return s;
+}
+
+AttentionPrefillSpec AttentionPrefillSpec::forTarget(int heads, int kvHeads, int headDim, const Target &target) {
+  if (target.hasWgmma() && wgmmaHeadDim(headDim)) return hopper(heads, kvHeads, headDim, 128, 128, 2);
+  return {heads, kvHeads, headDim};
+}
+
+std::vector<AttentionPrefillSpec> AttentionPrefillSpec::candidates(int heads, int kvHeads, int headDim,
+                                                                   const Target *target) {
+  std::vector<AttentionPrefillSpec> out;
+  auto add = [&](const AttentionPrefillSpec &s) {
+    for (const AttentionPrefillSpec &o : out)
+      if (o.name() == s.name()) return;
+    if (target) {
+      if (llvm::Error e = s.validate(*target)) return llvm::consumeError(std::move(e));
+    }
+    out.push_back(s);
+  };
+  if (target) add(forTarget(heads, kvHeads, headDim, *target));
+  // mma.sync (blockM, blockN, warps): the default, then the others of 64 / 128 rows x 32 / 64 keys: a taller
   // tile reuses K/V for twice the rows, a shorter key tile needs fewer registers and less shared memory.
-  std::vector<AttentionPrefillSpec> out = {{heads, kvHeads, headDim}};
+  add({heads, kvHeads, headDim});
   for (auto [m, n, w] : {std::array<int, 3>{64, 64, 4}, {64, 32, 4}, {128, 64, 8}, {128, 32, 8}})
-    if (m != out[0].blockM || n != out[0].blockN) out.push_back({heads, kvHeads, headDim, m, n, w});
+    add({heads, kvHeads, headDim, m, n, w});
+  // wgmma (blockM, blockN, stages), where the target has it: 128 or 64 rows x 128 or 64 keys; a third
+  // slot where it fits the shared memory.
+  if (target && target->hasWgmma() && wgmmaHeadDim(headDim))
+    for (auto [m, n, st] : {std::array<int, 3>{128, 128, 2}, {128, 128, 3}, {128, 64, 4}, {64, 128, 2}})
+      add(hopper(heads, kvHeads, headDim, m, n, st));
   return out;
 }
 
 llvm::Error AttentionPrefillSpec::validate() const {
   if (auto e = validateHeads(name(), heads, kvHeads, headDim)) return e;
+  if (wgmma) {
+    if (!wgmmaHeadDim(headDim)) return specError(name(), "the wgmma kernel takes head dims 64..128 in steps of 16");
+    if (blockM != 64 && blockM != 128) return specError(name(), "block_m must be 64 or 128 (consumer warpgroups)");
+    if (blockN != 64 && blockN != 128) return specError(name(), "block_n must be 64 or 128 (a wgmma's N)");
+    if (warps != 4 * (blockM / 64 + 1)) return specError(name(), "warps must be 4 per warpgroup, the producer's included");
+    if (stages < 2) return specError(name(), "stages must be at least 2");
+    return llvm::Error::success();
+  }
   if (warps < 1 || warps > 16) return specError(name(), "warps must be 1..16");
   if (blockM != 16 * warps) return specError(name(), "block_m must be 16 * warps (16 query rows a warp)");
   if (blockN < 16 || blockN > 128 || blockN % 16 != 0) return specError(name(), "block_n must be a multiple of 16 in 16..128");
   return llvm::Error::success();
 }
 
+llvm::Error AttentionPrefillSpec::validate(const Target &target) const {
+  if (auto e = validate()) return e;
+  if (wgmma && !target.hasWgmma()) return specError(name(), "wgmma tiles need an sm_90a target, not " + target.name);
+  if (sharedBytes() > unsigned(target.maxSharedBytesPerBlock()))
+    return specError(name(), llvm::Twine(sharedBytes()) + " bytes of shared memory exceed the " +
+                                 llvm::Twine(target.maxSharedBytesPerBlock()) + " a block may use on " + target.name);
+  return llvm::Error::success();
+}
+
 unsigned AttentionPrefillSpec::sharedBytes() const {
+  if (wgmma) // Q, then `stages` K and V tiles as 64-column boxes; 1 + 4 * stages barriers; 1 KB of alignment
+    return static_cast<unsigned>((headDim + 63) / 64 * 128 * (blockM + 2 * stages * blockN) + (1 + 4 * stages) * 8 + 1024);
   // Q tile + two stages of K and V tiles, bf16.
   return static_cast<unsigned>((blockM + 4 * blockN) * smemStride(headDim) * 2);
 }
 
 std::string AttentionPrefillSpec::name() const {
   return "attention_prefill_bf16_h" + std::to_string(heads) + "_kv" + std::to_string(kvHeads) + "_d" +
-         std::to_string(headDim) + "_m" + std::to_string(blockM) + "n" + std::to_string(blockN) + "_w" +
-         std::to_string(warps);
+         std::to_string(headDim) + "_" + tileName();
 }
 
 std::string AttentionPrefillSpec::entry() const {
+  if (wgmma)
+    return "minfer::attentionPrefillWgmma<" + std::to_string(heads) + ", " + std::to_string(kvHeads) + ", " +
+           std::to_string(headDim) + ", " + std::to_string(blockM / 64) + ", " + std::to_string(blockN) + ", " +
+           std::to_string(stages) + ">";
   return "minfer::attention_prefill<" + std::to_string(heads) + ", " + std::to_string(kvHeads) + ", " +
          std::to_string(headDim) + ", " + std::to_string(blockM) + ", " + std::to_string(blockN) + ", " +
          std::to_string(warps) + ">";
@@ -76,26 +127,40 @@ std::string AttentionPrefillSpec::tuningKey() const {
 }
 
 std::string AttentionPrefillSpec::tileName() const {
+  if (wgmma) return "wgmma_m" + std::to_string(blockM) + "n" + std::to_string(blockN) + "_s" + std::to_string(stages);
   return "m" + std::to_string(blockM) + "n" + std::to_string(blockN) + "_w" + std::to_string(warps);
 }
 
-std::shared_ptr<KernelSpec> AttentionPrefillSpec::withTile(llvm::StringRef tile, const Target &) const {
+std::shared_ptr<KernelSpec> AttentionPrefillSpec::withTile(llvm::StringRef tile, const Target &target) const {
   int m = 0, n = 0, w = 0;
-  if (std::sscanf(tile.str().c_str(), "m%dn%d_w%d", &m, &n, &w) != 3) return nullptr;
-  auto spec = std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim, m, n, w);
-  if (spec->tileName() != tile) return nullptr;
-  if (llvm::Error e = spec->validate()) {
+  std::shared_ptr<AttentionPrefillSpec> spec;
+  if (std::sscanf(tile.str().c_str(), "wgmma_m%dn%d_s%d", &m, &n, &w) == 3)
+    spec = std::make_shared<AttentionPrefillSpec>(hopper(heads, kvHeads, headDim, m, n, w));
+  else if (std::sscanf(tile.str().c_str(), "m%dn%d_w%d", &m, &n, &w) == 3)
+    spec = std::make_shared<AttentionPrefillSpec>(heads, kvHeads, headDim, m, n, w);
+  if (!spec || spec->tileName() != tile) return nullptr;
+  if (llvm::Error e = spec->validate(target)) {
     llvm::consumeError(std::move(e));
     return nullptr;
   }
   return spec;
 }
 
-std::vector<std::shared_ptr<KernelSpec>> AttentionPrefillSpec::tuningCandidates(const Target &, int64_t) const {
+std::vector<std::shared_ptr<KernelSpec>> AttentionPrefillSpec::tuningCandidates(const Target &target, int64_t) const {
   std::vector<std::shared_ptr<KernelSpec>> out;
-  for (const AttentionPrefillSpec &c : candidates(heads, kvHeads, headDim))
+  for (const AttentionPrefillSpec &c : candidates(heads, kvHeads, headDim, &target))
     out.push_back(std::make_shared<AttentionPrefillSpec>(c));
   return out;
+}
+
+std::vector<TensorMapArg> AttentionPrefillSpec::tensorMaps(int64_t rows) const {
+  if (!wgmma) return {};
+  // At least one row: a map cannot be empty. The cache maps end at this launch's last row, start_pos + rows.
+  const int64_t r = std::max<int64_t>(rows, 1);
+  TensorMapArg k{"k_cache", int64_t(kvHeads) * headDim, r, 64, blockN, "start_pos"};
+  TensorMapArg v = k;
+  v.pointer = "v_cache";
+  return {TensorMapArg{"q", int64_t(heads) * headDim, r, 64, blockM}, k, v};
 }
 
 LaunchDims AttentionPrefillSpec::launch(int64_t rows) const {
@@ -108,9 +173,14 @@ LaunchDims AttentionPrefillSpec::launch(int64_t rows) const {
 }
 
 llvm::json::Object AttentionPrefillSpec::toJSON() const {
-  return llvm::json::Object{{"family", "attention_prefill"}, {"heads", heads},   {"kv_heads", kvHeads},
-                            {"head_dim", headDim},           {"block_m", blockM}, {"block_n", blockN},
-                            {"warps", warps},                {"shared_bytes", sharedBytes()}};
+  llvm::json::Object o{{"family", "attention_prefill"}, {"heads", heads},   {"kv_heads", kvHeads},
+                       {"head_dim", headDim},           {"block_m", blockM}, {"block_n", blockN},
+                       {"warps", warps},                {"shared_bytes", sharedBytes()}};
+  if (wgmma) {
+    o["kind"] = "wgmma";
+    o["stages"] = stages;
+  }
+  return o;
 }
 
 // ---- decode ------------------------------------------------------------------------------------------------

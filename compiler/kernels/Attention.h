@@ -53,36 +53,57 @@ struct AttentionCombineParams { // attention_decode.cuh: attention_decode_combin
   static const ParamsLayout &layout();
 };
 
-// Flash-attention prefill: grid (ceil(rows / blockM), heads), one warp per 16 query rows.
+// Flash-attention prefill: grid (ceil(rows / blockM), heads). Two kernels:
+//   * mma.sync (attention_prefill.cuh, every target): one warp per 16 query rows, cp.async double buffering;
+//     "m64n64_w4";
+//   * wgmma (attention_prefill_wgmma.cuh, sm_90a, head dims 64..128 in steps of 16): one producer warpgroup
+//     loading K and V tiles by TMA into a ring of `stages` slots and blockM / 64 consumer warpgroups of 64
+//     rows each, wgmma for Q K^T and P V; "wgmma_m128n128_s2". It takes the tensor maps of q, k_cache and
+//     v_cache after its Params (tensorMaps).
 struct AttentionPrefillSpec : KernelSpec {
   int heads = 0, kvHeads = 0, headDim = 0;
-  // Default tile: 64 query rows (4 warps) x 64 keys, or x 32 keys at head dim above 64 (fewer registers for
-  // the score tile: H200, 2048 tokens, head dim 128: 198 us against 221 us with 64 keys; at head dim 64 the
-  // 64-key tile is faster, 120 us against 152 us).
+  // Default mma.sync tile: 64 query rows (4 warps) x 64 keys, or x 32 keys at head dim above 64 (fewer
+  // registers for the score tile: H200, 2048 tokens, head dim 128: 198 us against 221 us with 64 keys; at
+  // head dim 64 the 64-key tile is faster, 120 us against 152 us).
   int blockM = 64, blockN = 64, warps = 4;
+  bool wgmma = false;
+  int stages = 0; // wgmma: slots of the K / V ring
 
   AttentionPrefillSpec(int heads, int kvHeads, int headDim)
       : heads(heads), kvHeads(kvHeads), headDim(headDim), blockN(headDim > 64 ? 32 : 64) {}
   AttentionPrefillSpec(int heads, int kvHeads, int headDim, int blockM, int blockN, int warps)
       : heads(heads), kvHeads(kvHeads), headDim(headDim), blockM(blockM), blockN(blockN), warps(warps) {}
+  // A wgmma tile: blockM 64 or 128 (one or two consumer warpgroups), blockN 64 or 128 keys.
+  static AttentionPrefillSpec hopper(int heads, int kvHeads, int headDim, int blockM, int blockN, int stages);
+  // Whether the wgmma kernel takes a head dim: a multiple of 16 in 64..128 (padded to 64 or 128 columns).
+  static bool wgmmaHeadDim(int headDim) { return headDim % 16 == 0 && headDim >= 64 && headDim <= 128; }
+  // The default for a target: the wgmma kernel where the target and the head dim allow it (128 rows x 128
+  // keys, 2 slots), else the mma.sync tile.
+  static AttentionPrefillSpec forTarget(int heads, int kvHeads, int headDim, const Target &target);
 
-  // The tiles the autotuner may try for a head dim (the default first).
-  static std::vector<AttentionPrefillSpec> candidates(int heads, int kvHeads, int headDim);
+  // The tiles the autotuner may try for a head dim on `target` (the default first): the mma.sync tiles,
+  // and on sm_90a the wgmma tiles that fit. Without a target, the mma.sync tiles only.
+  static std::vector<AttentionPrefillSpec> candidates(int heads, int kvHeads, int headDim,
+                                                      const Target *target = nullptr);
 
-  // What the template's static_asserts would reject, as an error naming the field.
+  // What the templates' static_asserts would reject, as an error naming the field; with a target, also a
+  // wgmma tile off sm_90a and shared memory beyond the target's.
   llvm::Error validate() const;
-  llvm::Error validate(const Target &) const override { return validate(); }
-  unsigned sharedBytes() const; // dynamic shared memory; mirrors attn::prefillSmemBytes
+  llvm::Error validate(const Target &) const override;
+  unsigned sharedBytes() const; // dynamic shared memory; mirrors attn::prefillSmemBytes / prefillWgmmaSmemBytes
 
-  std::string name() const override; // attention_prefill_bf16_h32_kv4_d64_m64n64_w4
-  std::string header() const override { return "attention_prefill.cuh"; }
+  std::string name() const override; // attention_prefill_bf16_h32_kv4_d64_m64n64_w4 (or ..._wgmma_m128n128_s2)
+  std::string header() const override { return wgmma ? "attention_prefill_wgmma.cuh" : "attention_prefill.cuh"; }
   const ParamsLayout &params() const override { return AttentionPrefillParams::layout(); }
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: query rows of the sequence
+  // wgmma: q [rows, heads * head_dim] in 64 x blockM boxes, k_cache and v_cache [start_pos + rows, kv_heads *
+  // head_dim] in 64 x blockN boxes.
+  std::vector<TensorMapArg> tensorMaps(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
-  // Tunable: the tile (blockM x blockN keys, warps), among candidates().
+  // Tunable: the tile (blockM x blockN keys, warps, or a wgmma tile), among candidates().
   std::string tuningKey() const override; // attention_prefill_bf16_h32_kv4_d64
-  std::string tileName() const override;  // m64n64_w4
+  std::string tileName() const override;  // m64n64_w4 or wgmma_m128n128_s2
   std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
   std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
 };

@@ -37,6 +37,9 @@ struct TensorMapArg {
   const char *pointer; // a Ptr field of the spec's params()
   int64_t inner = 0, outer = 0;
   int boxInner = 0, boxOuter = 0;
+  // An I32 field of the params whose value the launcher adds to `outer` (attention's start_pos: the cache
+  // rows before this launch's), or null.
+  const char *outerPlus = nullptr;
 };
 
 // A flat grid-stride launch over `work` items, one per thread of `threads`-wide blocks: at least one block,

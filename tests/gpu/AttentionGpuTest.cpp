@@ -27,8 +27,9 @@ struct HeadConfig {
 };
 
 // Llama-2-7B, TinyLlama, Qwen2.5-0.5B, and the test fixtures' shapes (MQA 4/1/32, GQA 4/2/16, 8/8/8).
-const HeadConfig kConfigs[] = {{32, 32, 128}, {8, 8, 96}, {32, 4, 64}, {14, 2, 64}, {4, 1, 32},
-                               {2, 2, 24},    {4, 2, 16}, {8, 8, 8}};
+// 4/2/80 is padded to 128 columns by the wgmma prefill kernel.
+const HeadConfig kConfigs[] = {{32, 32, 128}, {8, 8, 96}, {32, 4, 64}, {14, 2, 64}, {4, 2, 80},
+                               {4, 1, 32},    {2, 2, 24}, {4, 2, 16}, {8, 8, 8}};
 
 std::string configText(const HeadConfig &c) {
   std::ostringstream s;
@@ -173,14 +174,17 @@ protected:
 
 class AttentionPrefillGpu : public AttentionGpu {};
 
-// rows {1, 17, 64, 200} x start_pos {0, 37} x every tile the autotuner may pick (64 / 128 rows x 32 / 64
-// keys): one row, a partial row tile, an exact tile, several tiles with a tail; a fresh prompt and a
+// rows {1, 17, 64, 200, 300} x start_pos {0, 37} x every tile the autotuner may pick on this GPU (mma.sync:
+// 64 / 128 rows x 32 / 64 keys; on sm_90a the wgmma tiles too): one row, a partial row tile, an exact tile,
+// several tiles with a tail, and enough key tiles to go round the wgmma kernel's ring; a fresh prompt and a
 // continuation whose first rows see cached keys outside the diagonal.
 TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
   std::mt19937 rng(1234 + c.heads * 7 + c.headDim);
 
-  const std::vector<AttentionPrefillSpec> tiles = AttentionPrefillSpec::candidates(c.heads, c.kvHeads, c.headDim);
-  for (int rows : {1, 17, 64, 200}) {
+  GPU_TRY(target, gputest::deviceTarget());
+  const std::vector<AttentionPrefillSpec> tiles =
+      AttentionPrefillSpec::candidates(c.heads, c.kvHeads, c.headDim, &target);
+  for (int rows : {1, 17, 64, 200, 300}) {
     for (int start : {0, 37}) {
       const int total = start + rows;
       const int maxSeq = total + 5; // a few poisoned positions past the context
@@ -210,7 +214,7 @@ TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
       for (const AttentionPrefillSpec &spec : tiles) {
         std::string what = spec.name() + " rows=" + std::to_string(rows) + " start_pos=" + std::to_string(start);
         SCOPED_TRACE(what);
-        MINFER_ASSERT_OK(spec.validate());
+        MINFER_ASSERT_OK(spec.validate(target));
         auto kernel = kernelFor(spec);
         ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
         auto out = gputest::poisonedBf16(size_t(rows) * qDim);

@@ -56,6 +56,72 @@ TEST(AttentionSpec, PrefillLaunchCoversRowsByBlockMAndHeads) {
   EXPECT_EQ(small.sharedBytes(), 12288u);
 }
 
+// The Hopper kernel: its name, entry and header, geometry, tensor maps, and where the plan picks it.
+TEST(AttentionSpec, WgmmaPrefillTileIsNamedLaunchedAndChosenOnSm90a) {
+  auto sm90a = parseTarget("sm_90a"), sm90 = parseTarget("sm_90"), sm89 = parseTarget("sm_89");
+  ASSERT_TRUE(sm90a && sm90 && sm89);
+  AttentionPrefillSpec w = AttentionPrefillSpec::hopper(32, 32, 128, 128, 128, 2);
+  EXPECT_EQ(w.name(), "attention_prefill_bf16_h32_kv32_d128_wgmma_m128n128_s2");
+  EXPECT_EQ(w.entry(), "minfer::attentionPrefillWgmma<32, 32, 128, 2, 128, 2>");
+  EXPECT_EQ(w.header(), "attention_prefill_wgmma.cuh");
+  EXPECT_EQ(w.tuningKey(), AttentionPrefillSpec(32, 32, 128).tuningKey()); // one key: the tuner picks the kind
+  LaunchDims l = w.launch(2048);
+  EXPECT_EQ(l.grid, (std::array<unsigned, 3>{16, 32, 1}));
+  EXPECT_EQ(l.block, (std::array<unsigned, 3>{384, 1, 1})); // a producer and two consumer warpgroups
+  // Q 128 rows + 2 slots x (K, V) x 128 keys, each in two 128-byte boxes; 9 barriers; 1 KB of alignment.
+  EXPECT_EQ(l.sharedBytes, 2u * 128 * (128 + 4 * 128) + 9 * 8 + 1024);
+  EXPECT_EQ(w.launch(129).grid[0], 2u);
+  // Head dim 80 is padded to two boxes; 64 needs one.
+  EXPECT_EQ(AttentionPrefillSpec::hopper(8, 8, 80, 64, 64, 2).sharedBytes(), 2u * 128 * (64 + 4 * 64) + 9 * 8 + 1024);
+  EXPECT_EQ(AttentionPrefillSpec::hopper(8, 8, 64, 64, 64, 2).sharedBytes(), 1u * 128 * (64 + 4 * 64) + 9 * 8 + 1024);
+
+  // Tensor maps: q by block rows, the caches by key tiles, their rows start_pos + rows.
+  std::vector<TensorMapArg> maps = w.tensorMaps(300);
+  ASSERT_EQ(maps.size(), 3u);
+  EXPECT_STREQ(maps[0].pointer, "q");
+  EXPECT_EQ(maps[0].inner, 32 * 128);
+  EXPECT_EQ(maps[0].outer, 300);
+  EXPECT_EQ(maps[0].boxOuter, 128);
+  EXPECT_EQ(maps[0].outerPlus, nullptr);
+  for (size_t i : {1, 2}) {
+    EXPECT_STREQ(maps[i].pointer, i == 1 ? "k_cache" : "v_cache");
+    EXPECT_EQ(maps[i].inner, 32 * 128);
+    EXPECT_EQ(maps[i].outer, 300);
+    EXPECT_EQ(maps[i].boxInner, 64);
+    EXPECT_EQ(maps[i].boxOuter, 128);
+    EXPECT_STREQ(maps[i].outerPlus, "start_pos");
+  }
+  EXPECT_TRUE(AttentionPrefillSpec(32, 32, 128).tensorMaps(300).empty());
+  EXPECT_EQ(w.tensorMaps(0)[0].outer, 1); // a map is never empty
+
+  // The default per target: wgmma on sm_90a for head dims 64..128 in steps of 16, else mma.sync.
+  EXPECT_EQ(AttentionPrefillSpec::forTarget(32, 4, 64, *sm90a).tileName(), "wgmma_m128n128_s2");
+  EXPECT_EQ(AttentionPrefillSpec::forTarget(8, 8, 96, *sm90a).tileName(), "wgmma_m128n128_s2");
+  EXPECT_EQ(AttentionPrefillSpec::forTarget(32, 4, 64, *sm90).tileName(), "m64n64_w4");
+  EXPECT_EQ(AttentionPrefillSpec::forTarget(32, 4, 64, *sm89).tileName(), "m64n64_w4");
+  EXPECT_EQ(AttentionPrefillSpec::forTarget(4, 1, 32, *sm90a).tileName(), "m64n64_w4");
+  EXPECT_EQ(AttentionPrefillSpec::forTarget(8, 8, 72, *sm90a).tileName(), "m64n32_w4");
+
+  // The tuner's candidates on sm_90a: the wgmma default first, the mma.sync tiles, the wgmma tiles that fit
+  // (head dim 128: a third slot of 128 keys still fits the 227 KB); on sm_89 only the mma.sync tiles.
+  std::vector<std::string> names;
+  for (const AttentionPrefillSpec &c : AttentionPrefillSpec::candidates(32, 32, 128, &*sm90a)) names.push_back(c.tileName());
+  EXPECT_EQ(names, (std::vector<std::string>{"wgmma_m128n128_s2", "m64n32_w4", "m64n64_w4", "m128n64_w8", "m128n32_w8",
+                                             "wgmma_m128n128_s3", "wgmma_m128n64_s4", "wgmma_m64n128_s2"}));
+  for (const AttentionPrefillSpec &c : AttentionPrefillSpec::candidates(32, 32, 128, &*sm89)) EXPECT_FALSE(c.wgmma);
+  // A tile name round-trips through withTile, and a tile the target cannot run does not.
+  auto back = w.withTile("wgmma_m128n64_s4", *sm90a);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->name(), "attention_prefill_bf16_h32_kv32_d128_wgmma_m128n64_s4");
+  EXPECT_FALSE(w.withTile("wgmma_m128n64_s4", *sm89));
+  EXPECT_FALSE(w.withTile("wgmma_m128n128_s4", *sm90a)); // 295 KB of shared memory
+  EXPECT_TRUE(w.withTile("m64n64_w4", *sm89));
+
+  llvm::json::Object j = w.toJSON();
+  EXPECT_EQ(j.getString("kind"), llvm::Optional<llvm::StringRef>("wgmma"));
+  EXPECT_EQ(j.getInteger("stages"), llvm::Optional<int64_t>(2));
+}
+
 TEST(AttentionSpec, DecodeLaunchIsSplitsByKvHeadsByBatch) {
   AttentionDecodeSpec d(32, 4, 64, 64, 4096);
   LaunchDims l = d.launch(16);
@@ -124,6 +190,16 @@ TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {
   rejects(AttentionPrefillSpec(8, 8, 256).validate(), "head_dim 256");
   rejects(AttentionPrefillSpec(8, 8, 64, 64, 64, 8).validate(), "block_m");
   rejects(AttentionPrefillSpec(8, 8, 64, 64, 24, 4).validate(), "block_n");
+  auto sm90a = parseTarget("sm_90a"), sm89 = parseTarget("sm_89");
+  ASSERT_TRUE(sm90a && sm89);
+  EXPECT_FALSE(bool(AttentionPrefillSpec::hopper(32, 4, 64, 128, 128, 2).validate(*sm90a)));
+  rejects(AttentionPrefillSpec::hopper(32, 4, 64, 128, 128, 2).validate(*sm89), "need an sm_90a target, not sm_89");
+  rejects(AttentionPrefillSpec::hopper(8, 8, 72, 128, 128, 2).validate(), "head dims 64..128 in steps of 16");
+  rejects(AttentionPrefillSpec::hopper(8, 8, 32, 128, 128, 2).validate(), "head dims 64..128 in steps of 16");
+  rejects(AttentionPrefillSpec::hopper(8, 8, 64, 192, 128, 2).validate(), "block_m must be 64 or 128");
+  rejects(AttentionPrefillSpec::hopper(8, 8, 64, 128, 32, 2).validate(), "block_n must be 64 or 128");
+  rejects(AttentionPrefillSpec::hopper(8, 8, 64, 128, 128, 1).validate(), "stages");
+  rejects(AttentionPrefillSpec::hopper(8, 8, 128, 128, 128, 4).validate(*sm90a), "bytes of shared memory exceed");
   rejects(AttentionDecodeSpec(8, 8, 64, 24, 4096).validate(), "split_tokens");
   rejects(AttentionDecodeSpec(8, 8, 64, 64, 0).validate(), "max_seq");
   rejects(AttentionDecodeSpec(8, 8, 64, 16, 4097).validate(), "257 splits");
@@ -212,6 +288,26 @@ std::vector<std::string> compileAll(const std::vector<KernelSource> &sources, co
 // may pick.
 TEST(AttentionSpec, EveryTemplateCompilesUnderNvrtcForSm90) {
   for (const std::string &f : compileAll(sweepSources(/*full=*/true), "sm_90")) ADD_FAILURE() << f;
+}
+
+// sm_90a: every wgmma prefill tile for head dims 64 (GQA 8) and 128, and the default tile for the padded
+// head dims 80 and 96, with the template's shared-memory formula checked against the host's. ptxas's "wgmma serialized" warning fails
+// the compile (jit/Nvrtc.cpp), so this also checks that the wgmmas stay asynchronous.
+TEST(AttentionSpec, EveryWgmmaPrefillTileCompilesUnderNvrtcForSm90a) {
+  auto sm90a = parseTarget("sm_90a");
+  ASSERT_TRUE(bool(sm90a));
+  std::vector<KernelSource> sources;
+  for (const Heads &h : std::vector<Heads>{{32, 4, 64}, {8, 8, 80}, {32, 32, 96}, {32, 32, 128}})
+    for (const AttentionPrefillSpec &p : AttentionPrefillSpec::candidates(h.heads, h.kvHeads, h.headDim, &*sm90a)) {
+      if (!p.wgmma || (h.headDim % 64 != 0 && p.name() != AttentionPrefillSpec::forTarget(h.heads, h.kvHeads, h.headDim, *sm90a).name()))
+        continue;
+      sources.push_back(withSmemCheck(p, "static_assert(minfer::attn::prefillWgmmaSmemBytes(" + std::to_string(p.headDim) +
+                                             ", " + std::to_string(p.blockM) + ", " + std::to_string(p.blockN) + ", " +
+                                             std::to_string(p.stages) + ") == " + std::to_string(p.sharedBytes()) +
+                                             ", \"host/template smem\");\n"));
+    }
+  EXPECT_EQ(sources.size(), 10u); // 4 tiles at head dims 64 and 128 (a third 128-key slot fits both), 1 at 80 and 96
+  for (const std::string &f : compileAll(sources, "sm_90a")) ADD_FAILURE() << f;
 }
 
 // sm_80 and sm_89 (Ampere, Ada: the same mma.sync / ldmatrix / cp.async code) get one config per head dim.

@@ -176,20 +176,43 @@ TEST(Driver, ATensorMapOfAFieldThatIsNoPointerIsRefusedAtLaunch) {
   }
 }
 
-// The launcher keeps at most two tensor maps on the stack (64-byte aligned); a spec asking for more is an
+// The launcher keeps at most three tensor maps on the stack (64-byte aligned); a spec asking for more is an
 // error at the launch, naming the kernel and the limit.
-TEST(Driver, MoreThanTwoTensorMapsAreRefusedAtLaunch) {
-  struct ThreeMaps : GemmSpec {
+TEST(Driver, MoreThanThreeTensorMapsAreRefusedAtLaunch) {
+  struct FourMaps : GemmSpec {
     using GemmSpec::GemmSpec;
     std::vector<TensorMapArg> tensorMaps(int64_t) const override {
-      return std::vector<TensorMapArg>(3, TensorMapArg{"A", 64, 64, 64, 64});
+      return std::vector<TensorMapArg>(4, TensorMapArg{"A", 64, 64, 64, 64});
     }
   };
-  ThreeMaps spec(64, 64, Epilogue::None, GemmTile::hopper(64, 64, 2));
+  FourMaps spec(64, 64, Epilogue::None, GemmTile::hopper(64, 64, 2));
   MatmulParams p;
   cuda::Function fn;
   fn.name = "gemm";
-  EXPECT_TRUE(failsMentioning(launchSpec(fn, spec, 64, &p), {spec.name(), "3 tensor maps, at most 2"}));
+  EXPECT_TRUE(failsMentioning(launchSpec(fn, spec, 64, &p), {spec.name(), "4 tensor maps, at most 3"}));
+}
+
+// A map's extra rows (attention's start_pos) come from an int field of the Params; naming any other field
+// is an error at the launch.
+TEST(Driver, ATensorMapThatAddsAFieldThatIsNoIntIsRefusedAtLaunch) {
+  struct BadPlus : GemmSpec {
+    using GemmSpec::GemmSpec;
+    const char *plus = "";
+    std::vector<TensorMapArg> tensorMaps(int64_t) const override {
+      TensorMapArg m{"A", 64, 64, 64, 64};
+      m.outerPlus = plus;
+      return {m};
+    }
+  };
+  BadPlus spec(64, 64, Epilogue::None, GemmTile::hopper(64, 64, 2));
+  MatmulParams p;
+  cuda::Function fn;
+  fn.name = "gemm";
+  for (const char *field : {"A", "no_such_field"}) {
+    spec.plus = field;
+    EXPECT_TRUE(failsMentioning(launchSpec(fn, spec, 64, &p), {spec.name(), std::string("'") + field + "'",
+                                                               "not an int field of minfer::MatmulParams"}));
+  }
 }
 
 } // namespace

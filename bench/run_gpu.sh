@@ -245,7 +245,8 @@ run_all() {
     # Where a prefill's time goes, kernel by kernel in place: per model in $E2E_MODELS, seeded random weights,
     # the prefill bucket tuned (unless E2E_TUNE=0), then minfer_e2e_bench at $TRACE_TOKENS (default 2048)
     # prompt tokens with MINFER_PREFILL_TRACE (an event before each launch; prefill_trace_<model>.tsv) and
-    # MINFER_PERSISTENT_TRACE (the batch-1 persistent step; persistent_trace_<model>.tsv).
+    # MINFER_PERSISTENT_TRACE (the batch-1 persistent step; persistent_trace_<model>.tsv), with nvidia-smi sampling
+    # the SM clock and power meanwhile (clocks_trace_<model>.csv).
     tokens="${TRACE_TOKENS:-2048}"
     for model in ${E2E_MODELS//,/ }; do
       step "trace: $model, prefill $tokens"
@@ -260,9 +261,17 @@ run_all() {
           || failed+=("autotune $model")
         tail -2 "$OUT/autotune_trace_$model.log"
       fi
+      # The SM clock and the power while it runs (sustained tensor-core work is power-limited on an H200).
+      nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 100 \
+        > "$OUT/clocks_trace_$model.csv" 2>/dev/null &
+      smi=$!
       MINFER_PREFILL_TRACE="$OUT/prefill_trace_$model.tsv" MINFER_PERSISTENT_TRACE="$OUT/persistent_trace_$model.tsv" \
         "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --decode-batches 1 \
         --prefill-tokens "$tokens" --out "$OUT/e2e_trace_$model.json" ${E2E_ARGS:-} || failed+=("trace $model")
+      kill $smi 2>/dev/null
+      awk -F', ' 'NR > 1 { split($2, c, " "); split($3, p, " "); if (c[1] > mx) mx = c[1]; if (mn == "" || c[1] < mn) mn = c[1];
+        if (p[1] > pw) pw = p[1] } END { printf "SM clock %s..%s MHz, power up to %s W while it ran\n", mn, mx, pw }' \
+        "$OUT/clocks_trace_$model.csv"
       "$python" "$here/summarize_trace.py" "$OUT/prefill_trace_$model.tsv" | tee "$OUT/prefill_trace_$model.txt" \
         || failed+=("trace summary $model")
       [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"

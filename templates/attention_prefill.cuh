@@ -49,6 +49,14 @@ __host__ __device__ constexpr int smemStride(int paddedDim) { return paddedDim +
 
 __device__ __forceinline__ float negInf() { return __int_as_float(0xff800000u); }
 
+// 2^x with results below 2^-126 flushed to zero (one MUFU.EX2; exp2f adds the subnormal scaling around it).
+// Softmax weights that small are zero in bf16 anyway.
+__device__ __forceinline__ float exp2Ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two floats as a bf16x2 register: `lo` in the low half (the lower column index).
 __device__ __forceinline__ unsigned packBf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -104,28 +112,31 @@ template <int HDP> struct RowState {
     l[0] = l[1] = 0.f;
   }
 
-  // Folds one tile of log2-scaled, masked scores (-inf where masked) into the running max and sum, turning
-  // `s` into the probabilities P (unnormalised, relative to the new max); `corr` gets the factor the output
-  // accumulated so far must be scaled by (rescale), for rows g and g + 8.
-  template <int BN> __device__ __forceinline__ void softmaxScores(float (&s)[BN / 8][4], float (&corr)[2]) {
+  // Folds one tile of masked scores (-inf where masked) into the running max and sum, turning `s` into the
+  // probabilities P (unnormalised, relative to the new max); `corr` gets the factor the output accumulated so
+  // far must be scaled by (rescale), for rows g and g + 8. The scores are in log2 units once multiplied by
+  // `scale` (> 0): the max is taken over the raw scores and the scaling folds into one FMA per element.
+  template <int BN>
+  __device__ __forceinline__ void softmaxScores(float (&s)[BN / 8][4], float (&corr)[2], float scale = 1.f) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = m[r];
+      float raw = negInf();
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
+      for (int j = 0; j < BN / 8; ++j) raw = fmaxf(raw, fmaxf(s[j][2 * r], s[j][2 * r + 1]));
       // The 4 threads of a quad (same g) hold the row's columns between them.
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 1));
+      raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 2));
+      const float mx = fmaxf(m[r], raw * scale);
       // A row that has seen only masked keys keeps max -inf; subtracting 0 instead keeps 2^(-inf) = 0 and
       // avoids (-inf) - (-inf) = NaN.
       const float base = mx == negInf() ? 0.f : mx;
-      corr[r] = exp2f(m[r] - base);
+      corr[r] = exp2Ftz(m[r] - base);
       m[r] = mx;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
-        s[j][2 * r] = exp2f(s[j][2 * r] - base);
-        s[j][2 * r + 1] = exp2f(s[j][2 * r + 1] - base);
+        s[j][2 * r] = exp2Ftz(fmaf(s[j][2 * r], scale, -base));
+        s[j][2 * r + 1] = exp2Ftz(fmaf(s[j][2 * r + 1], scale, -base));
         sum += s[j][2 * r] + s[j][2 * r + 1];
       }
       l[r] = l[r] * corr[r] + sum;

@@ -15,7 +15,8 @@
 //     code as the mma.sync kernel: an 8-column slice of a wgmma accumulator is an mma.sync C fragment);
 //     then O += P V with P as wgmma's register A operand (the C fragments of two 8-key slices are the A
 //     fragment of 16 keys) and V N-major from shared memory (imm-trans-b). The scores of the next tile and
-//     P V of this one are issued together, so the next softmax runs while P V does (FlashAttention-3);
+//     P V of this one are issued together, so the next softmax runs while P V does, and the two consumers
+//     take turns to issue, so one's softmax runs while the other's products do (FlashAttention-3);
 //   * head dims 64 .. 128 in steps of 16: the head dim is padded to CHUNKS * 64 columns. Q's padding
 //     columns are zeroed in shared memory after they land (TMA brings the next head's values there, or
 //     zeros past the row), so K's padding columns, whatever they hold, add nothing to S; V's padding columns
@@ -180,8 +181,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     for (int kk = 0; kk < BLOCK_N / 16; ++kk)
       WgmmaRegA<DP>::mma(o, pa[kk], wgmmaDescriptorMN(sV + (t % STAGES) * kKVSlot + kk * 2048, kKVChunk));
   };
-  // Tile t's scores scaled to log2 units and masked where the tile crosses this warp's diagonal, then folded
-  // into the running max and sum; P goes to `pa` as wgmma A fragments, `corr` rescales the output.
+  // Tile t's scores masked where the tile crosses this warp's diagonal, then folded into the running max and
+  // sum (scaled to log2 units on the way); P stays in `sc` (packP), `corr` rescales the output.
   auto softmax = [&](float(&sc)[BLOCK_N / 8][4], int t, float(&corr)[2]) {
     const int tileStart = t * BLOCK_N;
     // Mask only where the tile reaches past the warp's first row's position (the diagonal tiles); keys
@@ -191,16 +192,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     for (int j = 0; j < BLOCK_N / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        float v = sc[j][e] * scaleLog2;
         if (diagonal) {
           const int key = tileStart + j * 8 + 2 * t4 + (e & 1);
           const int row = warpRow0 + g + (e >> 1) * 8;
-          if (key > start + row) v = attn::negInf();
+          if (key > start + row) sc[j][e] = attn::negInf();
         }
-        sc[j][e] = v;
       }
     }
-    st.template softmaxScores<BLOCK_N>(sc, corr);
+    st.template softmaxScores<BLOCK_N>(sc, corr, scaleLog2);
   };
   auto packP = [&](const float(&sc)[BLOCK_N / 8][4], unsigned(&pa)[BLOCK_N / 16][4]) {
 #pragma unroll
@@ -212,9 +211,25 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     }
   };
 
-  // The tiles this warpgroup needs are a prefix: those up to its last row's position. The rest of the
-  // block's tiles (the other warpgroup's diagonal) it only waits for and releases.
-  const int needed = active ? min(numTiles, lastKey / BLOCK_N + 1) : 0;
+  // Ping-pong between the two consumers (FlashAttention-3): named barrier 3 + c is warpgroup c's turn to
+  // issue wgmmas; after issuing, it hands the turn to the other, so one's softmax runs while the other's
+  // matrix products do. Only while both have rows: then both walk all of the block's tiles (the first
+  // warpgroup's part of the diagonal tile past its rows is masked, P = 0), so their turns pair up.
+  const bool pingpong = CONSUMERS == 2 && m0 + 64 < rows;
+  int turnsLeft = 0; // this warpgroup's issue points still to come
+  auto takeTurn = [&] {
+    if (pingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
+  };
+  auto passTurn = [&] {
+    // The second consumer's last issue hands nothing on: the first has already had its last turn.
+    if (pingpong && !(c == 1 && --turnsLeft == 0)) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
+  };
+
+  // The tiles this warpgroup needs are a prefix: those up to its last row's position (with ping-pong, all
+  // of the block's). The rest (the other warpgroup's diagonal) it only waits for and releases.
+  const int needed = !active ? 0 : pingpong ? numTiles : min(numTiles, lastKey / BLOCK_N + 1);
+  turnsLeft = needed + 1;
+  if (pingpong && c == 1) asm volatile("bar.arrive 3, 256;\n" ::: "memory"); // the first consumer goes first
   if (needed > 0) {
     // FlashAttention-3's pipelining within a warpgroup: tile t's scores are issued together with P_{t-1}
     // V_{t-1}, and the softmax of tile t runs on the CUDA cores while that P V runs on the tensor cores.
@@ -226,8 +241,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     {
       float s[BLOCK_N / 8][4];
       waitK(0);
+      takeTurn();
       issueScores(s, 0);
       wgmmaCommit();
+      passTurn();
       wgmmaWait<0>();
       wgmmaFenceOperands(reinterpret_cast<float(&)[BLOCK_N / 2]>(s));
       releaseK(0);
@@ -239,10 +256,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       float s[BLOCK_N / 8][4];
       waitK(t);
       waitV(t - 1); // both before either is issued: nothing but wgmmas between the two groups
+      takeTurn();
       issueScores(s, t);
       wgmmaCommit();
       issuePV(a, t - 1);
       wgmmaCommit();
+      passTurn();
       wgmmaWait<1>(); // the scores of tile t are in; P_{t-1} V_{t-1} may still run
       wgmmaFenceOperands(reinterpret_cast<float(&)[BLOCK_N / 2]>(s));
       releaseK(t);
@@ -258,8 +277,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       wgmmaFenceOperands(a);
     }
     waitV(needed - 1);
+    takeTurn();
     issuePV(a, needed - 1);
     wgmmaCommit();
+    passTurn();
     wgmmaWait<0>();
     wgmmaFenceOperands(o);
     wgmmaFenceOperands(a);

@@ -14,8 +14,9 @@
 
 namespace minfer::test {
 
-inline const char *const kFixtures[] = {"gpt2",     "llama_gqa", "qwen2_tied", "mistral_mqa", "llama_linear",
-                                        "gpt2_odd", "llama_odd", "qwen2_odd",  "mistral_odd"};
+inline const char *const kFixtures[] = {"gpt2",       "llama_gqa",    "qwen2_tied", "mistral_mqa",
+                                        "llama_linear", "gpt2_odd",   "llama_odd",  "qwen2_odd",
+                                        "mistral_odd",  "llama_hd64", "mistral_hd128"};
 
 inline std::string fixtureDir(const std::string &name) {
   return std::string(MINFER_SOURCE_DIR) + "/tests/golden/fixtures/" + name;

@@ -12,8 +12,9 @@ What it is
     model: the self-checks show that as ~2e-7; GPT-2 has no such islands and self-checks at ~1e-15.
     Its plain float32 forward is ~1e-6 from float64 over these 64 positions, recorded per fixture.)
 
-    Fixtures: gpt2, llama_gqa, qwen2_tied, mistral_mqa, llama_linear, and one odd-shaped model per family:
-    gpt2_odd, llama_odd, qwen2_odd, mistral_odd (see FIXTURES below).
+    Fixtures: gpt2, llama_gqa, qwen2_tied, mistral_mqa, llama_linear, one odd-shaped model per family:
+    gpt2_odd, llama_odd, qwen2_odd, mistral_odd, and two with real models' head dims: llama_hd64,
+    mistral_hd128 (see FIXTURES below).
 
 How to run
     python3 tests/golden/make_fixtures.py OUTDIR [FIXTURE ...]
@@ -214,6 +215,17 @@ FIXTURES = {
     "mistral_odd": llama_family(
         "Mistral", seed=9000, vocab=487, ffn=168, heads=3, kv_heads=1, eps=1e-5, tied=False, bos=1, eos=2,
         rope=rope_kwargs(10000.0), hidden=88, head_dim=56, sliding_window=None,
+    ),
+    # The head dims of real models, which the Hopper prefill attention takes (64 .. 128): hidden 128 with
+    # head_dim 64 and two query heads on one KV head (TinyLlama's and Llama-3.2-1B's head_dim) ...
+    "llama_hd64": llama_family(
+        "Llama", seed=10000, vocab=389, ffn=256, heads=2, kv_heads=1, eps=1e-5, tied=False, bos=1, eos=2,
+        rope=rope_kwargs(10000.0), hidden=128,
+    ),
+    # ... and head_dim 128 != hidden / heads (Llama-2-7B's and Mistral-7B's head_dim), hidden 96
+    "mistral_hd128": llama_family(
+        "Mistral", seed=11000, vocab=397, ffn=160, heads=2, kv_heads=2, eps=1e-5, tied=False, bos=1, eos=2,
+        rope=rope_kwargs(10000.0), hidden=96, head_dim=128, sliding_window=None,
     ),
 }
 

@@ -194,6 +194,25 @@ template <int HDP> struct RowState {
       l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
   }
+
+  // After the last tile: the normalised output of this thread's rows `row0 + g` and `row0 + g + 8` (those
+  // below `rows`), its first HEAD_DIM columns as bf16 pairs into `out` (the head's column 0 of row 0; rows
+  // `stride` elements apart).
+  template <int HEAD_DIM> __device__ __forceinline__ void storeRows(bf16 *out, size_t stride, int row0, int rows) {
+    static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM <= HDP, "whole 8-column slices of the padded head");
+    finishSums();
+    const int lane = threadIdx.x % kWarpSize, g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + g + r * 8;
+      if (row >= rows) continue;
+      const float inv = 1.f / l[r]; // l >= 1: the row's max element contributes 2^0
+      bf16 *dst = out + (size_t)row * stride;
+#pragma unroll
+      for (int j = 0; j < HEAD_DIM / 8; ++j)
+        *reinterpret_cast<__nv_bfloat162 *>(dst + j * 8 + 2 * t) = __floats2bfloat162_rn(o[j][2 * r] * inv, o[j][2 * r + 1] * inv);
+    }
+  }
 };
 
 // Zeroes columns [from, to) of `rows` shared rows (the head-dim padding), cooperatively over the block.
@@ -326,20 +345,7 @@ __global__ void __launch_bounds__(WARPS * kWarpSize)
   }
 
   if (!warpActive) return;
-  st.finishSums();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = warpRow0 + g + r * 8;
-    if (row >= rows) continue;
-    const float inv = 1.f / st.l[r]; // l >= 1: the row's max element contributes 2^0
-    bf16 *dst = out + (size_t)row * Q_DIM + head * HEAD_DIM;
-#pragma unroll
-    for (int j = 0; j < HDP / 8; ++j) {
-      const int col = j * 8 + 2 * t;
-      if (j * 8 < HEAD_DIM) // whole 8-column tiles: HEAD_DIM is a multiple of 8
-        *reinterpret_cast<__nv_bfloat162 *>(dst + col) = __floats2bfloat162_rn(st.o[j][2 * r] * inv, st.o[j][2 * r + 1] * inv);
-    }
-  }
+  st.template storeRows<HEAD_DIM>(out + head * HEAD_DIM, Q_DIM, warpRow0, rows);
 }
 
 } // namespace minfer

@@ -294,19 +294,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   }
 
   if (!active) return;
-  st.finishSums();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = warpRow0 + g + r * 8;
-    if (row >= rows) continue;
-    const float inv = 1.f / st.l[r]; // l >= 1: the row's max element contributes 2^0
-    bf16 *dst = p.out + (size_t)row * Q_DIM + head * HEAD_DIM;
-#pragma unroll
-    for (int j = 0; j < DP / 8; ++j)
-      if (j * 8 < HEAD_DIM) // whole 8-column slices: HEAD_DIM is a multiple of 16
-        *reinterpret_cast<__nv_bfloat162 *>(dst + j * 8 + 2 * t4) =
-            __floats2bfloat162_rn(st.o[j][2 * r] * inv, st.o[j][2 * r + 1] * inv);
-  }
+  st.template storeRows<HEAD_DIM>(p.out + head * HEAD_DIM, Q_DIM, warpRow0, rows);
 }
 
 } // namespace minfer

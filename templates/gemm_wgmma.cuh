@@ -3,8 +3,15 @@
 // policy of epilogue.cuh but the gemv-only argmax).
 //
 // Structure (hopper.cuh has the primitives and the shared-memory layout):
-//   * a block is one producer warpgroup and CONSUMERS consumer warpgroups; it computes BM x BN tiles of C,
-//     BM = 64 * CONSUMERS (each consumer owns 64 rows: one m64nBNk16 wgmma per k16 step);
+//   * a block is one producer warpgroup and CONSUMERS consumer warpgroups; it computes BM x BN tiles of C.
+//     Two schedules:
+//       - cooperative (PINGPONG false): BM = 64 * CONSUMERS, the consumers share each tile, each owning 64
+//         rows (one m64nBNk16 wgmma per k16 step), so both store their part at once while the tensor cores
+//         idle;
+//       - ping-pong (PINGPONG true, two consumers, BN 64 or 128): BM = 128 and the consumers take the
+//         block's tiles in turn, each a whole tile (two m64 wgmmas per k16 step), so one's epilogue runs
+//         while the other's MMAs do. The ring is consumed in the order it is filled either way; a slot's
+//         empty barrier then counts the arrivals of one consumer;
 //   * persistent: the grid is at most one block per SM and each block walks tiles pid, pid + gridDim.x, ...
 //     in gemm.cuh's grouped raster order; the producer runs ahead across tiles, so the next tile's first
 //     slices load while the consumers store the last one's epilogue;
@@ -35,7 +42,7 @@ namespace minfer {
 template <int BM, int BN, int STAGES>
 constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 1024;
 
-template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi>
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     gemmWgmma(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
               const __grid_constant__ TensorMap mapW) {
@@ -43,11 +50,14 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   static_assert(CONSUMERS == 1 || CONSUMERS == 2, "gemmWgmma: one or two consumer warpgroups (BM 64 or 128)");
   static_assert(BN == 64 || BN == 128 || BN == 256, "gemmWgmma: BN must be 64, 128 or 256 (a wgmma's N)");
   static_assert(STAGES >= 2, "gemmWgmma: at least two slots (one loading while one is multiplied)");
+  static_assert(!PINGPONG || (CONSUMERS == 2 && BN <= 128),
+                "gemmWgmma: ping-pong takes two consumers of whole 128-row tiles, BN 64 or 128 (BN accumulators)");
   static_assert(kWgmmaSharedBytes<64 * CONSUMERS, BN, STAGES> <= 227 * 1024,
                 "gemmWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemmWgmma: this epilogue needs column pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemmWgmma: the argmax epilogue runs in the FMA gemv only");
   constexpr int BM = 64 * CONSUMERS, BK = 64;
+  constexpr int HALVES = PINGPONG ? 2 : 1; // 64-row halves of a tile one consumer multiplies
   constexpr int kTilesK = (K + BK - 1) / BK, kTilesN = (N + BN - 1) / BN;
   constexpr unsigned kSlotA = BM * BK * 2, kSlotW = BN * BK * 2;
   requireDynamicShared(kWgmmaSharedBytes<BM, BN, STAGES>);
@@ -64,7 +74,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     prefetchTensorMap(&mapW);
     for (int s = 0; s < STAGES; ++s) {
       mbarInit(full + 8 * s, 1);              // the producer's arrive, plus the slice's bytes
-      mbarInit(empty + 8 * s, 4 * CONSUMERS); // one arrive per consumer warp
+      mbarInit(empty + 8 * s, PINGPONG ? 4 : 4 * CONSUMERS); // one arrive per warp of the consumer(s)
     }
     mbarInitFence();
   }
@@ -96,106 +106,136 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     return;
   }
 
-  // Consumers: warpgroup c = wg - 1 multiplies rows [64 c, 64 c + 64) of each tile.
+  // Consumers. Cooperative: warpgroup c = wg - 1 multiplies rows [64 c, 64 c + 64) of each tile.
+  // Ping-pong: it takes the block's tiles 2 i + c, all their rows.
   if constexpr (CONSUMERS == 2) setMaxRegistersInc<232>();
   const int c = wg - 1, warp = (threadIdx.x / 32) % 4;
-  float acc[BN / 2];
+  float accs[HALVES][BN / 2];
   int slot = 0;
   unsigned phase = 0;
+  // Ping-pong: named barrier 1 + c is consumer c's turn to run its main loop. The turns keep the main
+  // loops in tile order, which the ring's parities need: a consumer may wait on a slot's fill only once
+  // the fill before it has landed, or the barrier's parity would say a fill two back is this one. After its
+  // main loop a consumer hands the turn on (but after the block's last tile: no one takes it), and stores
+  // its tile while the other multiplies.
+  if (PINGPONG && c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory"); // consumer 0 goes first
+  int local = -1; // the tile's place in this block's sequence
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    ++local;
+    if (PINGPONG) {
+      if (local % 2 != c) continue;
+      // The other consumer's tiles came before this one in the ring: kTilesK slices each.
+      const int first = local * kTilesK;
+      slot = first % STAGES;
+      phase = (first / STAGES) & 1;
+      asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
+    }
     int tileM, tileN;
     gemm_detail::groupedTile(t, tilesM, kTilesN, tileM, tileN);
     int previous = -1; // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
       mbarWait(full + 8 * slot, phase);
-      const unsigned a = sA + slot * kSlotA + c * 64 * 128, w = sW + slot * kSlotW;
-      wgmmaFenceOperands(acc);
+      const unsigned a = sA + slot * kSlotA + (PINGPONG ? 0 : c * 64 * 128), w = sW + slot * kSlotW;
+#pragma unroll
+      for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
       wgmmaFence();
 #pragma unroll
       for (int k = 0; k < BK / 16; ++k)
-        Wgmma<BN>::mma(acc, wgmmaDescriptor(a + 32 * k), wgmmaDescriptor(w + 32 * k), kt > 0 || k > 0);
+#pragma unroll
+        for (int h = 0; h < HALVES; ++h)
+          Wgmma<BN>::mma(accs[h], wgmmaDescriptor(a + h * 64 * 128 + 32 * k), wgmmaDescriptor(w + 32 * k),
+                         kt > 0 || k > 0);
       wgmmaCommit();
-      wgmmaFenceOperands(acc);
+#pragma unroll
+      for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
       // The group before this one has finished: its slot may be refilled while this one runs.
       wgmmaWait<1>();
       if (previous >= 0 && lane == 0) mbarArrive(empty + 8 * previous);
       previous = slot;
       if (++slot == STAGES) slot = 0, phase ^= 1;
     }
+    if (PINGPONG && t + int(gridDim.x) < tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
     wgmmaWait<0>();
-    wgmmaFenceOperands(acc);
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
     if (lane == 0) mbarArrive(empty + 8 * previous);
 
-    // Epilogue straight from the accumulators (layout in hopper.cuh), through the policy.
-    const int col0 = tileN * BN + (lane % 4) * 2;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) { // rows g and g + 8 of the warp's 16
-      const int row = tileM * BM + c * 64 + warp * 16 + lane / 4 + 8 * half;
-      if (row >= M) continue;
-      const typename Epi::Row r = Epi::rowOf(row, p.epi);
-      constexpr int kHeadDim = Epi::kRopeHeadDim;
-      if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % kHeadDim == 0) {
-        // Rope with whole heads in the tile: fragment j's pair index (col % HEAD_DIM) / 2 depends only on
-        // j % (HEAD_DIM / 8), so each angle is computed once and used for every head of the tile (the
-        // sincosf was most of the epilogue's instructions). A tile past the rotated q and k columns skips it.
-        constexpr int kFrags = kHeadDim / 8, kHeads = BN / kHeadDim;
-        const bool rotates = tileN * BN < Epi::QD + Epi::KVD;
-        if constexpr (Epi::kRope == 1 && kFrags % 2 == 0) {
-          // Half style: slices 2t and 2t + 1 of each head together, their stores exchanged within the quad.
+    for (int h = 0; h < HALVES; ++h) {
+      // Epilogue straight from the accumulators (layout in hopper.cuh), through the policy, a 64-row half at
+      // a time.
+      float(&acc)[BN / 2] = accs[h];
+      const int rows0 = tileM * BM + (PINGPONG ? 64 * h : 64 * c); // the first of the 64 rows `acc` holds
+      const int col0 = tileN * BN + (lane % 4) * 2;
 #pragma unroll
-          for (int t = 0; t < kFrags / 2; ++t) {
-            const float2 cs0 = rotates ? Epi::rotation(r.pos, 8 * t + lane % 4, p.epi) : make_float2(1.f, 0.f);
-            const float2 cs1 = rotates ? Epi::rotation(r.pos, 8 * t + 4 + lane % 4, p.epi) : make_float2(1.f, 0.f);
+      for (int half = 0; half < 2; ++half) { // rows g and g + 8 of the warp's 16
+        const int row = rows0 + warp * 16 + lane / 4 + 8 * half;
+        if (row >= M) continue;
+        const typename Epi::Row r = Epi::rowOf(row, p.epi);
+        constexpr int kHeadDim = Epi::kRopeHeadDim;
+        if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % kHeadDim == 0) {
+          // Rope with whole heads in the tile: fragment j's pair index (col % HEAD_DIM) / 2 depends only on
+          // j % (HEAD_DIM / 8), so each angle is computed once and used for every head of the tile (the
+          // sincosf was most of the epilogue's instructions). A tile past the rotated q and k columns skips it.
+          constexpr int kFrags = kHeadDim / 8, kHeads = BN / kHeadDim;
+          const bool rotates = tileN * BN < Epi::QD + Epi::KVD;
+          if constexpr (Epi::kRope == 1 && kFrags % 2 == 0) {
+            // Half style: slices 2t and 2t + 1 of each head together, their stores exchanged within the quad.
+#pragma unroll
+            for (int t = 0; t < kFrags / 2; ++t) {
+              const float2 cs0 = rotates ? Epi::rotation(r.pos, 8 * t + lane % 4, p.epi) : make_float2(1.f, 0.f);
+              const float2 cs1 = rotates ? Epi::rotation(r.pos, 8 * t + 4 + lane % 4, p.epi) : make_float2(1.f, 0.f);
+#pragma unroll
+              for (int h = 0; h < kHeads; ++h) {
+                const int j = 2 * t + h * kFrags, col = col0 + 8 * j;
+                if (N % BN != 0 && col >= N) continue; // a whole head past N: the whole quad skips it
+                Epi::template store2x2HalfRope<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
+                                                  make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]),
+                                                  row, col, p.epi, r, cs0, cs1);
+              }
+            }
+            continue;
+          }
+#pragma unroll
+          for (int jj = 0; jj < kFrags; ++jj) {
+            const float2 cs = rotates ? Epi::rotation(r.pos, 4 * jj + lane % 4, p.epi) : make_float2(1.f, 0.f);
 #pragma unroll
             for (int h = 0; h < kHeads; ++h) {
-              const int j = 2 * t + h * kFrags, col = col0 + 8 * j;
-              if (N % BN != 0 && col >= N) continue; // a whole head past N: the whole quad skips it
-              Epi::template store2x2HalfRope<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
-                                                make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]),
-                                                row, col, p.epi, r, cs0, cs1);
+              const int j = jj + h * kFrags, col = col0 + 8 * j;
+              if (N % BN != 0 && col >= N) continue;
+              Epi::template store2Rotated<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), row,
+                                             col, p.epi, r, cs);
             }
           }
-          continue;
-        }
+        } else if constexpr (Epi::kResidual && N % 2 == 0) {
+          // The residual pairs of 8 slices loaded first, then stored: 8 loads in flight instead of each waiting
+          // behind the store before it. Each element is read and written by this thread only, so an in-place
+          // residual (C aliasing it) reads every value before it is overwritten.
+          constexpr int kGroup = 8;
+          static_assert(BN / 8 % kGroup == 0, "gemmWgmma: the residual groups must tile the slices of a row");
 #pragma unroll
-        for (int jj = 0; jj < kFrags; ++jj) {
-          const float2 cs = rotates ? Epi::rotation(r.pos, 4 * jj + lane % 4, p.epi) : make_float2(1.f, 0.f);
+          for (int j0 = 0; j0 < BN / 8; j0 += kGroup) {
+            float2 res[kGroup];
 #pragma unroll
-          for (int h = 0; h < kHeads; ++h) {
-            const int j = jj + h * kFrags, col = col0 + 8 * j;
-            if (N % BN != 0 && col >= N) continue;
-            Epi::template store2Rotated<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), row,
-                                           col, p.epi, r, cs);
+            for (int g = 0; g < kGroup; ++g) {
+              const int col = col0 + 8 * (j0 + g);
+              res[g] = N % BN == 0 || col < N ? Epi::template residual2<N>(row, col, p.epi) : make_float2(0.f, 0.f);
+            }
+#pragma unroll
+            for (int g = 0; g < kGroup; ++g) {
+              const int j = j0 + g, col = col0 + 8 * j;
+              if (N % BN != 0 && col >= N) continue;
+              Epi::template store2Residual<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
+                                              row, col, p.epi, res[g]);
+            }
           }
+        } else {
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j)
+            storeAccPair<N, N % BN != 0, Epi>(p.C, row, col0 + 8 * j, acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1],
+                                              p.epi, r);
         }
-      } else if constexpr (Epi::kResidual && N % 2 == 0) {
-        // The residual pairs of 8 slices loaded first, then stored: 8 loads in flight instead of each waiting
-        // behind the store before it. Each element is read and written by this thread only, so an in-place
-        // residual (C aliasing it) reads every value before it is overwritten.
-        constexpr int kGroup = 8;
-        static_assert(BN / 8 % kGroup == 0, "gemmWgmma: the residual groups must tile the slices of a row");
-#pragma unroll
-        for (int j0 = 0; j0 < BN / 8; j0 += kGroup) {
-          float2 res[kGroup];
-#pragma unroll
-          for (int g = 0; g < kGroup; ++g) {
-            const int col = col0 + 8 * (j0 + g);
-            res[g] = N % BN == 0 || col < N ? Epi::template residual2<N>(row, col, p.epi) : make_float2(0.f, 0.f);
-          }
-#pragma unroll
-          for (int g = 0; g < kGroup; ++g) {
-            const int j = j0 + g, col = col0 + 8 * j;
-            if (N % BN != 0 && col >= N) continue;
-            Epi::template store2Residual<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), row, col,
-                                            p.epi, res[g]);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-          storeAccPair<N, N % BN != 0, Epi>(p.C, row, col0 + 8 * j, acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1],
-                                            p.epi, r);
       }
     }
   }

@@ -21,7 +21,9 @@ llvm::Error invalid(const GemmTile &t, const llvm::Twine &why) {
 } // namespace
 
 std::string GemmTile::str() const {
-  if (wgmma) return "wgmma_m" + std::to_string(bm) + "n" + std::to_string(bn) + "_s" + std::to_string(stages);
+  if (wgmma)
+    return "wgmma_m" + std::to_string(bm) + "n" + std::to_string(bn) + "_s" + std::to_string(stages) +
+           (pingpong ? "_pp" : "");
   return "m" + std::to_string(bm) + "n" + std::to_string(bn) + "k" + std::to_string(bk) + "_s" +
          std::to_string(stages) + "_w" + std::to_string(warpsM) + "x" + std::to_string(warpsN);
 }
@@ -34,7 +36,10 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
     if (t.bm != 64 && t.bm != 128) return invalid(t, "BM must be 64 or 128 (one or two consumer warpgroups)");
     if (t.bn != 64 && t.bn != 128 && t.bn != 256) return invalid(t, "BN must be 64, 128 or 256 (a wgmma's N)");
     if (t.bk != 64 || t.warpsM != 0 || t.warpsN != 0) return invalid(t, "BK is 64 and warps are not chosen");
+    if (t.pingpong && (t.bm != 128 || t.bn > 128))
+      return invalid(t, "a ping-pong tile is 128 rows by 64 or 128 columns (one consumer holds it all)");
   } else {
+    if (t.pingpong) return invalid(t, "ping-pong is a schedule of the wgmma kernel");
     if (t.bk != 32 && t.bk != 64 && t.bk != 128) return invalid(t, "BK must be 32, 64 or 128");
     if (t.warpsM < 1 || t.warpsN < 1 || t.warpsM * t.warpsN > 16) return invalid(t, "1 to 16 warps per block");
     if (t.bm <= 0 || t.bm % (16 * t.warpsM) != 0) return invalid(t, "BM must be a multiple of 16 * WARPS_M");
@@ -57,7 +62,8 @@ std::string GemmSpec::name() const {
 std::string GemmSpec::entry() const {
   if (tile.wgmma)
     return "minfer::gemmWgmma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bn) +
-           ", " + std::to_string(tile.bm / 64) + ", " + std::to_string(tile.stages) + ", " + epi.policy() + ">";
+           ", " + std::to_string(tile.bm / 64) + ", " + std::to_string(tile.stages) + ", " + epi.policy() +
+           (tile.pingpong ? ", true>" : ">");
   return "minfer::gemm<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bm) + ", " +
          std::to_string(tile.bn) + ", " + std::to_string(tile.bk) + ", " + std::to_string(tile.stages) + ", " +
          std::to_string(tile.warpsM) + ", " + std::to_string(tile.warpsN) + ", " + epi.policy() +
@@ -92,6 +98,7 @@ llvm::json::Object GemmSpec::toJSON() const {
   if (tile.wgmma) {
     t["kind"] = "wgmma";
     t["consumer_warpgroups"] = tile.bm / 64;
+    t["schedule"] = tile.pingpong ? "pingpong" : "cooperative";
   } else {
     t["warps_m"] = tile.warpsM;
     t["warps_n"] = tile.warpsN;
@@ -235,12 +242,16 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
         std::vector<int> counts = {std::min(4, most)};
         if (most > 4) counts.push_back(most);
         for (int stages : counts) {
-          GemmTile t = GemmTile::hopper(bm, bn, stages);
-          if (llvm::Error e = checkGemmTile(t, k, target)) {
-            llvm::consumeError(std::move(e));
-            continue;
+          // 128 x 64 and 128 x 128 also as ping-pong: the consumers take whole tiles in turn.
+          for (bool pp : {false, true}) {
+            if (pp && (bm != 128 || bn > 128)) continue;
+            GemmTile t = pp ? GemmTile::hopperPingpong(bn, stages) : GemmTile::hopper(bm, bn, stages);
+            if (llvm::Error e = checkGemmTile(t, k, target)) {
+              llvm::consumeError(std::move(e));
+              continue;
+            }
+            out.push_back(t);
           }
-          out.push_back(t);
         }
       }
     }
@@ -257,6 +268,7 @@ std::optional<GemmTile> parseGemmTile(llvm::StringRef s) {
   GemmTile t;
   if (s.startswith("wgmma_")) {
     t = GemmTile::hopper(0, 0, 0);
+    t.pingpong = s.endswith("_pp");
     if (std::sscanf(s.str().c_str(), "wgmma_m%dn%d_s%d", &t.bm, &t.bn, &t.stages) != 3 || t.str() != s)
       return std::nullopt;
     return t;

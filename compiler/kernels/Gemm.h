@@ -26,13 +26,17 @@ namespace minfer {
 //   * mma.sync (gemm.cuh, every target): warpsM x warpsN warps, each owning a (bm/warpsM) x (bn/warpsN)
 //     warp tile; "m128n128k32_s4_w2x2";
 //   * wgmma (gemm_wgmma.cuh, sm_90a): TMA loads, one producer and bm / 64 consumer warpgroups, bk 64,
-//     persistent blocks; warpsM and warpsN unused (0); "wgmma_m128n256_s4".
+//     persistent blocks; warpsM and warpsN unused (0); "wgmma_m128n256_s4". With `pingpong` the two
+//     consumers take whole 128-row tiles in turn instead of sharing each: "wgmma_m128n128_s4_pp".
 struct GemmTile {
   int bm = 128, bn = 128, bk = 32, stages = 4, warpsM = 2, warpsN = 2;
   bool wgmma = false;
+  bool pingpong = false;
 
   // A wgmma tile: bm 64 or 128, bn 64, 128 or 256.
   static GemmTile hopper(int bm, int bn, int stages) { return GemmTile{bm, bn, 64, stages, 0, 0, true}; }
+  // A ping-pong wgmma tile: 128 rows, bn 64 or 128 (one consumer holds the whole tile's accumulators).
+  static GemmTile hopperPingpong(int bn, int stages) { return GemmTile{128, bn, 64, stages, 0, 0, true, true}; }
 
   int threads() const { return wgmma ? 128 * (bm / 64 + 1) : 32 * warpsM * warpsN; }
   // mma.sync: STAGES * (BM + BN) * BK * 2, the ring of A and W slices, bf16; wgmma: the same ring plus two
@@ -40,7 +44,7 @@ struct GemmTile {
   int sharedBytes() const {
     return wgmma ? stages * (bm + bn) * 128 + stages * 16 + 1024 : stages * (bm + bn) * bk * 2;
   }
-  // "m128n128k32_s4_w2x2" or "wgmma_m128n256_s4", as it appears in spec names.
+  // "m128n128k32_s4_w2x2", "wgmma_m128n256_s4" or "wgmma_m128n128_s4_pp", as it appears in spec names.
   std::string str() const;
   bool operator==(const GemmTile &o) const = default;
   friend std::ostream &operator<<(std::ostream &os, const GemmTile &t) { return os << t.str(); }
@@ -68,7 +72,8 @@ struct GemmSpec : KernelSpec {
   std::string header() const override { return tile.wgmma ? "gemm_wgmma.cuh" : "gemm.cuh"; }
   const ParamsLayout &params() const override { return MatmulParams::layout(); }
   // minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 2, minfer::EpiBias>, or for a wgmma tile
-  // minfer::gemmWgmma<5632, 2048, 256, 2, 4, minfer::EpiBias> (N, K, BN, consumers, stages, policy)
+  // minfer::gemmWgmma<5632, 2048, 256, 2, 4, minfer::EpiBias> (N, K, BN, consumers, stages, policy), with
+  // a last `true` for a ping-pong tile
   std::string entry() const override;
   // mma.sync: grid (ceil(n / bn), ceil(rows / bm)) — at least one block row, so rows = 0 is a harmless
   // launch — block 32 * warpsM * warpsN; wgmma: grid min(tiles, smCount), at least 1, block 128 * (bm / 64

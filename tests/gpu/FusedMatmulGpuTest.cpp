@@ -130,6 +130,13 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     }
     GemmSpec base(kN, kK, c.epi, GemmTile{});
     for (auto &s : base.tuningCandidates(target, 64)) runs.push_back({s, &c, Prologue{}, 37});
+    if (target.hasWgmma()) // the ping-pong schedule (128-row tiles), one block: its consumers take turns
+      for (int bn : {64, 128}) {
+        auto pp = std::make_shared<GemmSpec>(kN, kK, c.epi, GemmTile::hopperPingpong(bn, 4));
+        pp->smCount = 1;
+        if (llvm::Error e = pp->validate(target)) llvm::consumeError(std::move(e));
+        else runs.push_back({pp, &c, Prologue{}, 37});
+      }
   }
   std::vector<KernelSource> sources;
   std::set<std::string> names;

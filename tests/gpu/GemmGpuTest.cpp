@@ -24,9 +24,9 @@ TEST_P(GemmKernel, MatchesInterpreter) {
     ASSERT_TRUE(c);
     std::vector<GemmTile> tiles = {defaultGemmTile(target, m, n, k, info.smCount), GemmTile{64, 64, 32, 4, 2, 2},
                                    GemmTile{128, 128, 32, 3, 2, 4}};
-    if (target.hasWgmma()) // the wgmma kernel: both block heights, every wgmma width, 2 to 8 slots
+    if (target.hasWgmma()) // the wgmma kernel: both block heights, every wgmma width, 2 to 8 slots, both schedules
       for (GemmTile t : {GemmTile::hopper(64, 64, 2), GemmTile::hopper(128, 256, 4), GemmTile::hopper(64, 128, 8),
-                         GemmTile::hopper(128, 128, 3)})
+                         GemmTile::hopper(128, 128, 3), GemmTile::hopperPingpong(128, 4), GemmTile::hopperPingpong(64, 8)})
         tiles.push_back(t);
     for (size_t i = 0; i < tiles.size(); ++i) {
       if (std::find(tiles.begin(), tiles.begin() + i, tiles[i]) != tiles.begin() + i) continue;
@@ -34,6 +34,12 @@ TEST_P(GemmKernel, MatchesInterpreter) {
         c->check(kernels, GemmSpec(n, k, e, tiles[i]));
     }
     c->checkInPlace(kernels, GemmSpec(n, k, Epilogue::Residual, tiles[0]));
+    if (target.hasWgmma()) {
+      // Ping-pong on one block: its consumers take every other tile of the whole matrix, in place.
+      GemmSpec one(n, k, Epilogue::Residual, GemmTile::hopperPingpong(128, 3));
+      one.smCount = 1;
+      c->checkInPlace(kernels, one);
+    }
   }
 }
 
@@ -55,7 +61,10 @@ TEST(GemmKernelEpilogues, EveryEpilogueMatchesInterpreter) {
     std::vector<Epilogue> epilogues = allPointwiseEpilogues();
     epilogues.push_back(Epilogue::pointwise(true, Activation::GeluTanh, true, true));
     std::vector<GemmTile> tiles = {GemmTile{64, 64, 64, 3, 2, 2}};
-    if (target.hasWgmma()) tiles.push_back(GemmTile::hopper(128, 64, 4));
+    if (target.hasWgmma()) {
+      tiles.push_back(GemmTile::hopper(128, 64, 4));
+      tiles.push_back(GemmTile::hopperPingpong(64, 4));
+    }
     for (const GemmTile &t : tiles)
       for (const Epilogue &e : epilogues) c->check(kernels, GemmSpec(s.n, s.k, e, t));
   }

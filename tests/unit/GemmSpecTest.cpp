@@ -270,10 +270,17 @@ TEST(GemmWgmmaSpec, NameEntryAndHeaderSpellEveryConstant) {
   EXPECT_EQ(s.entry(), "minfer::gemmWgmma<5632, 2048, 256, 2, 4, " + Epilogue(Epilogue::Bias).policy() + ">");
   EXPECT_EQ(s.header(), "gemm_wgmma.cuh");
   EXPECT_EQ(GemmSpec(64, 64, Epilogue::None, GemmTile{}).header(), "gemm.cuh");
+  // A ping-pong tile says so in its name and as the entry's last argument.
+  GemmSpec pp(5632, 2048, Epilogue::Bias, GemmTile::hopperPingpong(128, 4));
+  EXPECT_EQ(pp.name(), "gemm_bf16_n5632_k2048_wgmma_m128n128_s4_pp_epi_bias");
+  EXPECT_EQ(pp.entry(), "minfer::gemmWgmma<5632, 2048, 128, 2, 4, " + Epilogue(Epilogue::Bias).policy() + ", true>");
+  EXPECT_EQ(pp.launch(2048).block[0], 384u);
   // The tile string round-trips, and each kind's parser refuses the other's near misses.
-  for (GemmTile t : {GemmTile::hopper(64, 64, 2), GemmTile::hopper(128, 256, 4), GemmTile{128, 128, 32, 4, 2, 2}})
+  for (GemmTile t : {GemmTile::hopper(64, 64, 2), GemmTile::hopper(128, 256, 4), GemmTile::hopperPingpong(64, 8),
+                     GemmTile{128, 128, 32, 4, 2, 2}})
     EXPECT_EQ(parseGemmTile(t.str()), t) << t.str();
-  for (llvm::StringRef bad : {"wgmma_m128n256", "wgmma_m128n256_s4x", "wgmma_m0128n256_s4", "wgmma_"})
+  for (llvm::StringRef bad : {"wgmma_m128n256", "wgmma_m128n256_s4x", "wgmma_m0128n256_s4", "wgmma_", "wgmma_m128n128_s4_p",
+                              "wgmma_m128n128_s4_pp_pp"})
     EXPECT_FALSE(parseGemmTile(bad)) << bad.str();
   // The tuner's withTile keeps the persistent grid's size.
   s.smCount = 114;
@@ -332,6 +339,16 @@ TEST(GemmWgmmaSpec, TilesAreCheckedAgainstTheTargetAndTheTemplate) {
             std::string::npos);
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 1), 2048, hopper)).find("at least 2"), std::string::npos);
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 4), 100, hopper)).find("multiple of 8"), std::string::npos);
+  // Ping-pong: one consumer holds a whole 128-row tile, so BN is at most 128; and it is a wgmma schedule.
+  EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopperPingpong(128, 7), 2048, hopper)), "(success)");
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopperPingpong(256, 4), 2048, hopper)).find("ping-pong tile is 128 rows"),
+            std::string::npos);
+  GemmTile half = GemmTile::hopperPingpong(128, 4);
+  half.bm = 64;
+  EXPECT_NE(errorOf(checkGemmTile(half, 2048, hopper)).find("ping-pong tile is 128 rows"), std::string::npos);
+  GemmTile sync = {128, 128, 32, 4, 2, 2};
+  sync.pingpong = true;
+  EXPECT_NE(errorOf(checkGemmTile(sync, 2048, hopper)).find("schedule of the wgmma kernel"), std::string::npos);
 }
 
 TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
@@ -351,7 +368,8 @@ TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
     return std::count_if(tiles.begin(), tiles.end(), [](const GemmTile &t) { return t.wgmma; });
   };
   EXPECT_EQ(count(gemmTileCandidates(target("sm_90"), 2048, 5632, 2048)), 0);
-  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 11); // bm 64, 128 x bn 64, 128, 256 x {4, most}; 128x256 fits only 4
+  // bm 64, 128 x bn 64, 128, 256 x {4, most} (128x256 fits only 4), and 128x64, 128x128 as ping-pong x {4, most}
+  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 15);
   EXPECT_EQ(count(gemmTileCandidates(hopper, 40, 5632, 2048)), 6);    // bm 64 only (the rows round up to 64)
   for (const GemmTile &t : gemmTileCandidates(hopper, 2048, 5632, 2048))
     EXPECT_EQ(errorOf(checkGemmTile(t, 2048, hopper)), "(success)") << t.str();
@@ -497,6 +515,10 @@ TEST(MatmulNvrtc, WgmmaKernelCompilesWithEveryEpilogue) {
     expectCompiles(GemmSpec(256, 64, e, GemmTile::hopper(128, 128, 6)), hopper);
   expectCompiles(GemmSpec(5632, 2048, Epilogue::Residual, GemmTile::hopper(128, 256, 4)), hopper);
   expectCompiles(GemmSpec(50257, 768, Epilogue::None, GemmTile::hopper(64, 256, 5)), hopper);
+  // The ping-pong schedule with a pointwise, a gated and a qkv epilogue, at both widths.
+  expectCompiles(GemmSpec(321, 200, Epilogue::Residual, GemmTile::hopperPingpong(64, 8)), hopper);
+  expectCompiles(GemmSpec(256, 64, Epilogue::gated(Activation::Silu), GemmTile::hopperPingpong(128, 4)), hopper);
+  expectCompiles(GemmSpec(256, 64, Epilogue::qkv(2, 1, 64, QkvRope::Half, true), GemmTile::hopperPingpong(128, 4)), hopper);
 }
 
 // A spec the template cannot take fails in NVRTC with the static_assert's words, not a wall of errors.

@@ -39,32 +39,31 @@ llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t
   const ParamsLayout &layout = spec.params();
   std::vector<TensorMapArg> wanted = spec.tensorMaps(rows); // empty but for the wgmma kernels
   // The maps and the argument list on the stack (the driver copies the arguments at the launch). A
-  // TensorMap must be 64-byte aligned, which a heap-grown SmallVector would not guarantee: at most three (attention: q, k and v).
+  // TensorMap must be 64-byte aligned, which a heap-grown SmallVector would not guarantee: at most three
+  // (attention: q, k and v).
   constexpr size_t kMaxMaps = 3;
   if (wanted.size() > kMaxMaps)
     return ir::makeError("launch of " + spec.name() + ": " + std::to_string(wanted.size()) + " tensor maps, at most " +
                          std::to_string(kMaxMaps));
+  // The value of the Params field `name`, which must be of `type` (`verb` and `kind` word the error).
+  auto read = [&](const char *name, ParamType type, const char *verb, const char *kind, auto &value) -> llvm::Error {
+    int field = layout.find(name);
+    if (field < 0 || layout.fields[field].type != type)
+      return ir::makeError("launch of " + spec.name() + ": its tensor map " + verb + " field '" + name +
+                           "', which is not " + kind + " field of " + layout.name);
+    std::memcpy(&value, static_cast<const uint8_t *>(params) + layout.fields[field].offset, sizeof value);
+    return llvm::Error::success();
+  };
   cuda::TensorMap maps[kMaxMaps];
   llvm::SmallVector<void *, 1 + kMaxMaps> args = {const_cast<void *>(params)};
   for (size_t i = 0; i < wanted.size(); ++i) {
     const TensorMapArg &m = wanted[i];
-    int field = layout.find(m.pointer);
-    if (field < 0 || layout.fields[field].type != ParamType::Ptr)
-      return ir::makeError("launch of " + spec.name() + ": its tensor map reads field '" + m.pointer +
-                           "', which is not a pointer field of " + layout.name);
     uint64_t base;
-    std::memcpy(&base, static_cast<const uint8_t *>(params) + layout.fields[field].offset, sizeof base);
-    int64_t outer = m.outer;
-    if (m.outerPlus) {
-      int plus = layout.find(m.outerPlus);
-      if (plus < 0 || layout.fields[plus].type != ParamType::I32)
-        return ir::makeError("launch of " + spec.name() + ": its tensor map adds field '" + m.outerPlus +
-                             "', which is not an int field of " + layout.name);
-      int32_t v;
-      std::memcpy(&v, static_cast<const uint8_t *>(params) + layout.fields[plus].offset, sizeof v);
-      outer += v;
-    }
-    auto map = cuda::encodeTensorMap2D(base, m.inner, outer, m.boxInner, m.boxOuter);
+    if (auto e = read(m.pointer, ParamType::Ptr, "reads", "a pointer", base)) return e;
+    int32_t plus = 0;
+    if (m.outerPlus)
+      if (auto e = read(m.outerPlus, ParamType::I32, "adds", "an int", plus)) return e;
+    auto map = cuda::encodeTensorMap2D(base, m.inner, m.outer + plus, m.boxInner, m.boxOuter);
     if (!map) return map.takeError();
     maps[i] = *map;
     args.push_back(&maps[i]);

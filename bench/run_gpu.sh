@@ -5,8 +5,10 @@
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
 # STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,profile,kernels (default: all but
-# trace, profile, sanitize and load). `trace` times each prefill launch in place (MINFER_PREFILL_TRACE). `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU tests under compute-sanitizer memcheck, racecheck and synccheck
-# (sanitize_<tool>.log, the shards' output one after another). `e2e` runs, per model in
+# trace, profile, sanitize and load). `trace` times each prefill launch in place (MINFER_PREFILL_TRACE).
+# `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU
+# tests under compute-sanitizer memcheck, racecheck and synccheck (sanitize_<tool>.log, the shards' output
+# one after another). `e2e` runs, per model in
 # $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
 # model (time to first token), `minferc autotune` of the model for the benchmark's buckets (unless
@@ -48,6 +50,14 @@ rm -f "$shapes"
 failed=()
 
 step() { echo; echo "=== $* ($(date +%T))"; }
+
+# Sets wdir to model $1's seeded random weights in /dev/shm (torch_e2e.py writes them, or keeps them when
+# its seed.txt says they are already there).
+weights_for() {
+  wdir="/dev/shm/minfer-e2e-$1"
+  "$python" "$here/torch_e2e.py" --model "$1" --weights-out "$wdir" --out /dev/null --weights-only \
+    || failed+=("weights $1")
+}
 
 run_all() {
   step "machine"
@@ -156,10 +166,8 @@ run_all() {
     models="${LOAD_MODELS:-tinyllama-1.1b,llama-2-7b}"
     for model in ${models//,/ }; do
       step "weight loading: $model"
-      wdir="/dev/shm/minfer-e2e-$model"
+      weights_for "$model"
       ir="$here/../examples/$model.ir"
-      "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" --out /dev/null --weights-only \
-        || failed+=("weights $model")
       "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --load-only \
         --out "$OUT/load_$model.json" || failed+=("load bench $model")
       for run in warm-up timed; do # the first fills the kernel cache for minferc's own plan sizes
@@ -227,10 +235,7 @@ run_all() {
     # Per-kernel GPU time of a few decode steps (ncu, kernel by kernel), to see where a step goes.
     for model in ${E2E_MODELS//,/ }; do
       step "profile: $model decode"
-      wdir="/dev/shm/minfer-e2e-$model"
-      [[ -s "$wdir/model.safetensors" ]] || "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" \
-        --out /dev/null --no-compile --decode-batches 1 --prefill-tokens 16 --decode-steps 2 >/dev/null \
-        || failed+=("weights $model")
+      weights_for "$model"
       for fuse in "" --no-fuse; do
         ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv ${PROFILE_NCU_ARGS:-} \
           "$build/tools/minferc" run "$here/../examples/$model.ir" --weights "$wdir/model.safetensors" \
@@ -250,10 +255,8 @@ run_all() {
     tokens="${TRACE_TOKENS:-2048}"
     for model in ${E2E_MODELS//,/ }; do
       step "trace: $model, prefill $tokens"
-      wdir="/dev/shm/minfer-e2e-$model"
+      weights_for "$model"
       ir="$here/../examples/$model.ir"
-      [[ -s "$wdir/model.safetensors" ]] || "$python" "$here/torch_e2e.py" --model "$model" --weights-out "$wdir" \
-        --out /dev/null --weights-only || failed+=("weights $model")
       if [[ "${E2E_TUNE:-1}" == 1 ]]; then
         bucket=prefill:513-2048
         [[ $tokens -le 512 ]] && bucket=prefill:1-512

@@ -242,9 +242,10 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
         std::vector<int> counts = {std::min(4, most)};
         if (most > 4) counts.push_back(most);
         for (int stages : counts) {
-          // 128 x 64 and 128 x 128 also as ping-pong: the consumers take whole tiles in turn.
+          // 128-row tiles also as ping-pong (checkGemmTile keeps 128 x 64 and 128 x 128): the consumers take
+          // whole tiles in turn.
           for (bool pp : {false, true}) {
-            if (pp && (bm != 128 || bn > 128)) continue;
+            if (pp && bm != 128) continue;
             GemmTile t = pp ? GemmTile::hopperPingpong(bn, stages) : GemmTile::hopper(bm, bn, stages);
             if (llvm::Error e = checkGemmTile(t, k, target)) {
               llvm::consumeError(std::move(e));

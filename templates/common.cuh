@@ -27,11 +27,24 @@ struct alignas(16) Vec8 {
 };
 
 // Programmatic dependent launch (sm_90+): the runtime launches the decode step's kernels so that each may
-// start while the one before it drains (runtime/Session.cpp). gridDependencyWait() returns once every
-// earlier kernel of the stream has finished and its writes are visible; every kernel calls it before it
-// reads anything an earlier kernel wrote (in practice first, or after prefetching constant weights).
-// Launched without the attribute, it returns at once.
+// start while the one before it drains (runtime/Session.cpp).
+//
+// gridDependencyTrigger() lets the next kernel of the stream start its blocks (they run up to their own
+// wait) once every block of this grid has called it or finished, instead of only once every block has
+// finished. The next kernel's wait still waits for this whole grid, so triggering early is always safe;
+// it pays where the next kernel loads constant weights before its wait (the gemvs), as those then stream
+// in while this kernel drains.
+__device__ __forceinline__ void gridDependencyTrigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// gridDependencyWait() first triggers (above), then returns once every earlier kernel of the stream has
+// finished and its writes are visible; every kernel calls it before it reads anything an earlier kernel
+// wrote (in practice first, or after prefetching constant weights). Launched without the attribute, both
+// return at once.
 __device__ __forceinline__ void gridDependencyWait() {
+  gridDependencyTrigger();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif

@@ -288,6 +288,26 @@ __device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, 
   return out;
 }
 
+// Stores one m16n8 fragment of C^T = W · A^T (ptx.cuh's mma C layout; a wgmma m64 accumulator is four of
+// them, one a warp): v[e] is C[m0 + j0 + 2t + e % 2][n0 + g + 8 (e / 2)] for lane (g, t). Rows of A at or past
+// `rows` (counted from m0) and W rows at or past N are not stored. A pairs epilogue gets W rows n, n + 1
+// together in the lane of row n (g even), the odd row's value from lane + 4. The whole warp calls it.
+template <int N, class Epi>
+__device__ __forceinline__ void storeFragmentT(bf16 *C, const float (&v)[4], int n0, int m0, int j0, int rows,
+                                               const EpiParams &epi) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int n = n0 + g + (e / 2) * 8, r = j0 + 2 * t + e % 2;
+    if constexpr (Epi::kPairs) {
+      const float next = __shfl_down_sync(0xffffffffu, v[e], 4);
+      if (g % 2 == 0 && r < rows && n < N) Epi::template store2<N>(C, make_float2(v[e], next), m0 + r, n, epi);
+    } else if (r < rows && n < N) {
+      Epi::template store1<N>(C, v[e], m0 + r, n, epi);
+    }
+  }
+}
+
 } // namespace gemv_detail
 
 // The body of gemvMma: the block at `tile` of grid ceil(N / 16), waiting through `wait`, with LOADS
@@ -393,20 +413,8 @@ __device__ __forceinline__ void gemvMmaTile(const MatmulParams &p, const Tile &t
             for (int e = 0; e < 4; ++e) acc[j][e] += partial[w][lane][e];
         __syncthreads(); // `partial` is written again by the next operand or group of MAX_M rows
       }
-      // acc[j][e]: W row g (+8 for e >= 2), activation row 8j + 2t (+1 for odd e): C[row][n].
-      if (warp == 0) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int n = row0 + g + (e / 2) * 8, r = 8 * j + 2 * t + e % 2;
-          if constexpr (Epi::kPairs) {
-            // W rows n, n + 1 (g even) meet in the lane of row n: its partner is lane + 4.
-            const float next = __shfl_down_sync(0xffffffffu, acc[j][e], 4);
-            if (g % 2 == 0 && r < rows && n < N) Epi::template store2<N>(C, make_float2(acc[j][e], next), m0 + r, n, epi);
-          } else if (r < rows && n < N) {
-            Epi::template store1<N>(C, acc[j][e], m0 + r, n, epi);
-          }
-        }
-      }
+      // acc[j][e]: W row g (+8 for e >= 2), activation row 8j + 2t (+1 for odd e).
+      if (warp == 0) storeFragmentT<N, Epi>(C, acc[j], row0, m0, 8 * j, rows, epi);
     }
   }
 }

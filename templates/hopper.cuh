@@ -1,4 +1,4 @@
-// templates/hopper.cuh — the sm_90a primitives the Hopper kernels share (gemm_wgmma.cuh,
+// templates/hopper.cuh — the sm_90a primitives the Hopper kernels share (gemm_wgmma.cuh, gemv_wgmma.cuh,
 // attention_prefill_wgmma.cuh), each defined once.
 //
 //   mbarrier             a shared-memory barrier that counts arrivals and, for TMA, bytes (transactions)
@@ -8,6 +8,7 @@
 //   wgmma                warpgroup (4 warps, 128 threads) matrix multiply-accumulate, A and B read straight
 //                        from shared memory through 64-bit matrix descriptors, asynchronously
 //   setmaxnreg           moves registers between warpgroups (a producer gives, the consumers take)
+//   clusters             blocks launched together that share their shared memory (split-K partial sums)
 //
 // Shared-memory layout the descriptors below assume (what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B and a
 // 64-element bf16 box width): a tile of R rows x 64 bf16 (128 bytes) per row, row r at byte 128 r, its
@@ -74,6 +75,39 @@ __device__ __forceinline__ void tmaLoad2d(unsigned dst, const TensorMap *map, in
                : "memory");
 }
 
+// ---- clusters -------------------------------------------------------------------------------------------
+// A kernel declared with __cluster_dims__ runs its blocks in groups that may read and write each other's
+// shared memory. Every thread of every block of the cluster takes part in each barrier phase, in order
+// (arrive, then wait), and a block touches another's shared memory only after a phase that began after
+// that block started (so its shared memory exists) and before one the other block waits on before it
+// leaves.
+
+// This block's rank within its cluster.
+__device__ __forceinline__ unsigned clusterRank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Arrives on the cluster barrier without ordering memory (the first phase: "this block has started").
+__device__ __forceinline__ void clusterArriveRelaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+// Arrives, releasing this thread's earlier writes (shared::cluster included) to the threads that wait.
+__device__ __forceinline__ void clusterArrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+// Waits for the current phase (every thread of the cluster arrived), acquiring what they released.
+__device__ __forceinline__ void clusterWait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+// The shared::cluster address of this block's shared address `addr` in the block of rank `rank`.
+__device__ __forceinline__ unsigned clusterMapShared(unsigned addr, unsigned rank) {
+  unsigned out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
+}
+// 16 bytes to a shared::cluster address (from clusterMapShared).
+__device__ __forceinline__ void clusterStore4(unsigned addr, float a, float b, float c, float d) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+
 // ---- wgmma -----------------------------------------------------------------------------------------------
 
 // The shared-memory matrix descriptor of a K-major, 128-byte-swizzled tile at shared address `addr`
@@ -123,6 +157,25 @@ template <int REGS> __device__ __forceinline__ void setMaxRegistersDec() {
 // through their descriptors; `accumulate` 0 overwrites d. N / 2 fp32 accumulators per thread. The operand
 // lists are written out: PTX takes every accumulator as its own register.
 template <int N> struct Wgmma;
+
+template <> struct Wgmma<8> {
+  __device__ __forceinline__ static void mma(float (&d)[4], unsigned long long a, unsigned long long b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "l"(a), "l"(b), "r"(accumulate));
+  }
+};
+
+template <> struct Wgmma<16> {
+  __device__ __forceinline__ static void mma(float (&d)[8], unsigned long long a, unsigned long long b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
+                 "1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+                 : "l"(a), "l"(b), "r"(accumulate));
+  }
+};
 
 template <> struct Wgmma<64> {
   __device__ __forceinline__ static void mma(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) {

@@ -22,16 +22,46 @@ int gemvMaxM(int64_t m) {
 
 } // namespace
 
+int64_t GemvTile::sharedBytes() const {
+  if (!wgmma) return 0;
+  // gemv_wgmma.cuh kGemvWgmmaSharedBytes: the ring, its barriers, the partial sums of ranks 1.., alignment.
+  return int64_t(stages) * (bk / 64) * (64 + mmaN()) * 128 + int64_t(stages) * 16 +
+         int64_t(split - 1) * 128 * (mmaN() / 2) * 4 + 1024;
+}
+
 std::string GemvTile::str() const {
+  if (wgmma)
+    return "m" + std::to_string(maxM) + "_wgmma_k" + std::to_string(bk) + "_s" + std::to_string(stages) + "_split" +
+           std::to_string(split);
   if (mma) return "m" + std::to_string(maxM) + "_mma_w" + std::to_string(warps);
   return "m" + std::to_string(maxM) + "_r" + std::to_string(rowsPerWarp) + "_w" + std::to_string(warps);
 }
 
-llvm::Error checkGemvTile(const GemvTile &t, int64_t k) {
+llvm::Error checkGemvTile(const GemvTile &t, int64_t k, const Target *target) {
   auto invalid = [&](const llvm::Twine &why) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv tile " + t.str() + ": " + why);
   };
   if (k < 8 || k % 8 != 0) return invalid("K = " + llvm::Twine(k) + " must be a positive multiple of 8 (16-byte loads)");
+  if (t.wgmma) {
+    if (t.mma) return invalid("a tile is the mma.sync or the wgmma kernel, not both");
+    if (target && !target->hasWgmma()) return invalid("the wgmma kernel needs an sm_90a target, not " + target->name);
+    if (t.maxM < 1 || t.maxM > 16) return invalid("maxM must be 1..16 (the rows of A are wgmma's N, 8 or 16)");
+    if (t.rowsPerWarp != 1 || t.warps != 5)
+      return invalid("the wgmma kernel's block is a consumer warpgroup and a producer warp (rowsPerWarp 1, warps 5)");
+    if (t.bk != 64 && t.bk != 128 && t.bk != 256) return invalid("bk must be 64, 128 or 256 (1, 2 or 4 TMA boxes a slot)");
+    if (t.stages < 2) return invalid("at least 2 slots (one loading while one is multiplied)");
+    if (t.split < 1 || t.split > 8) return invalid("the split must be 1..8 (a portable cluster)");
+    int64_t slices = llvm::divideCeil(k, t.bk), perRank = llvm::divideCeil(slices, t.split);
+    if ((t.split - 1) * perRank >= slices)
+      return invalid("a split of " + llvm::Twine(t.split) + " leaves a block without any of K = " + llvm::Twine(k) +
+                     "'s " + llvm::Twine(slices) + " " + llvm::Twine(t.bk) + "-wide slices");
+    if (t.sharedBytes() > 227 * 1024)
+      return invalid(llvm::Twine(t.sharedBytes()) + " bytes of shared memory, above the 227 KB a block can have");
+    if (target && t.sharedBytes() > target->maxSharedBytesPerBlock())
+      return invalid(llvm::Twine(t.sharedBytes()) + " bytes of shared memory, above " + target->name + "'s " +
+                     llvm::Twine(target->maxSharedBytesPerBlock()));
+    return llvm::Error::success();
+  }
   if (t.mma) {
     if (t.maxM < 1 || t.maxM > 16) return invalid("maxM must be 1..16 for the tensor-core kernel (one or two mma n8 operands)");
     if (t.rowsPerWarp != 1) return invalid("rowsPerWarp does not apply to the tensor-core kernel; leave it 1");
@@ -50,6 +80,10 @@ std::string GemvSpec::name() const {
 }
 
 std::string GemvSpec::instance(const char *fma, const char *mma) const {
+  if (tile.wgmma) // no prologue, no task form
+    return "minfer::gemvWgmma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) + ", " +
+           std::to_string(tile.bk) + ", " + std::to_string(tile.stages) + ", " + std::to_string(tile.split) + ", " +
+           epi.policy() + ">";
   std::string policy = epi.policy() + ", " + pro.policy();
   if (tile.mma)
     return std::string(mma) + "<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
@@ -60,6 +94,7 @@ std::string GemvSpec::instance(const char *fma, const char *mma) const {
 
 std::string GemvSpec::entry() const { return instance("minfer::gemv", "minfer::gemvMma"); }
 std::string GemvSpec::taskType() const {
+  if (tile.wgmma) return ""; // no task form
   std::string t = instance("minfer::GemvTask", "minfer::GemvMmaTask");
   return t.substr(0, t.size() - 1) + ", " + std::to_string(loads) + ">";
 }
@@ -67,9 +102,12 @@ std::string GemvSpec::taskType() const {
 std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
   if (threads <= 0 || threads % 32) return nullptr;
   auto t = std::make_shared<GemvSpec>(*this);
+  // The wgmma kernel's block is warp-specialised with its own shared memory: as a task, the mma.sync body
+  // does the same product (the same rows of A, every epilogue).
+  if (tile.wgmma) t->tile = GemvTile{tile.maxM, 1, 4, true};
   t->tile.warps = threads / 32;
   t->loads = kTaskLoads;
-  if (!tile.mma) {
+  if (t->tile.fma()) {
     // Every block busy first: as many rows a warp as still give each block of the grid a tile (one row a
     // warp when N is below a row per warp of the grid), up to 8 (an lm_head's 32000 rows: 1000 tiles
     // instead of 8000 rounds of one-row tiles). A tile per block beats fewer, larger tiles: a warp keeps
@@ -88,12 +126,18 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
 }
 
 LaunchDims GemvSpec::launch(int64_t rows) const {
-  (void)rows; // every warp loops over the rows of A
+  (void)rows; // every block loops over the rows of A
   LaunchDims d;
-  d.grid = {static_cast<unsigned>(llvm::divideCeil(n, tile.rowsPerBlock())), 1, 1};
+  d.grid = {static_cast<unsigned>(llvm::divideCeil(n, tile.rowsPerBlock()) * (tile.wgmma ? tile.split : 1)), 1, 1};
   d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
-  d.sharedBytes = 0;
+  d.sharedBytes = static_cast<unsigned>(tile.sharedBytes());
   return d;
+}
+
+std::vector<TensorMapArg> GemvSpec::tensorMaps(int64_t rows) const {
+  if (!tile.wgmma) return {};
+  // At least one row: a map cannot be empty (with no rows the kernel loads no box of A).
+  return {TensorMapArg{"W", k, n, 64, 64}, TensorMapArg{"A", k, std::max<int64_t>(rows, 1), 64, tile.mmaN()}};
 }
 
 llvm::json::Object GemvSpec::toJSON() const {
@@ -103,26 +147,36 @@ llvm::json::Object GemvSpec::toJSON() const {
       {"k", k},
       {"epilogue", epi.suffix()},
       {"prologue", pro.kind == Prologue::Kind::None ? "none" : pro.suffix().substr(5)},
-      {"tile", llvm::json::Object{{"max_m", tile.maxM},
-                                  {"rows_per_warp", tile.rowsPerWarp},
-                                  {"warps", tile.warps},
-                                  {"mma", tile.mma}}},
+      {"tile", tile.wgmma ? llvm::json::Object{{"kind", "wgmma"},
+                                               {"max_m", tile.maxM},
+                                               {"bk", tile.bk},
+                                               {"stages", tile.stages},
+                                               {"split_k", tile.split},
+                                               {"shared_bytes", tile.sharedBytes()}}
+                          : llvm::json::Object{{"max_m", tile.maxM},
+                                               {"rows_per_warp", tile.rowsPerWarp},
+                                               {"warps", tile.warps},
+                                               {"mma", tile.mma}}},
       {"threads", tile.threads()},
   };
 }
 
-llvm::Error GemvSpec::validate() const {
+llvm::Error GemvSpec::validate(const Target *target) const {
   if (n < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: N = %lld must be at least 1", (long long)n);
   if (auto e = epi.validate(n)) return e;
-  if (epi.argmax && tile.mma)
+  if (tile.wgmma && pro.kind != Prologue::Kind::None)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "gemv: the wgmma kernel %s takes no norm prologue (%s)", tile.str().c_str(),
+                                   pro.suffix().c_str());
+  if (epi.argmax && !tile.fma())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the argmax epilogue runs in the FMA kernel only, not %s", tile.str().c_str());
-  if (epi.pairs() && !tile.mma && tile.rowsPerWarp % 2)
+  if (epi.pairs() && tile.fma() && tile.rowsPerWarp % 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the %s epilogue needs an even rowsPerWarp (W rows in pairs), got %d",
                                    epi.suffix().c_str(), tile.rowsPerWarp);
-  return checkGemvTile(tile, k);
+  return checkGemvTile(tile, k, target);
 }
 
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {
@@ -130,6 +184,18 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   GemvTile t;
   t.maxM = gemvMaxM(m);
   (void)k;
+  if (t.maxM >= 4 && target.hasWgmma()) {
+    // sm_90a from M = 3: the wgmma kernel (H200, 16 rows, bench/results/gemv_wgmma: 1.0-1.3x gemvMma, up to
+    // 94% of the copy bandwidth on the large matrices). 128 of K a slot; with a tile of 64 rows for every SM
+    // or more, no split and 4 slots (the best or within 3% of it on every model shape measured: qkv, gate/up,
+    // lm_head); with fewer tiles than SMs, a split of 2 and 8 slots (Llama's o and down: 16.3 and 29.6 us,
+    // against 19.0 and 38.9 for gemvMma).
+    bool split = llvm::divideCeil(n, 64) < smCount;
+    GemvTile h = GemvTile::hopper(t.maxM, 128, split ? 8 : 4, split ? 2 : 1);
+    llvm::Error e = checkGemvTile(h, k, &target);
+    if (!e) return h;
+    llvm::consumeError(std::move(e)); // K too short for the split: the mma.sync kernel below
+  }
   if (t.maxM >= 4) {
     // Tensor cores from M = 3 (measured on an H200 at M = 4: 1.0-1.3x the FMA kernel; at M = 8 1.2-2.5x).
     // More warps split K finer (more loads in flight for few blocks) but ~120 registers a thread leave
@@ -156,7 +222,6 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
 }
 
 std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k) {
-  (void)target;
   (void)n;
   std::vector<GemvTile> out;
   int maxM = gemvMaxM(m);
@@ -170,6 +235,18 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   for (int r : {1, 2, 4, 8})
     for (int w : {2, 4, 8}) add(GemvTile{maxM, r, w, false});
   for (int w : {2, 4, 8, 16}) add(GemvTile{maxM, 1, w, true});
+  // The wgmma kernel from 4 rows (below, the FMA kernel and the persistent decode kernel's tasks serve).
+  if (target.hasWgmma() && maxM >= 4)
+    for (int split : {1, 2, 4})
+      for (int bk : {64, 128, 256})
+        for (int stages : {2, 4, 8, 12}) {
+          GemvTile t = GemvTile::hopper(maxM, bk, stages, split);
+          if (llvm::Error e = checkGemvTile(t, k, &target)) {
+            llvm::consumeError(std::move(e));
+            continue;
+          }
+          out.push_back(t);
+        }
   return out;
 }
 
@@ -180,7 +257,9 @@ namespace minfer {
 std::optional<GemvTile> parseGemvTile(llvm::StringRef s) {
   GemvTile t;
   std::string str = s.str();
-  if (std::sscanf(str.c_str(), "m%d_mma_w%d", &t.maxM, &t.warps) == 2) {
+  if (std::sscanf(str.c_str(), "m%d_wgmma_k%d_s%d_split%d", &t.maxM, &t.bk, &t.stages, &t.split) == 4) {
+    t = GemvTile::hopper(t.maxM, t.bk, t.stages, t.split);
+  } else if (std::sscanf(str.c_str(), "m%d_mma_w%d", &t.maxM, &t.warps) == 2) {
     t.mma = true;
   } else if (std::sscanf(str.c_str(), "m%d_r%d_w%d", &t.maxM, &t.rowsPerWarp, &t.warps) != 3) {
     return std::nullopt;
@@ -195,11 +274,11 @@ std::string GemvSpec::tuningKey() const {
   return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_epi_" + e.suffix() + pro.suffix();
 }
 
-std::shared_ptr<KernelSpec> GemvSpec::withTile(llvm::StringRef s, const Target &) const {
+std::shared_ptr<KernelSpec> GemvSpec::withTile(llvm::StringRef s, const Target &target) const {
   std::optional<GemvTile> t = parseGemvTile(s);
   if (!t) return nullptr;
   auto spec = std::make_shared<GemvSpec>(n, k, epi, *t, pro);
-  if (llvm::Error e = spec->validate()) {
+  if (llvm::Error e = spec->validate(&target)) {
     llvm::consumeError(std::move(e));
     return nullptr;
   }

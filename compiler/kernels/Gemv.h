@@ -23,27 +23,47 @@ namespace minfer {
 // weights alone need 0.52 ms at the copy bandwidth; gemvMma reads W once for all 16 rows.
 constexpr int64_t kGemvMaxRows = 16;
 
-// Two kernels (templates/gemv.cuh):
-//   fp32 FMA (mma = false): a warp owns rowsPerWarp rows of W and computes them for up to maxM rows of A
-//     at once; a block is `warps` warps. Fastest at M = 1..2.
-//   tensor cores (mma = true, gemvMma): a block of `warps` warps owns 16 rows of W, its warps splitting
-//     K; up to maxM <= 16 rows of A ride along as one or two mma n8 operands. Fastest at M = 3..16.
-//     rowsPerWarp does not apply and must be 1.
+// Three kernels:
+//   fp32 FMA (gemv.cuh gemv; mma and wgmma false): a warp owns rowsPerWarp rows of W and computes them for
+//     up to maxM rows of A at once; a block is `warps` warps. Fastest at M = 1..2.
+//   tensor cores (gemv.cuh gemvMma; mma true): a block of `warps` warps owns 16 rows of W, its warps
+//     splitting K; up to maxM <= 16 rows of A ride along as one or two mma n8 operands. Fastest at M = 3..16
+//     before Hopper. rowsPerWarp does not apply and must be 1.
+//   Hopper (gemv_wgmma.cuh gemvWgmma; wgmma true, sm_90a only, GemvTile::hopper): a block owns 64 rows of W
+//     as wgmma's A operand and the rows of A as its N side, streamed by TMA through a ring of `stages` slots
+//     of `bk` of K (bk * 128 bytes of W each); a cluster of `split` blocks splits K and adds up in the first
+//     block's shared memory. One consumer warpgroup and a producer warp (warps = 5); no norm prologue.
 // M above maxM stays correct (W is read once per maxM rows) but wastes bandwidth.
 struct GemvTile {
   int maxM = 1, rowsPerWarp = 1, warps = 4;
   bool mma = false;
+  bool wgmma = false;
+  int bk = 0, stages = 0, split = 1; // wgmma only
 
+  // The Hopper kernel's tile: maxM rows of A, `stages` slots of `bk` (64, 128 or 256) of K, a cluster of
+  // `split` blocks along K.
+  static GemvTile hopper(int maxM, int bk, int stages, int split) {
+    return GemvTile{maxM, 1, 5, false, true, bk, stages, split};
+  }
+
+  // The fp32 FMA kernel (the only one with rows per warp, and with the argmax epilogue).
+  bool fma() const { return !mma && !wgmma; }
   int threads() const { return 32 * warps; }
-  int rowsPerBlock() const { return mma ? 16 : rowsPerWarp * warps; }
-  // "m4_r2_w4", or "m8_mma_w8" for the tensor-core kernel, as it appears in spec names.
+  int rowsPerBlock() const { return wgmma ? 64 : mma ? 16 : rowsPerWarp * warps; }
+  // The wgmma kernel's rows of A a pass (wgmma's N): 8 up to maxM 8, else 16.
+  int mmaN() const { return maxM <= 8 ? 8 : 16; }
+  // Dynamic shared memory of a block: 0 but for the wgmma kernel (gemv_wgmma.cuh kGemvWgmmaSharedBytes).
+  int64_t sharedBytes() const;
+  // "m4_r2_w4", "m8_mma_w8" for the tensor-core kernel, "m16_wgmma_k128_s8_split4" for the Hopper one, as
+  // it appears in spec names.
   std::string str() const;
   bool operator==(const GemvTile &o) const = default;
   friend std::ostream &operator<<(std::ostream &os, const GemvTile &t) { return os << t.str(); }
 };
 
-// Success when gemv.cuh accepts `tile` for this K, else why not (the template's static_asserts).
-llvm::Error checkGemvTile(const GemvTile &tile, int64_t k);
+// Success when gemv.cuh (gemv_wgmma.cuh) accepts `tile` for this K, else why not (the template's
+// static_asserts); with a target, also that the target has the kernel's instructions.
+llvm::Error checkGemvTile(const GemvTile &tile, int64_t k, const Target *target = nullptr);
 // The tile written as str() writes it; nullopt for anything else.
 std::optional<GemvTile> parseGemvTile(llvm::StringRef);
 
@@ -62,16 +82,20 @@ struct GemvSpec : KernelSpec {
 
   // gemv_bf16_n2048_k2048_m4_r2_w4_epi_none, gemv_bf16_n2048_k2048_m8_mma_w8_epi_none
   std::string name() const override;
-  std::string header() const override { return "gemv.cuh"; }
+  std::string header() const override { return tile.wgmma ? "gemv_wgmma.cuh" : "gemv.cuh"; }
   const ParamsLayout &params() const override { return MatmulParams::layout(); }
   // minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>, minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiNone>
   std::string entry() const override;
-  // grid ceil(n / tile.rowsPerBlock()), block 32 * warps, no dynamic shared memory; independent of rows.
+  // grid ceil(n / tile.rowsPerBlock()) (times the split), block 32 * warps, the tile's shared memory;
+  // independent of rows.
   LaunchDims launch(int64_t rows) const override;
+  // The wgmma kernel's: W [n, k] in 64 x 64 boxes, A [rows, k] in 64 x mmaN boxes.
+  std::vector<TensorMapArg> tensorMaps(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
-  // checkGemvTile for this spec, plus n >= 1: success when gemv.cuh instantiates it.
-  llvm::Error validate() const;
-  llvm::Error validate(const Target &) const override { return validate(); }
+  // checkGemvTile for this spec, plus n >= 1: success when gemv.cuh instantiates it (and, with a target,
+  // the target runs it).
+  llvm::Error validate(const Target *target = nullptr) const;
+  llvm::Error validate(const Target &target) const override { return validate(&target); }
   std::string tuningKey() const override; // gemv_bf16_n2560_k2048_epi_qkv_h32_kv4_d64_half_pro_rms_bf16
   std::string tileName() const override { return tile.str(); }
   std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
@@ -79,6 +103,7 @@ struct GemvSpec : KernelSpec {
   // As a task: threads / 32 warps (gemvMma splits K between more or fewer warps), kTaskLoads loads per lane
   // in flight (the persistent kernel holds few warps an SM), and for the FMA kernel rows per warp enough for
   // those loads on a short K and for one round of tiles over `grid` blocks, up to 8; when gemv.cuh takes it.
+  // A wgmma tile's task is the tensor-core kernel's (gemvMma) with the same maxM.
   std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
   std::string taskType() const override; // minfer::GemvTask<...>, minfer::GemvMmaTask<...>
 
@@ -93,7 +118,8 @@ private:
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
 
 // Every tile the autotuner should time for this problem: maxM fixed by M as above; the FMA kernel with
-// rowsPerWarp 1..8 and 2..8 warps per block, and the tensor-core kernel with 2..16 warps.
+// rowsPerWarp 1..8 and 2..8 warps per block, the tensor-core kernel with 2..16 warps, and on sm_90a from
+// maxM 4 the wgmma kernel with slots of 64, 128 and 256 of K, 2..12 of them, and splits 1, 2 and 4.
 std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k);
 
 } // namespace minfer

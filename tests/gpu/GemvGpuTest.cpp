@@ -1,7 +1,8 @@
-// tests/gpu/GemvGpuTest.cpp — templates/gemv.cuh on the GPU against the interpreter's matmul (CTest label
+// tests/gpu/GemvGpuTest.cpp — templates/gemv.cuh and gemv_wgmma.cuh on the GPU against the interpreter's matmul (CTest label
 // `gpu`; skipped with the reason when there is no GPU).
 //
-// Both kernels, gemv (fp32 FMA) and gemvMma (tensor cores). For each (N, K) of the gemm test plus GPT-2's
+// The kernels gemv (fp32 FMA) and gemvMma (tensor cores), and on sm_90a gemvWgmma (gemv_wgmma.cuh: slices
+// of 256, 64 and 128 with splits 1, 2 and 4, the last in place too). For each (N, K) of the gemm test plus GPT-2's
 // lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8, 16 and 19 runs the heuristic default tile
 // (FMA up to M = 2, tensor cores above) with the epilogues none, bias, residual and bias + gelu_tanh, and
 // four other tiles (FMA: one row per warp in 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor
@@ -36,6 +37,22 @@ TEST_P(GemvKernel, MatchesInterpreter) {
       for (const Epilogue &e : allPointwiseEpilogues()) run(dflt, e);
     run(dflt, Epilogue::pointwise(true, Activation::Silu, true, true));
     c->checkInPlace(kernels, GemvSpec(n, k, Epilogue::Residual, dflt));
+    if (target.hasWgmma()) {
+      // The wgmma kernel: no split in 256-wide slices (K = 96 and 200: boxes past K), a split of 2 through a
+      // ring of 2 64-wide slots (it wraps every other slice), a split of 4 in 128-wide slices (where K has
+      // the slices), in place too.
+      const Epilogue es[] = {Epilogue::BiasGeluTanh, Epilogue::Residual, Epilogue::Bias};
+      const int bks[] = {256, 64, 128};
+      for (int i = 0; i < 3; ++i) {
+        GemvTile t = GemvTile::hopper(dflt.maxM, bks[i], i == 1 ? 2 : 4, 1 << i);
+        if (llvm::Error e = checkGemvTile(t, k, &target)) {
+          llvm::consumeError(std::move(e));
+          continue;
+        }
+        run(t, es[i]);
+        if (i == 2) c->checkInPlace(kernels, GemvSpec(n, k, Epilogue::Residual, t));
+      }
+    }
   }
 }
 

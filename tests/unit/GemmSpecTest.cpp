@@ -435,6 +435,109 @@ TEST(GemvDefaultTile, PicksTheKernelByMAndSizesItForTheSMs) {
   EXPECT_NE(errorOf(checkGemvTile(GemvTile{8, 2, 4, true}, 64)).find("rowsPerWarp does not apply"), std::string::npos);
 }
 
+// ---- the wgmma gemv (gemv_wgmma.cuh, sm_90a) -------------------------------------------------------------
+
+TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
+  GemvSpec s(4096, 4096, Epilogue::Residual, GemvTile::hopper(16, 128, 8, 4));
+  EXPECT_EQ(s.name(), "gemv_bf16_n4096_k4096_m16_wgmma_k128_s8_split4_epi_residual");
+  EXPECT_EQ(s.entry(), "minfer::gemvWgmma<4096, 4096, 16, 128, 8, 4, " + Epilogue(Epilogue::Residual).policy() + ">");
+  EXPECT_EQ(s.header(), "gemv_wgmma.cuh");
+  EXPECT_EQ(s.taskType(), "") << "no task form of its own";
+  auto task = s.asTask(256, 132);
+  ASSERT_TRUE(task) << "as a task: the mma.sync body";
+  EXPECT_EQ(task->taskType(), "minfer::GemvMmaTask<4096, 4096, 16, 8, " + Epilogue(Epilogue::Residual).policy() +
+                                  ", minfer::ProNone, " + std::to_string(GemvSpec::kTaskLoads) + ">");
+  EXPECT_EQ(s.tuningKey(), GemvSpec(4096, 4096, Epilogue::Residual, GemvTile{16, 1, 4, true}).tuningKey())
+      << "timed against the other gemv kernels";
+  for (GemvTile t : {GemvTile::hopper(16, 128, 8, 4), GemvTile::hopper(4, 64, 2, 1), GemvTile{8, 1, 8, true}, GemvTile{2, 4, 4}})
+    EXPECT_EQ(parseGemvTile(t.str()), t) << t.str();
+  for (llvm::StringRef bad : {"m16_wgmma_k64_s8", "m16_wgmma_k64_s8_split", "m16_wgmma_k64_s8_split4x", "m16_wgmma_k64_s08_split4",
+                              "m16_wgmma_s8_k64_split4"})
+    EXPECT_FALSE(parseGemvTile(bad)) << bad.str();
+  EXPECT_TRUE(s.withTile("m8_wgmma_k256_s4_split2", target("sm_90a")));
+  EXPECT_EQ(s.withTile("m8_wgmma_k256_s4_split2", target("sm_90")), nullptr) << "wgmma needs sm_90a";
+  EXPECT_EQ(s.withTile("m8_wgmma_k32_s4_split2", target("sm_90a")), nullptr) << "bk 64, 128 or 256";
+  EXPECT_TRUE(s.withTile("m8_mma_w4", target("sm_90"))) << "the other kernels need no sm_90a";
+}
+
+TEST(GemvWgmmaSpec, LaunchCoversEveryTileTimesTheSplitAndTheMapsTheTrueExtents) {
+  GemvSpec s(4097, 4096, Epilogue::None, GemvTile::hopper(16, 128, 8, 4));
+  LaunchDims d = s.launch(16);
+  EXPECT_EQ(d.grid, (std::array<unsigned, 3>{65 * 4, 1, 1})); // ceil(4097 / 64) tiles of 64 rows, 4 blocks each
+  EXPECT_EQ(d.block, (std::array<unsigned, 3>{160, 1, 1}));   // a consumer warpgroup and a producer warp
+  // 8 slots of two boxes of (64 + 16) rows x 128 bytes, two barriers each, 3 ranks' partials (128 threads x 8
+  // floats), 1 KB.
+  EXPECT_EQ(d.sharedBytes, 8u * 2 * 80 * 128 + 8 * 16 + 3 * 128 * 8 * 4 + 1024);
+  EXPECT_EQ(GemvSpec(64, 64, Epilogue::None, GemvTile::hopper(4, 64, 2, 1)).launch(3).sharedBytes,
+            2u * 72 * 128 + 2 * 16 + 1024)
+      << "up to 8 rows of A: wgmma's N is 8, no partials without a split";
+  std::vector<TensorMapArg> maps = s.tensorMaps(11);
+  ASSERT_EQ(maps.size(), 2u);
+  EXPECT_EQ(llvm::StringRef(maps[0].pointer), "W");
+  EXPECT_EQ(maps[0].inner, 4096);
+  EXPECT_EQ(maps[0].outer, 4097);
+  EXPECT_EQ(maps[0].boxInner, 64);
+  EXPECT_EQ(maps[0].boxOuter, 64);
+  EXPECT_EQ(llvm::StringRef(maps[1].pointer), "A");
+  EXPECT_EQ(maps[1].outer, 11);
+  EXPECT_EQ(maps[1].boxOuter, 16);
+  EXPECT_EQ(s.tensorMaps(0)[1].outer, 1) << "a map cannot be empty";
+  EXPECT_TRUE(GemvSpec(64, 64, Epilogue::None, GemvTile{8, 1, 4, true}).tensorMaps(8).empty());
+  for (const TensorMapArg &m : maps) {
+    int f = s.params().find(m.pointer);
+    ASSERT_GE(f, 0) << m.pointer;
+    EXPECT_EQ(s.params().fields[f].type, ParamType::Ptr);
+  }
+  llvm::json::Object j = s.toJSON();
+  const llvm::json::Object *tile = j.getObject("tile");
+  ASSERT_TRUE(tile);
+  EXPECT_EQ(tile->getString("kind"), llvm::Optional<llvm::StringRef>("wgmma"));
+  EXPECT_EQ(intField(*tile, "split_k"), 4);
+  EXPECT_EQ(intField(*tile, "stages"), 8);
+}
+
+TEST(GemvWgmmaSpec, TilesAreCheckedAgainstTheTargetTheTemplateAndThePrologue) {
+  const Target hopper = target("sm_90a");
+  EXPECT_EQ(errorOf(checkGemvTile(GemvTile::hopper(16, 128, 8, 4), 4096, &hopper)), "(success)");
+  EXPECT_EQ(errorOf(checkGemvTile(GemvTile::hopper(16, 128, 8, 4), 4096)), "(success)") << "no target: the template's rules";
+  const Target sm90 = target("sm_90");
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(16, 128, 8, 4), 4096, &sm90)).find("needs an sm_90a target"),
+            std::string::npos);
+  // K = 192: three 64-wide slices; a split of 4 leaves the last block none, of 2 (2 + 1) does not. In 128-wide
+  // slices there are two (the second half out of K): a split of 2 leaves none without.
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(16, 64, 4, 4), 192)).find("leaves a block without any"), std::string::npos);
+  EXPECT_EQ(errorOf(checkGemvTile(GemvTile::hopper(16, 64, 4, 2), 192)), "(success)");
+  EXPECT_EQ(errorOf(checkGemvTile(GemvTile::hopper(16, 128, 4, 2), 192)), "(success)");
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(16, 128, 4, 3), 192)).find("128-wide slices"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(16, 96, 4, 1), 192)).find("bk must be 64, 128 or 256"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(16, 64, 1, 1), 64)).find("at least 2 slots"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(16, 64, 4, 9), 4096)).find("split must be 1..8"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(17, 64, 4, 1), 64)).find("maxM must be 1..16"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemvTile(GemvTile::hopper(16, 256, 6, 1), 4096)).find("above the 227 KB"), std::string::npos);
+  GemvTile both = GemvTile::hopper(16, 64, 4, 1);
+  both.mma = true;
+  EXPECT_NE(errorOf(checkGemvTile(both, 64)).find("not both"), std::string::npos);
+  Prologue rms{Prologue::Kind::Rms, ir::DType::BF16};
+  EXPECT_NE(errorOf(GemvSpec(256, 64, Epilogue::None, GemvTile::hopper(8, 64, 4, 1), rms).validate()).find("no norm prologue"),
+            std::string::npos);
+  Epilogue argmax = Epilogue::None;
+  argmax.argmax = true;
+  EXPECT_NE(errorOf(GemvSpec(256, 64, argmax, GemvTile::hopper(8, 64, 4, 1)).validate()).find("FMA kernel only"),
+            std::string::npos);
+  // The tuner tries them on sm_90a from 4 rows, every one valid there; never elsewhere or below 4 rows.
+  auto wgmmaTiles = [](const std::vector<GemvTile> &ts) {
+    return std::count_if(ts.begin(), ts.end(), [](const GemvTile &t) { return t.wgmma; });
+  };
+  // splits 1, 2, 4 x (bk 64: 2, 4, 8, 12 slots; 128: 2, 4, 8; 256: 2, 4)
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 16, 4096, 4096)), 27);
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 2, 4096, 4096)), 0);
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(target("sm_90"), 16, 4096, 4096)), 0);
+  // K = 128: bk 64 takes splits 1 and 2, bk 128 and 256 (one slice) no split.
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 16, 4096, 128)), 8 + 3 + 2);
+  for (const GemvTile &t : gemvTileCandidates(hopper, 16, 4096, 4096))
+    EXPECT_EQ(errorOf(checkGemvTile(t, 4096, &hopper)), "(success)") << t.str();
+}
+
 // ---- NVRTC --------------------------------------------------------------------------------------------
 
 // Every pointwise epilogue policy exists in epilogue.cuh and instantiates in both kernels (odd N: gemm's
@@ -519,6 +622,22 @@ TEST(MatmulNvrtc, WgmmaKernelCompilesWithEveryEpilogue) {
   expectCompiles(GemmSpec(321, 200, Epilogue::Residual, GemmTile::hopperPingpong(64, 8)), hopper);
   expectCompiles(GemmSpec(256, 64, Epilogue::gated(Activation::Silu), GemmTile::hopperPingpong(128, 4)), hopper);
   expectCompiles(GemmSpec(256, 64, Epilogue::qkv(2, 1, 64, QkvRope::Half, true), GemmTile::hopperPingpong(128, 4)), hopper);
+}
+
+// The wgmma gemv compiles for sm_90a with every epilogue it takes and every tail (odd N, K not a multiple of
+// 64, a split whose last block has fewer slices), and ptxas does not serialise its wgmmas.
+TEST(MatmulNvrtc, WgmmaGemvCompilesWithEveryEpilogue) {
+  const Target hopper = target("sm_90a");
+  for (const Epilogue &e : allPointwiseEpilogues()) expectCompiles(GemvSpec(321, 200, e, GemvTile::hopper(16, 64, 4, 2)), hopper);
+  for (const Epilogue &e : {Epilogue::gated(Activation::Silu), Epilogue::qkv(2, 1, 64, QkvRope::Half, true),
+                            Epilogue::qkv(2, 1, 64, QkvRope::Interleaved, false)})
+    expectCompiles(GemvSpec(256, 64, e, GemvTile::hopper(8, 64, 4, 1)), hopper);
+  expectCompiles(GemvSpec(4096, 11008, Epilogue::Residual, GemvTile::hopper(16, 64, 12, 4)), hopper);
+  expectCompiles(GemvSpec(321, 200, Epilogue::Bias, GemvTile::hopper(16, 256, 2, 1)), hopper); // a box past K
+  // The last of two 128-wide slices half past K, with a split (the end-to-end tests' llama_gqa shapes).
+  expectCompiles(GemvSpec(64, 160, Epilogue::Residual, GemvTile::hopper(8, 128, 8, 2)), hopper);
+  expectCompiles(GemvSpec(64, 96, Epilogue::Residual, GemvTile::hopper(4, 256, 2, 1)), hopper); // 2 of 4 boxes past K
+  expectCompiles(GemvSpec(2048, 5632, Epilogue::gated(Activation::Silu), GemvTile::hopper(16, 128, 4, 4)), hopper);
 }
 
 // A spec the template cannot take fails in NVRTC with the static_assert's words, not a wall of errors.

@@ -1,5 +1,5 @@
-// compiler/kernels/Gemv.h — the decode matmul kernel family (templates/gemv.cuh): C[M, N] = epi(pro(A[M, K]) ·
-// W[N, K]^T) for M of 1 to 16 rows, bound by reading W once. Same kernel arguments as gemm (Gemm.h):
+// compiler/kernels/Gemv.h — the decode matmul kernel family (templates/gemv.cuh, gemv_wgmma.cuh):
+// C[M, N] = epi(pro(A[M, K]) · W[N, K]^T) for M of 1 to 16 rows, bound by reading W once. Same kernel arguments as gemm (Gemm.h):
 //   bf16 *C [M, N], const bf16 *A [M, K], const bf16 *W [N, K], int M, EpiParams (Epilogue.h)
 // plus an optional prologue: a norm of A's rows (gamma, beta, eps in EpiParams), folded from the IR.
 #pragma once

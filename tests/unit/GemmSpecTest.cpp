@@ -35,6 +35,20 @@ void expectCompiles(const KernelSpec &spec, const Target &t) {
   EXPECT_EQ(cubinSmVersion(compiled->cubin), t.smVersion()) << spec.name();
 }
 
+// A tensor map reads `pointer` (a pointer field of the spec's Params) as `outer` rows of `inner` elements,
+// in boxInner x boxOuter boxes.
+void expectMap(const KernelSpec &spec, const TensorMapArg &m, llvm::StringRef pointer, int64_t inner, int64_t outer,
+               int boxInner, int boxOuter) {
+  EXPECT_EQ(llvm::StringRef(m.pointer), pointer);
+  EXPECT_EQ(m.inner, inner) << pointer.str();
+  EXPECT_EQ(m.outer, outer) << pointer.str();
+  EXPECT_EQ(m.boxInner, boxInner) << pointer.str();
+  EXPECT_EQ(m.boxOuter, boxOuter) << pointer.str();
+  int f = spec.params().find(m.pointer);
+  ASSERT_GE(f, 0) << m.pointer;
+  EXPECT_EQ(spec.params().fields[f].type, ParamType::Ptr) << m.pointer;
+}
+
 // The projections of the models in examples/ (N, K), plus the odd and tiny shapes the GPU tests use.
 const std::pair<int64_t, int64_t> kShapes[] = {
     {2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}, // TinyLlama-1.1B
@@ -301,24 +315,13 @@ TEST(GemmWgmmaSpec, LaunchIsPersistentAndTheTensorMapsCoverTheTrueExtents) {
   // Four slots of (128 + 256) rows x 128 bytes, two 8-byte barriers each, 1 KB of alignment.
   EXPECT_EQ(s.launch(2048).sharedBytes, 4u * 384 * 128 + 4 * 16 + 1024);
   EXPECT_EQ(GemmSpec(64, 64, Epilogue::None, GemmTile::hopper(64, 64, 2)).launch(1).block[0], 256u);
+  // Each map reads a pointer of the Params the plan binds.
   std::vector<TensorMapArg> maps = s.tensorMaps(130);
   ASSERT_EQ(maps.size(), 2u);
-  EXPECT_EQ(llvm::StringRef(maps[0].pointer), "A");
-  EXPECT_EQ(maps[0].inner, 2048);
-  EXPECT_EQ(maps[0].outer, 130);
-  EXPECT_EQ(maps[0].boxOuter, 128);
-  EXPECT_EQ(llvm::StringRef(maps[1].pointer), "W");
-  EXPECT_EQ(maps[1].outer, 5632);
-  EXPECT_EQ(maps[1].boxOuter, 256);
-  EXPECT_EQ(maps[1].boxInner, 64);
+  expectMap(s, maps[0], "A", 2048, 130, 64, 128);
+  expectMap(s, maps[1], "W", 2048, 5632, 64, 256);
   EXPECT_EQ(s.tensorMaps(0)[0].outer, 1) << "a map cannot be empty";
   EXPECT_TRUE(GemmSpec(64, 64, Epilogue::None, GemmTile{}).tensorMaps(64).empty());
-  // Every field a map reads is a pointer of the Params the plan binds.
-  for (const TensorMapArg &m : maps) {
-    int f = s.params().find(m.pointer);
-    ASSERT_GE(f, 0) << m.pointer;
-    EXPECT_EQ(s.params().fields[f].type, ParamType::Ptr);
-  }
   llvm::json::Object j = s.toJSON();
   const llvm::json::Object *tile = j.getObject("tile");
   ASSERT_TRUE(tile);
@@ -473,21 +476,12 @@ TEST(GemvWgmmaSpec, LaunchCoversEveryTileTimesTheSplitAndTheMapsTheTrueExtents) 
       << "up to 8 rows of A: wgmma's N is 8, no partials without a split";
   std::vector<TensorMapArg> maps = s.tensorMaps(11);
   ASSERT_EQ(maps.size(), 2u);
-  EXPECT_EQ(llvm::StringRef(maps[0].pointer), "W");
-  EXPECT_EQ(maps[0].inner, 4096);
-  EXPECT_EQ(maps[0].outer, 4097);
-  EXPECT_EQ(maps[0].boxInner, 64);
-  EXPECT_EQ(maps[0].boxOuter, 64);
-  EXPECT_EQ(llvm::StringRef(maps[1].pointer), "A");
-  EXPECT_EQ(maps[1].outer, 11);
-  EXPECT_EQ(maps[1].boxOuter, 16);
+  expectMap(s, maps[0], "W", 4096, 4097, 64, 64);
+  expectMap(s, maps[1], "A", 4096, 11, 64, 16);
   EXPECT_EQ(s.tensorMaps(0)[1].outer, 1) << "a map cannot be empty";
+  EXPECT_EQ(GemvSpec(64, 64, Epilogue::None, GemvTile::hopper(8, 64, 2, 1)).tensorMaps(3)[1].boxOuter, 8)
+      << "up to 8 rows: boxes of 8 rows of A";
   EXPECT_TRUE(GemvSpec(64, 64, Epilogue::None, GemvTile{8, 1, 4, true}).tensorMaps(8).empty());
-  for (const TensorMapArg &m : maps) {
-    int f = s.params().find(m.pointer);
-    ASSERT_GE(f, 0) << m.pointer;
-    EXPECT_EQ(s.params().fields[f].type, ParamType::Ptr);
-  }
   llvm::json::Object j = s.toJSON();
   const llvm::json::Object *tile = j.getObject("tile");
   ASSERT_TRUE(tile);

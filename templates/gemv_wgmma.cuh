@@ -115,7 +115,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
         if (a) tmaLoad2d(at + kSlotW + b * kBoxA, &mapA, slice * BK + 64 * b, y, bar);
       }
     };
-    const int early = count < STAGES ? count : STAGES; // the first group's first slots
+    // The first group's first slots; none without rows (no copy may be left in flight when the block exits).
+    const int early = groups == 0 ? 0 : count < STAGES ? count : STAGES;
     if (issues) {
       for (int i = 0; i < early; ++i) { // W first: it does not depend on the kernel before this one
         mbarArriveExpectTx(full + 8 * i, kSlot);

@@ -1,14 +1,15 @@
-// tests/gpu/GemvGpuTest.cpp — templates/gemv.cuh and gemv_wgmma.cuh on the GPU against the interpreter's matmul (CTest label
-// `gpu`; skipped with the reason when there is no GPU).
+// tests/gpu/GemvGpuTest.cpp — templates/gemv.cuh and gemv_wgmma.cuh on the GPU against the interpreter's
+// matmul (CTest label `gpu`; skipped with the reason when there is no GPU).
 //
-// The kernels gemv (fp32 FMA) and gemvMma (tensor cores), and on sm_90a gemvWgmma (gemv_wgmma.cuh: slices
-// of 256, 64 and 128 with splits 1, 2 and 4, the last in place too). For each (N, K) of the gemm test plus GPT-2's
-// lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8, 16 and 19 runs the heuristic default tile
-// (FMA up to M = 2, tensor cores above) with the epilogues none, bias, residual and bias + gelu_tanh, and
-// four other tiles (FMA: one row per warp in 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor
-// cores: 2 and 16 warps); M = 3 runs every epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take a
-// second pass over W); the residual epilogue also runs in place. Outputs are poisoned first and compared
-// with ir::evalOp.
+// The kernels gemv (fp32 FMA) and gemvMma (tensor cores), and on sm_90a gemvWgmma. For each (N, K) of the
+// gemm test plus GPT-2's lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8, 16 and 19
+// runs the heuristic default tile (FMA up to M = 2, tensor cores above; wgmma from M = 3 on sm_90a) with the
+// epilogues none, bias, residual and bias + gelu_tanh, and four other tiles (FMA: one row per warp in
+// 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor cores: 2 and 16 warps); M = 3 runs every
+// epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take a second pass over W);
+// the residual epilogue also runs in place. On sm_90a three wgmma tiles more: slices of 256, 64 and 128 of
+// K with splits 1, 2 and 4 (the last in place too), each also over no rows at M = 1. Outputs are poisoned
+// first and compared with ir::evalOp.
 #include "MatmulGpuTest.h"
 
 #include "compiler/kernels/Gemm.h"
@@ -51,6 +52,7 @@ TEST_P(GemvKernel, MatchesInterpreter) {
         }
         run(t, es[i]);
         if (i == 2) c->checkInPlace(kernels, GemvSpec(n, k, Epilogue::Residual, t));
+        if (m == 1) c->checkNoRows(kernels, GemvSpec(n, k, es[i], t));
       }
     }
   }

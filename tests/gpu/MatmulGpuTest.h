@@ -252,6 +252,21 @@ public:
                   /*keepC=*/true);
   }
 
+  // Runs `spec` over no rows of A: the launch succeeds and leaves C (poisoned first) as it was.
+  void checkNoRows(KernelSet &kernels, const KernelSpec &spec) {
+    const GpuKernel *k = kernels.get(spec);
+    if (!k) return;
+    MINFER_ASSERT_OK(cDev.fill(0xFF));
+    MatmulParams params{.C = cDev.ptr(), .A = aDev.ptr(), .W = problem.weightsPtr()};
+    params.epi.bias = problem.biasPtr();
+    params.epi.residual = resDev.ptr();
+    MINFER_ASSERT_OK(launchMatmul(*k, spec, 0, params));
+    std::vector<uint16_t> bits(static_cast<size_t>(m * problem.n));
+    MINFER_ASSERT_OK(cDev.download(bits.data(), bits.size() * 2));
+    EXPECT_EQ(static_cast<size_t>(std::count(bits.begin(), bits.end(), uint16_t(0xFFFF))), bits.size())
+        << spec.name() << " wrote C with no rows";
+  }
+
   const int64_t m;
 
 private:

@@ -258,10 +258,8 @@ llvm::Expected<std::vector<Result>> runGemvFused(const Ceilings &) {
     for (const FusedMatmul &f : shapes) {
       GemvTile dflt = defaultGemvTile(dev->target, m, f.n, f.k, dev->smCount);
       std::vector<std::pair<GemvTile, const char *>> tiles = {{dflt, "gemv"}};
-      for (int w : {4, 8})
-        if (!(GemvTile{dflt.maxM, 1, w, true} == dflt)) tiles.push_back({GemvTile{dflt.maxM, 1, w, true}, "gemv_tuning"});
       for (const GemvTile &t : gemvTileCandidates(dev->target, m, f.n, f.k))
-        if (t.wgmma && !(t == dflt)) tiles.push_back({t, "gemv_tuning"});
+        if ((t.wgmma || (t.mma && (t.warps == 4 || t.warps == 8))) && !(t == dflt)) tiles.push_back({t, "gemv_tuning"});
       for (const auto &[t, baseline] : tiles) {
         GemvSpec spec(f.n, f.k, f.epi, t);
         if (llvm::Error e = spec.validate(dev->target)) {

@@ -226,7 +226,7 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   std::vector<GemvTile> out;
   int maxM = gemvMaxM(m);
   auto add = [&](GemvTile t) {
-    if (llvm::Error e = checkGemvTile(t, k)) {
+    if (llvm::Error e = checkGemvTile(t, k, &target)) {
       llvm::consumeError(std::move(e));
       return;
     }
@@ -239,14 +239,7 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   if (target.hasWgmma() && maxM >= 4)
     for (int split : {1, 2, 4})
       for (int bk : {64, 128, 256})
-        for (int stages : {2, 4, 8, 12}) {
-          GemvTile t = GemvTile::hopper(maxM, bk, stages, split);
-          if (llvm::Error e = checkGemvTile(t, k, &target)) {
-            llvm::consumeError(std::move(e));
-            continue;
-          }
-          out.push_back(t);
-        }
+        for (int stages : {2, 4, 8, 12}) add(GemvTile::hopper(maxM, bk, stages, split));
   return out;
 }
 

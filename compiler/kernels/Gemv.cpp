@@ -190,7 +190,7 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
     // or more, no split and 4 slots (the best or within 3% of it on every model shape measured: qkv, gate/up,
     // lm_head); with fewer tiles than SMs, a split of 2 and 8 slots (Llama's o and down: 16.3 and 29.6 us,
     // against 19.0 and 38.9 for gemvMma).
-    bool split = llvm::divideCeil(n, 64) < smCount;
+    bool split = static_cast<int64_t>(llvm::divideCeil(n, 64)) < smCount;
     GemvTile h = GemvTile::hopper(t.maxM, 128, split ? 8 : 4, split ? 2 : 1);
     llvm::Error e = checkGemvTile(h, k, &target);
     if (!e) return h;

@@ -5,8 +5,9 @@
 // One op becomes one launch (attention: a KV write and the attention kernel, plus a combine in decode;
 // split: one copy writing every part), fused ops included: matmul, matmul_residual, gated_matmul and qkv
 // are one gemm or gemv each with the matching epilogue (a qkv's k and v go straight into the KV cache of the
-// attention that reads them, which then skips its KV write). In decode at up to kFoldMaxRows rows, a norm
-// marked `fold = decode` gets no launch: the gemvs that read it normalise in their prologue. Decode matmuls
+// attention that reads them, which then skips its KV write). In decode, a norm marked `fold = decode` gets no
+// launch where gemvFoldsNorm says so (up to 2 rows; RMS norms up to 16 rows on sm_90a): the gemvs that read
+// it normalise in their prologue. Decode matmuls
 // at a batch of up to kGemvMaxRows (16) use the GEMV template, everything else the tensor-core GEMM; a tile
 // comes from the tuning database when it has one (PlanOptions::tuning), else from the heuristic. Matmul
 // weights and biases are read as bf16, converted at load when the checkpoint stores another type, packed and
@@ -34,11 +35,6 @@
 namespace minfer {
 
 namespace {
-
-// Decode batches up to this many rows fold a norm into the gemv prologue. Above it the prologue's statistics
-// cost more than the launch they save: every block of the tensor-core gemv reads all rows of A for them
-// (H200, TinyLlama at batch 16: 2.08 ms a step folded, 1.80 unfolded).
-constexpr int64_t kFoldMaxRows = 2;
 
 PlanBuffer named(std::string name, BufferKind kind, int64_t bytesPerRow = 0) {
   PlanBuffer b;
@@ -182,10 +178,13 @@ private:
     auto it = producer.find(v);
     return it != producer.end() && it->second->kind == ir::OpKind::Qkv;
   }
-  // A norm marked `fold = decode` is folded in decode when every reader is a matmul-family op reading it as
-  // its input and lowers to a gemv (which has the prologue); otherwise it gets its own launch.
+  // A norm marked `fold = decode` is folded in decode when gemvFoldsNorm says so for this batch and every
+  // reader is a matmul-family op reading it as its input and lowers to a gemv (which has the prologue);
+  // otherwise it gets its own launch.
   bool foldable(const ir::Op &norm) const {
-    if (!decode || plan.options.maxBatch > kFoldMaxRows || !norm.has(ir::Attr::Fold)) return false;
+    if (!decode || !norm.has(ir::Attr::Fold)) return false;
+    Prologue::Kind kind = norm.kind == ir::OpKind::LayerNorm ? Prologue::Kind::Layer : Prologue::Kind::Rms;
+    if (!gemvFoldsNorm(plan.target, plan.options.maxBatch, kind)) return false;
     ir::ValueId y = norm.results[0];
     auto it = readers.find(y);
     if (it == readers.end() || yielded.count(y)) return false;

@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
                    : "memory");
     }
     // The writes, by the generic proxy, must be visible to wgmma (the async proxy) of the whole warpgroup.
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+    fenceProxyAsyncShared();
+    namedBarrierSync(1 + c, 128);
   }
 
   attn::RowState<DP> st;

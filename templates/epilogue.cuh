@@ -46,6 +46,10 @@
 //   into shared st[m], by the whole block (it synchronises); P::apply8(a[8], k0, st[m], p): elements
 //   k0..k0+7 of a row, in place. The statistics are computed once per block: a warp each would read the
 //   activation rows once per 1-2 rows of W (twice the lm_head's time, measured).
+//   P::kLayer; P::gamma8(g[8], k0, p): gamma[k0..k0+7] as floats. gemv_wgmma.cuh takes RMS norms only and
+//   applies them in two halves, since its activation rows stream through K with the weights: x * gamma,
+//   rounded to bf16, is what it multiplies, and 1 / rms (from the same stream) scales each product. So its
+//   rounding is that of x * gamma rather than of the normalised value: the same size of error, not the same bits.
 #pragma once
 
 #include "argmax_key.cuh"
@@ -355,14 +359,15 @@ __device__ __forceinline__ void storeAccPair(bf16 *C, int row, int col, float x,
 // ---- prologues -----------------------------------------------------------------------------------------
 
 struct ProNone {
-  static constexpr bool kActive = false;
+  static constexpr bool kActive = false, kLayer = false;
   template <int K, int WARPS, int MAX_M>
   __device__ __forceinline__ static void blockStats(const bf16 *, int, float2 *, float (*)[MAX_M], const EpiParams &) {}
   __device__ __forceinline__ static void apply8(float (&)[8], int, float2, const EpiParams &) {}
+  __device__ __forceinline__ static void gamma8(float (&)[8], int, const EpiParams &) {}
 };
 
 template <bool LAYER, typename WeightT> struct ProNorm {
-  static constexpr bool kActive = true;
+  static constexpr bool kActive = true, kLayer = LAYER;
 
   // {mean (0 for RMS), 1 / sqrt(var + eps)} of rows [0, rows) of A [.., K] into st[m], by the whole block of
   // WARPS warps (each sums a slice of K; the slices meet in `scratch`). Every thread of the block must call
@@ -414,6 +419,12 @@ template <bool LAYER, typename WeightT> struct ProNorm {
       if constexpr (LAYER) v += toFloat(static_cast<const WeightT *>(p.beta)[k0 + e]);
       a[e] = toFloat(toBf16(v)); // what the norm kernel would have stored
     }
+  }
+
+  __device__ __forceinline__ static void gamma8(float (&g)[8], int k0, const EpiParams &p) {
+    const WeightT *gamma = static_cast<const WeightT *>(p.gamma) + k0;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) g[e] = toFloat(gamma[e]);
   }
 };
 

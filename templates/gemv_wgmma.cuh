@@ -1,6 +1,6 @@
 // templates/gemv_wgmma.cuh — decode matmul for Hopper (sm_90a) at a few to 16 rows: C[M, N] = epi(A[M, K] ·
 // W[N, K]^T), bound by reading W once, the same contract as gemv.cuh's kernels (bf16 in and out, fp32
-// accumulation, every epilogue policy but the FMA gemv's argmax; no norm prologue).
+// accumulation, every epilogue policy but the FMA gemv's argmax; the RMS norm prologue, not LayerNorm's).
 //
 // The operands swap places: W's rows are wgmma's 64-row A operand and the (up to 16) rows of A its N side,
 // so the product is C^T = W · A^T, 64 rows of W a block, and a row of A costs no more W traffic than the
@@ -21,6 +21,10 @@
 //     alone would not (a 4096-wide projection has 64 tiles for 132 SMs). Ranks 1.. write their partial
 //     sums into rank 0's shared memory (st.shared::cluster); rank 0 adds them in rank order (deterministic)
 //     and runs the epilogue. No global workspace, nothing to reset between launches;
+//   * a folded RMS norm of A's rows (Pro = ProNorm<false, ..>) costs no pass of its own: as each slot
+//     lands, the consumers turn its A boxes into x * gamma (rounded to bf16) in place and add up each row's
+//     sum of squares; at the end 1 / rms scales the row's products (epilogue.cuh says how that rounds).
+//     Under a split each rank's sums go to rank 0 with its partial products;
 //   * tails: the tensor maps carry the true extents (N rows of W, M rows of A, K), so TMA fills everything
 //     past them with zeros and the epilogue stores nothing past M or N. M above MAX_M stays correct: the
 //     block walks groups of MMA_N rows of A, reading its W again for each.
@@ -47,13 +51,15 @@ template <int MAX_M> constexpr int kGemvWgmmaN = MAX_M <= 8 ? 8 : 16;
 
 // Dynamic shared memory of a gemvWgmma instantiation: the ring (a slot is BK / 64 boxes of 64 rows of W and
 // of MMA_N rows of A, 128 bytes a row), a full and an empty barrier per slot, the partial sums ranks 1..
-// hand to rank 0 (MMA_N / 2 floats a consumer thread each), and 1 KB to align the ring to the 1024 bytes
-// the swizzle pattern needs.
+// hand to rank 0 (MMA_N / 2 floats a consumer thread each), each rank's sums of squares of the rows (the
+// norm prologue: MMA_N floats a rank), and 1 KB to align the ring to the 1024 bytes the swizzle pattern
+// needs.
 template <int MAX_M, int BK, int STAGES, int SPLIT>
 constexpr int kGemvWgmmaSharedBytes = STAGES * (BK / 64) * (64 + kGemvWgmmaN<MAX_M>) * 128 + STAGES * 16 +
-                                      (SPLIT - 1) * 128 * (kGemvWgmmaN<MAX_M> / 2) * 4 + 1024;
+                                      (SPLIT - 1) * 128 * (kGemvWgmmaN<MAX_M> / 2) * 4 +
+                                      SPLIT * kGemvWgmmaN<MAX_M> * 4 + 1024;
 
-template <int N, int K, int MAX_M, int BK, int STAGES, int SPLIT, class Epi>
+template <int N, int K, int MAX_M, int BK, int STAGES, int SPLIT, class Epi, class Pro = ProNone>
 __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     gemvWgmma(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapW,
               const __grid_constant__ TensorMap mapA) {
@@ -66,6 +72,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
                 "gemvWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemvWgmma: this epilogue needs W rows in pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemvWgmma: the argmax epilogue runs in the FMA gemv only");
+  static_assert(!Pro::kLayer, "gemvWgmma: a folded LayerNorm runs in the FMA and mma.sync gemvs only");
   constexpr int MMA_N = kGemvWgmmaN<MAX_M>;
   constexpr int kBoxes = BK / 64;                         // boxes of W (and of A) a slot
   constexpr int kSlices = (K + BK - 1) / BK;              // BK-wide slices of K
@@ -83,6 +90,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   const unsigned full = ring + STAGES * kSlot;                          // [STAGES] barriers: the slot has landed
   const unsigned empty = full + STAGES * 8;                             // [STAGES] barriers: the slot may refill
   const unsigned partials = empty + STAGES * 8;                         // [SPLIT - 1][128][MMA_N / 2] floats
+  const unsigned sums = partials + (SPLIT - 1) * 128 * (MMA_N / 2) * 4;  // [SPLIT][MMA_N] floats: sums of squares
+  auto sharedAt = [&](unsigned addr) { return gemvWgmmaShared + (addr - smemAddress(gemvWgmmaShared)); };
 
   const unsigned rank = SPLIT > 1 ? clusterRank() : 0;
   const int row0 = static_cast<int>(blockIdx.x / SPLIT) * 64; // this block's 64 rows of W
@@ -149,17 +158,49 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   // The consumer warpgroup: warp w holds W rows row0 + 16 w .. + 15 of the tile (hopper.cuh's layout).
   gridDependencyWait(); // the epilogue reads the kernel before this one's outputs (a residual, positions)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // The norm prologue: thread t takes 16-byte chunk position t % 8 of row t / 8 in each A box.
+  const int proRow = threadIdx.x / 8, proChunk = threadIdx.x % 8;
   int item = 0;
   for (int group = 0; group < groups; ++group) {
     float acc[MMA_N / 2];
 #pragma unroll
     for (int e = 0; e < MMA_N / 2; ++e) acc[e] = 0.f;
-    int previous = -1; // the slot whose wgmmas may still run
+    float squares = 0.f; // the prologue: this thread's part of its row's sum of squares
+    int previous = -1;   // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int i = 0; i < count; ++i, ++item) {
       const int slot = item % STAGES;
-      mbarWait(full + 8 * slot, (item / STAGES) & 1);
       const unsigned w = ring + slot * kSlot, a = w + kSlotW;
+      if constexpr (Pro::kActive) {
+        // gamma of this thread's chunks, asked for before the slot is waited for; with the 128-byte
+        // swizzle, chunk position c of row r holds the row's chunk c ^ (r % 8).
+        float gamma[kBoxes][8];
+        int k0[kBoxes];
+#pragma unroll
+        for (int b = 0; b < kBoxes; ++b) {
+          k0[b] = (first + i) * BK + 64 * b + 8 * (proChunk ^ (proRow % 8));
+          if (proRow < MMA_N && k0[b] < K) Pro::gamma8(gamma[b], k0[b], p.epi);
+        }
+        mbarWait(full + 8 * slot, (item / STAGES) & 1);
+#pragma unroll
+        for (int b = 0; b < kBoxes; ++b) {
+          if (proRow >= MMA_N || k0[b] >= K) continue; // past K: zeros, as TMA filled them
+          uint4 *chunk = reinterpret_cast<uint4 *>(sharedAt(a + b * kBoxA + proRow * 128 + proChunk * 16));
+          uint4 raw = *chunk;
+          __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&raw);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 x = __bfloat1622float2(h[e]);
+            squares += x.x * x.x + x.y * x.y;
+            h[e] = __floats2bfloat162_rn(x.x * gamma[b][2 * e], x.y * gamma[b][2 * e + 1]);
+          }
+          *chunk = raw;
+        }
+        fenceProxyAsyncShared(); // the consumers' wgmmas read what every one of them wrote
+        namedBarrierSync(1, 128);
+      } else {
+        mbarWait(full + 8 * slot, (item / STAGES) & 1);
+      }
       wgmmaFenceOperands(acc);
       wgmmaFence();
 #pragma unroll
@@ -177,11 +218,46 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     wgmmaWait<0>();
     wgmmaFenceOperands(acc);
     if (lane == 0) mbarArrive(empty + 8 * previous);
+    // The prologue: a row's 8 threads are neighbouring lanes; one writes the row's sum of squares to this
+    // rank's place in `sums` in rank 0's shared memory (under a split, in the hand-over's phase below).
+    // `scale` then takes 1 / rms of the rows this thread's accumulators belong to (columns 8 j + 2 t and
+    // + 1 of C^T), the ranks' sums added in rank order, before anyone may overwrite `sums` for the next group.
+    float scale[MMA_N / 8][2];
+    auto writeSquares = [&] {
+      if (!Pro::kActive || proChunk != 0 || proRow >= MMA_N) return;
+      const unsigned at = sums + (rank * MMA_N + proRow) * 4;
+      if (rank == 0) *reinterpret_cast<float *>(sharedAt(at)) = squares;
+      else clusterStore1(clusterMapShared(at, 0), squares);
+    };
+    auto readScale = [&] {
+      const float *rankSums = reinterpret_cast<const float *>(sharedAt(sums));
+#pragma unroll
+      for (int j = 0; j < MMA_N / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = 8 * j + 2 * (lane % 4) + e;
+          float total = 0.f;
+#pragma unroll
+          for (int q = 0; q < SPLIT; ++q) total += rankSums[q * MMA_N + r];
+          scale[j][e] = rsqrtf(total * (1.f / K) + p.epi.eps);
+        }
+    };
+    if constexpr (Pro::kActive) {
+      squares += __shfl_xor_sync(0xffffffffu, squares, 1);
+      squares += __shfl_xor_sync(0xffffffffu, squares, 2);
+      squares += __shfl_xor_sync(0xffffffffu, squares, 4);
+      if constexpr (SPLIT == 1) {
+        writeSquares();
+        namedBarrierSync(1, 128);
+        readScale();
+      }
+    }
 
     if constexpr (SPLIT > 1) {
-      // Ranks 1.. hand their sums to rank 0, whose shared memory exists (the first phase) and is free (the
+      // Ranks 1.. hand their partial products (and sums of squares) to rank 0, whose shared memory exists (the first phase) and is free (the
       // phase rank 0 arrives on once it has read the previous group's).
       clusterWait();
+      writeSquares();
       if (rank > 0) {
         const unsigned slotAddr = partials + ((rank - 1) * 128 + threadIdx.x) * (MMA_N / 2) * 4;
         const unsigned remote = clusterMapShared(slotAddr, 0);
@@ -191,10 +267,11 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       clusterArrive();
       clusterWait();
       if (rank == 0) {
-        const float *in = reinterpret_cast<const float *>(gemvWgmmaShared + (partials - smemAddress(gemvWgmmaShared)));
+        const float *in = reinterpret_cast<const float *>(sharedAt(partials));
         for (int r = 0; r < SPLIT - 1; ++r)
 #pragma unroll
           for (int e = 0; e < MMA_N / 2; ++e) acc[e] += in[(r * 128 + threadIdx.x) * (MMA_N / 2) + e];
+        if constexpr (Pro::kActive) readScale();
       }
       if (group + 1 < groups) clusterArrive(); // rank 0 has read the partials (the others: nothing to wait for)
       if (rank > 0) continue;
@@ -202,7 +279,10 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     const int m0 = group * MMA_N, rows = M - m0 < MMA_N ? M - m0 : MMA_N;
 #pragma unroll
     for (int j = 0; j < MMA_N / 8; ++j) {
-      const float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+      float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
+      if constexpr (Pro::kActive)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] *= scale[j][e % 2];
       gemv_detail::storeFragmentT<N, Epi>(p.C, v, row0 + 16 * warp, m0, 8 * j, rows, p.epi);
     }
   }

@@ -108,6 +108,21 @@ __device__ __forceinline__ void clusterStore4(unsigned addr, float a, float b, f
                : "memory");
 }
 
+// 4 bytes to a shared::cluster address.
+__device__ __forceinline__ void clusterStore1(unsigned addr, float a) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(a) : "memory");
+}
+
+// ---- generic and async proxies -----------------------------------------------------------------------------
+
+// Makes this thread's shared-memory writes (generic proxy) visible to the async proxy (wgmma, TMA); a
+// barrier after it makes them visible to the other threads' wgmmas.
+__device__ __forceinline__ void fenceProxyAsyncShared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Named barrier `id` (1..15; 0 is __syncthreads) over `threads` threads (a multiple of 32).
+__device__ __forceinline__ void namedBarrierSync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // ---- wgmma -----------------------------------------------------------------------------------------------
 
 // The shared-memory matrix descriptor of a K-major, 128-byte-swizzled tile at shared address `addr`

@@ -24,9 +24,10 @@ int gemvMaxM(int64_t m) {
 
 int64_t GemvTile::sharedBytes() const {
   if (!wgmma) return 0;
-  // gemv_wgmma.cuh kGemvWgmmaSharedBytes: the ring, its barriers, the partial sums of ranks 1.., alignment.
+  // gemv_wgmma.cuh kGemvWgmmaSharedBytes: the ring, its barriers, the partial sums of ranks 1.., each rank's
+  // sums of squares (the norm prologue), alignment.
   return int64_t(stages) * (bk / 64) * (64 + mmaN()) * 128 + int64_t(stages) * 16 +
-         int64_t(split - 1) * 128 * (mmaN() / 2) * 4 + 1024;
+         int64_t(split - 1) * 128 * (mmaN() / 2) * 4 + int64_t(split) * mmaN() * 4 + 1024;
 }
 
 std::string GemvTile::str() const {
@@ -80,11 +81,11 @@ std::string GemvSpec::name() const {
 }
 
 std::string GemvSpec::instance(const char *fma, const char *mma) const {
-  if (tile.wgmma) // no prologue, no task form
+  std::string policy = epi.policy() + ", " + pro.policy();
+  if (tile.wgmma) // no task form
     return "minfer::gemvWgmma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) + ", " +
            std::to_string(tile.bk) + ", " + std::to_string(tile.stages) + ", " + std::to_string(tile.split) + ", " +
-           epi.policy() + ">";
-  std::string policy = epi.policy() + ", " + pro.policy();
+           policy + ">";
   if (tile.mma)
     return std::string(mma) + "<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
            ", " + std::to_string(tile.warps) + ", " + policy + ">";
@@ -165,10 +166,10 @@ llvm::Error GemvSpec::validate(const Target *target) const {
   if (n < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: N = %lld must be at least 1", (long long)n);
   if (auto e = epi.validate(n)) return e;
-  if (tile.wgmma && pro.kind != Prologue::Kind::None)
+  if (tile.wgmma && pro.kind == Prologue::Kind::Layer)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "gemv: the wgmma kernel %s takes no norm prologue (%s)", tile.str().c_str(),
-                                   pro.suffix().c_str());
+                                   "gemv: the wgmma kernel %s takes an RMS norm prologue, not a LayerNorm (%s)",
+                                   tile.str().c_str(), pro.suffix().c_str());
   if (epi.argmax && !tile.fma())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the argmax epilogue runs in the FMA kernel only, not %s", tile.str().c_str());
@@ -177,6 +178,11 @@ llvm::Error GemvSpec::validate(const Target *target) const {
                                    "gemv: the %s epilogue needs an even rowsPerWarp (W rows in pairs), got %d",
                                    epi.suffix().c_str(), tile.rowsPerWarp);
   return checkGemvTile(tile, k, target);
+}
+
+bool gemvFoldsNorm(const Target &target, int64_t maxRows, Prologue::Kind kind) {
+  if (maxRows <= 2) return true;
+  return maxRows <= kGemvMaxRows && target.hasWgmma() && kind == Prologue::Kind::Rms;
 }
 
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount) {

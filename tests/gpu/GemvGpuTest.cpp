@@ -8,8 +8,9 @@
 // 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor cores: 2 and 16 warps); M = 3 runs every
 // epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take a second pass over W);
 // the residual epilogue also runs in place. On sm_90a three wgmma tiles more: slices of 256, 64 and 128 of
-// K with splits 1, 2 and 4 (the last in place too), each also over no rows at M = 1. Outputs are poisoned
-// first and compared with ir::evalOp.
+// K with splits 1, 2 and 4 (the last in place too), each also over no rows at M = 1 and with a folded RMS
+// norm (the reference normalises A in double first). Outputs are poisoned first and compared with
+// ir::evalOp.
 #include "MatmulGpuTest.h"
 
 #include "compiler/kernels/Gemm.h"
@@ -24,6 +25,10 @@ namespace {
 class GemvKernel : public MatmulKernelTest<17, 104729> {};
 
 TEST_P(GemvKernel, MatchesInterpreter) {
+  // gamma of a folded RMS norm, ~N(1, 0.2), bf16.
+  std::mt19937 rng(static_cast<unsigned>(k));
+  const ir::Tensor gamma = randomBf16({k}, rng, 1, 0.2f);
+  GPU_TRY(gammaDev, uploadBf16(gamma));
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 19}) {
     auto c = caseFor(m);
     ASSERT_TRUE(c);
@@ -53,6 +58,9 @@ TEST_P(GemvKernel, MatchesInterpreter) {
         run(t, es[i]);
         if (i == 2) c->checkInPlace(kernels, GemvSpec(n, k, Epilogue::Residual, t));
         if (m == 1) c->checkNoRows(kernels, GemvSpec(n, k, es[i], t));
+        // A folded RMS norm: each rank's sums of squares meet in rank 0 with its partial products.
+        c->checkRmsNormed(kernels, GemvSpec(n, k, es[i], t, Prologue{Prologue::Kind::Rms, ir::DType::BF16}), gamma,
+                          gammaDev.ptr(), 1e-5f);
       }
     }
   }

@@ -243,6 +243,25 @@ public:
       runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " M=" + std::to_string(m), /*keepC=*/false);
   }
 
+  // The same with an RMS norm of A's rows folded in (spec.pro, gamma on the device as `gammaDev`, bf16): the
+  // reference normalises the rows in double, rounds them to bf16 as the norm kernel stores them, then runs
+  // the epilogue's reference on them.
+  template <typename Spec>
+  void checkRmsNormed(KernelSet &kernels, const Spec &spec, const ir::Tensor &gamma, cuda::DevicePtr gammaDev, float eps) {
+    ir::Tensor normed = aRows;
+    for (int64_t r = 0; r < normed.rows(); ++r) {
+      float *x = normed.row(r);
+      double squares = 0;
+      for (int64_t i = 0; i < normed.cols(); ++i) squares += double(x[i]) * x[i];
+      double inv = 1 / std::sqrt(squares / double(normed.cols()) + eps);
+      for (int64_t i = 0; i < normed.cols(); ++i) x[i] = bf16ToFloat(floatToBf16(float(x[i] * inv * gamma.data[i])));
+    }
+    auto ref = problem.reference(normed, resRows, spec.epi);
+    ASSERT_TRUE(bool(ref)) << "reference: " << llvm::toString(ref.takeError());
+    runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " M=" + std::to_string(m), /*keepC=*/false,
+                  gammaDev, eps);
+  }
+
   // The same in place: C is the residual buffer (the residual stream updated by an output projection).
   template <typename Spec> void checkInPlace(KernelSet &kernels, const Spec &spec) {
     const ir::Tensor *ref = reference(spec.epi);
@@ -275,13 +294,15 @@ private:
   // Runs `spec` over the m rows of A with C as the output (poisoned first unless `keepC`) and compares the
   // checked rows with `ref`.
   void runAndCompare(KernelSet &kernels, const KernelSpec &spec, cuda::DevicePtr residual, const ir::Tensor &ref,
-                     const std::string &what, bool keepC) {
+                     const std::string &what, bool keepC, cuda::DevicePtr gamma = 0, float eps = 0) {
     const GpuKernel *k = kernels.get(spec);
     if (!k) return;
     if (!keepC) MINFER_ASSERT_OK(cDev.fill(0xFF));
     MatmulParams params{.C = cDev.ptr(), .A = aDev.ptr(), .W = problem.weightsPtr()};
     params.epi.bias = problem.biasPtr();
     params.epi.residual = residual;
+    params.epi.gamma = gamma;
+    params.epi.eps = eps;
     MINFER_ASSERT_OK(launchMatmul(*k, spec, m, params));
     auto got = downloadBf16(cDev, {m, problem.n});
     ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());

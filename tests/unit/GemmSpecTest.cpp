@@ -443,7 +443,8 @@ TEST(GemvDefaultTile, PicksTheKernelByMAndSizesItForTheSMs) {
 TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
   GemvSpec s(4096, 4096, Epilogue::Residual, GemvTile::hopper(16, 128, 8, 4));
   EXPECT_EQ(s.name(), "gemv_bf16_n4096_k4096_m16_wgmma_k128_s8_split4_epi_residual");
-  EXPECT_EQ(s.entry(), "minfer::gemvWgmma<4096, 4096, 16, 128, 8, 4, " + Epilogue(Epilogue::Residual).policy() + ">");
+  EXPECT_EQ(s.entry(),
+            "minfer::gemvWgmma<4096, 4096, 16, 128, 8, 4, " + Epilogue(Epilogue::Residual).policy() + ", minfer::ProNone>");
   EXPECT_EQ(s.header(), "gemv_wgmma.cuh");
   EXPECT_EQ(s.taskType(), "") << "no task form of its own";
   auto task = s.asTask(256, 132);
@@ -469,10 +470,10 @@ TEST(GemvWgmmaSpec, LaunchCoversEveryTileTimesTheSplitAndTheMapsTheTrueExtents) 
   EXPECT_EQ(d.grid, (std::array<unsigned, 3>{65 * 4, 1, 1})); // ceil(4097 / 64) tiles of 64 rows, 4 blocks each
   EXPECT_EQ(d.block, (std::array<unsigned, 3>{160, 1, 1}));   // a consumer warpgroup and a producer warp
   // 8 slots of two boxes of (64 + 16) rows x 128 bytes, two barriers each, 3 ranks' partials (128 threads x 8
-  // floats), 1 KB.
-  EXPECT_EQ(d.sharedBytes, 8u * 2 * 80 * 128 + 8 * 16 + 3 * 128 * 8 * 4 + 1024);
+  // floats), 4 ranks' sums of squares of 16 rows, 1 KB.
+  EXPECT_EQ(d.sharedBytes, 8u * 2 * 80 * 128 + 8 * 16 + 3 * 128 * 8 * 4 + 4 * 16 * 4 + 1024);
   EXPECT_EQ(GemvSpec(64, 64, Epilogue::None, GemvTile::hopper(4, 64, 2, 1)).launch(3).sharedBytes,
-            2u * 72 * 128 + 2 * 16 + 1024)
+            2u * 72 * 128 + 2 * 16 + 8 * 4 + 1024)
       << "up to 8 rows of A: wgmma's N is 8, no partials without a split";
   std::vector<TensorMapArg> maps = s.tensorMaps(11);
   ASSERT_EQ(maps.size(), 2u);
@@ -488,6 +489,36 @@ TEST(GemvWgmmaSpec, LaunchCoversEveryTileTimesTheSplitAndTheMapsTheTrueExtents) 
   EXPECT_EQ(tile->getString("kind"), llvm::Optional<llvm::StringRef>("wgmma"));
   EXPECT_EQ(intField(*tile, "split_k"), 4);
   EXPECT_EQ(intField(*tile, "stages"), 8);
+}
+
+TEST(GemvWgmmaSpec, TheNormPrologueIsTheRmsPolicyInTheEntry) {
+  GemvSpec s(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemvTile::hopper(16, 128, 4, 2),
+             Prologue{Prologue::Kind::Rms, ir::DType::BF16});
+  EXPECT_EQ(s.name(), "gemv_bf16_n2560_k2048_m16_wgmma_k128_s4_split2_epi_qkv_h32_kv4_d64_half_pro_rms_bf16");
+  EXPECT_EQ(s.entry(), "minfer::gemvWgmma<2560, 2048, 16, 128, 4, 2, " + s.epi.policy() +
+                           ", minfer::ProNorm<false, __nv_bfloat16>>");
+  auto task = s.asTask(256, 132);
+  ASSERT_TRUE(task);
+  EXPECT_NE(task->taskType().find("minfer::ProNorm<false, __nv_bfloat16>"), std::string::npos)
+      << "the task (gemvMma's body) keeps the prologue";
+}
+
+// Which decode plans fold a norm into their gemvs: every norm up to 2 rows; RMS norms up to 16 rows where the
+// gemv is the wgmma kernel (sm_90a); never above 16 rows (gemm, no prologue).
+TEST(GemvWgmmaSpec, RmsNormsFoldUpTo16RowsOnlyOnSm90a) {
+  const Target hopper = target("sm_90a"), sm90 = target("sm_90"), ada = target("sm_89");
+  for (const Target *t : {&hopper, &sm90, &ada})
+    for (Prologue::Kind k : {Prologue::Kind::Rms, Prologue::Kind::Layer}) {
+      EXPECT_TRUE(gemvFoldsNorm(*t, 1, k)) << t->name;
+      EXPECT_TRUE(gemvFoldsNorm(*t, 2, k)) << t->name;
+      EXPECT_FALSE(gemvFoldsNorm(*t, 17, k)) << t->name;
+    }
+  for (int64_t rows : {3, 8, 16}) {
+    EXPECT_TRUE(gemvFoldsNorm(hopper, rows, Prologue::Kind::Rms)) << rows;
+    EXPECT_FALSE(gemvFoldsNorm(hopper, rows, Prologue::Kind::Layer)) << rows;
+    EXPECT_FALSE(gemvFoldsNorm(sm90, rows, Prologue::Kind::Rms)) << rows;
+    EXPECT_FALSE(gemvFoldsNorm(ada, rows, Prologue::Kind::Rms)) << rows;
+  }
 }
 
 TEST(GemvWgmmaSpec, TilesAreCheckedAgainstTheTargetTheTemplateAndThePrologue) {
@@ -511,8 +542,10 @@ TEST(GemvWgmmaSpec, TilesAreCheckedAgainstTheTargetTheTemplateAndThePrologue) {
   GemvTile both = GemvTile::hopper(16, 64, 4, 1);
   both.mma = true;
   EXPECT_NE(errorOf(checkGemvTile(both, 64)).find("not both"), std::string::npos);
-  Prologue rms{Prologue::Kind::Rms, ir::DType::BF16};
-  EXPECT_NE(errorOf(GemvSpec(256, 64, Epilogue::None, GemvTile::hopper(8, 64, 4, 1), rms).validate()).find("no norm prologue"),
+  Prologue rms{Prologue::Kind::Rms, ir::DType::BF16}, layer{Prologue::Kind::Layer, ir::DType::F32};
+  EXPECT_EQ(errorOf(GemvSpec(256, 64, Epilogue::None, GemvTile::hopper(8, 64, 4, 1), rms).validate()), "(success)");
+  EXPECT_NE(errorOf(GemvSpec(256, 64, Epilogue::None, GemvTile::hopper(8, 64, 4, 1), layer).validate())
+                .find("an RMS norm prologue, not a LayerNorm"),
             std::string::npos);
   Epilogue argmax = Epilogue::None;
   argmax.argmax = true;
@@ -632,6 +665,13 @@ TEST(MatmulNvrtc, WgmmaGemvCompilesWithEveryEpilogue) {
   expectCompiles(GemvSpec(64, 160, Epilogue::Residual, GemvTile::hopper(8, 128, 8, 2)), hopper);
   expectCompiles(GemvSpec(64, 96, Epilogue::Residual, GemvTile::hopper(4, 256, 2, 1)), hopper); // 2 of 4 boxes past K
   expectCompiles(GemvSpec(2048, 5632, Epilogue::gated(Activation::Silu), GemvTile::hopper(16, 128, 4, 4)), hopper);
+  // The RMS prologue: gamma in bf16 and f32, 8 and 16 rows, with and without a split, boxes past K.
+  Prologue rms{Prologue::Kind::Rms, ir::DType::BF16}, rmsF32{Prologue::Kind::Rms, ir::DType::F32};
+  expectCompiles(GemvSpec(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemvTile::hopper(16, 128, 4, 1), rms),
+                 hopper);
+  expectCompiles(GemvSpec(11264, 2048, Epilogue::gated(Activation::Silu), GemvTile::hopper(16, 256, 4, 2), rms), hopper);
+  expectCompiles(GemvSpec(321, 200, Epilogue::None, GemvTile::hopper(8, 128, 4, 2), rmsF32), hopper);
+  expectCompiles(GemvSpec(64, 160, Epilogue::Residual, GemvTile::hopper(16, 64, 2, 2), rms), hopper);
 }
 
 // A spec the template cannot take fails in NVRTC with the static_assert's words, not a wall of errors.

@@ -46,7 +46,8 @@
 //   into shared st[m], by the whole block (it synchronises); P::apply8(a[8], k0, st[m], p): elements
 //   k0..k0+7 of a row, in place. The statistics are computed once per block: a warp each would read the
 //   activation rows once per 1-2 rows of W (twice the lm_head's time, measured).
-//   P::kLayer; P::gamma8(g[8], k0, p): gamma[k0..k0+7] as floats. gemv_wgmma.cuh takes RMS norms only and
+//   P::kLayer, P::kGammaBytes (gamma's element size; 0 for ProNone); P::gamma8(g[8], at): the 8 gamma
+//   elements at `at` (16-byte aligned, global or shared) as floats. gemv_wgmma.cuh takes RMS norms only and
 //   applies them in two halves, since its activation rows stream through K with the weights: x * gamma,
 //   rounded to bf16, is what it multiplies, and 1 / rms (from the same stream) scales each product. So its
 //   rounding is that of x * gamma rather than of the normalised value: the same size of error, not the same bits.
@@ -360,14 +361,16 @@ __device__ __forceinline__ void storeAccPair(bf16 *C, int row, int col, float x,
 
 struct ProNone {
   static constexpr bool kActive = false, kLayer = false;
+  static constexpr int kGammaBytes = 0;
   template <int K, int WARPS, int MAX_M>
   __device__ __forceinline__ static void blockStats(const bf16 *, int, float2 *, float (*)[MAX_M], const EpiParams &) {}
   __device__ __forceinline__ static void apply8(float (&)[8], int, float2, const EpiParams &) {}
-  __device__ __forceinline__ static void gamma8(float (&)[8], int, const EpiParams &) {}
+  __device__ __forceinline__ static void gamma8(float (&)[8], const void *) {}
 };
 
 template <bool LAYER, typename WeightT> struct ProNorm {
   static constexpr bool kActive = true, kLayer = LAYER;
+  static constexpr int kGammaBytes = sizeof(WeightT);
 
   // {mean (0 for RMS), 1 / sqrt(var + eps)} of rows [0, rows) of A [.., K] into st[m], by the whole block of
   // WARPS warps (each sums a slice of K; the slices meet in `scratch`). Every thread of the block must call
@@ -421,10 +424,14 @@ template <bool LAYER, typename WeightT> struct ProNorm {
     }
   }
 
-  __device__ __forceinline__ static void gamma8(float (&g)[8], int k0, const EpiParams &p) {
-    const WeightT *gamma = static_cast<const WeightT *>(p.gamma) + k0;
+  __device__ __forceinline__ static void gamma8(float (&g)[8], const void *at) {
+    static_assert(sizeof(WeightT) == 2 || sizeof(WeightT) == 4, "ProNorm: gamma is bf16, f16 or f32");
+    uint4 raw[sizeof(WeightT) / 2]; // 8 elements in 16-byte loads
 #pragma unroll
-    for (int e = 0; e < 8; ++e) g[e] = toFloat(gamma[e]);
+    for (int i = 0; i < int(sizeof(WeightT)) / 2; ++i) raw[i] = static_cast<const uint4 *>(at)[i];
+    const WeightT *w = reinterpret_cast<const WeightT *>(raw);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) g[e] = toFloat(w[e]);
   }
 };
 

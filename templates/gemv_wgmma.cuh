@@ -21,10 +21,11 @@
 //     alone would not (a 4096-wide projection has 64 tiles for 132 SMs). Ranks 1.. write their partial
 //     sums into rank 0's shared memory (st.shared::cluster); rank 0 adds them in rank order (deterministic)
 //     and runs the epilogue. No global workspace, nothing to reset between launches;
-//   * a folded RMS norm of A's rows (Pro = ProNorm<false, ..>) costs no pass of its own: as each slot
-//     lands, the consumers turn its A boxes into x * gamma (rounded to bf16) in place and add up each row's
-//     sum of squares; at the end 1 / rms scales the row's products (epilogue.cuh says how that rounds).
-//     Under a split each rank's sums go to rank 0 with its partial products;
+//   * a folded RMS norm of A's rows (Pro = ProNorm<false, ..>) costs no pass of its own: the producer
+//     copies the block's share of gamma into shared memory once (cp.async.bulk, before the wait: a
+//     weight); as each slot lands, the consumers turn its A boxes into x * gamma (rounded to bf16) in place
+//     and add up each row's sum of squares; at the end 1 / rms scales the row's products (epilogue.cuh says
+//     how that rounds). Under a split each rank's sums go to rank 0 with its partial products;
 //   * tails: the tensor maps carry the true extents (N rows of W, M rows of A, K), so TMA fills everything
 //     past them with zeros and the epilogue stores nothing past M or N. M above MAX_M stays correct: the
 //     block walks groups of MMA_N rows of A, reading its W again for each.
@@ -49,15 +50,21 @@ namespace minfer {
 // wgmma's N: the rows of A a pass takes (8 up to MAX_M = 8, else 16).
 template <int MAX_M> constexpr int kGemvWgmmaN = MAX_M <= 8 ? 8 : 16;
 
-// Dynamic shared memory of a gemvWgmma instantiation: the ring (a slot is BK / 64 boxes of 64 rows of W and
-// of MMA_N rows of A, 128 bytes a row), a full and an empty barrier per slot, the partial sums ranks 1..
-// hand to rank 0 (MMA_N / 2 floats a consumer thread each), each rank's sums of squares of the rows (the
-// norm prologue: MMA_N floats a rank), and 1 KB to align the ring to the 1024 bytes the swizzle pattern
-// needs.
+// Dynamic shared memory of a gemvWgmma instantiation without a prologue: the ring (a slot is BK / 64 boxes
+// of 64 rows of W and of MMA_N rows of A, 128 bytes a row), a full and an empty barrier per slot, the
+// partial sums ranks 1.. hand to rank 0 (MMA_N / 2 floats a consumer thread each), each rank's sums of
+// squares of the rows (the norm prologue: MMA_N floats a rank), and 1 KB to align the ring to the 1024
+// bytes the swizzle pattern needs. The norm prologue adds kGemvWgmmaGammaBytes.
 template <int MAX_M, int BK, int STAGES, int SPLIT>
 constexpr int kGemvWgmmaSharedBytes = STAGES * (BK / 64) * (64 + kGemvWgmmaN<MAX_M>) * 128 + STAGES * 16 +
                                       (SPLIT - 1) * 128 * (kGemvWgmmaN<MAX_M> / 2) * 4 +
                                       SPLIT * kGemvWgmmaN<MAX_M> * 4 + 1024;
+
+// The norm prologue's shared memory: the block's share of gamma (the slices of K it walks, elements of
+// GAMMA_BYTES), padded to 16 bytes, and its barrier (16 bytes); 0 without a prologue (GAMMA_BYTES 0).
+template <int K, int BK, int SPLIT, int GAMMA_BYTES>
+constexpr int kGemvWgmmaGammaBytes =
+    GAMMA_BYTES == 0 ? 0 : ((K + BK - 1) / BK + SPLIT - 1) / SPLIT * BK * GAMMA_BYTES / 16 * 16 + 16;
 
 template <int N, int K, int MAX_M, int BK, int STAGES, int SPLIT, class Epi, class Pro = ProNone>
 __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
@@ -68,8 +75,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   static_assert(SPLIT >= 1 && SPLIT <= 8, "gemvWgmma: SPLIT must be 1..8 (a portable cluster)");
   static_assert(BK == 64 || BK == 128 || BK == 256, "gemvWgmma: BK must be 64, 128 or 256 (1, 2 or 4 boxes a slot)");
   static_assert(STAGES >= 2, "gemvWgmma: at least two slots (one loading while one is multiplied)");
-  static_assert(kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT> <= 227 * 1024,
-                "gemvWgmma: the ring exceeds the 227 KB of shared memory a block can have");
+  constexpr int kShared = kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT> + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes>;
+  static_assert(kShared <= 227 * 1024, "gemvWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemvWgmma: this epilogue needs W rows in pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemvWgmma: the argmax epilogue runs in the FMA gemv only");
   static_assert(!Pro::kLayer, "gemvWgmma: a folded LayerNorm runs in the FMA and mma.sync gemvs only");
@@ -83,7 +90,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   // Every slot loads and multiplies all its boxes, also those of the last slice that lie past K: TMA fills
   // them with zeros (and counts their bytes). Skipping their wgmmas would put them on a divergent path,
   // where ptxas serialises every wgmma of the kernel (C7520).
-  requireDynamicShared(kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT>);
+  requireDynamicShared(kShared);
 
   extern __shared__ __align__(1024) unsigned char gemvWgmmaShared[];
   const unsigned ring = (smemAddress(gemvWgmmaShared) + 1023) & ~1023u; // [STAGES] slots: W, then A
@@ -91,6 +98,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   const unsigned empty = full + STAGES * 8;                             // [STAGES] barriers: the slot may refill
   const unsigned partials = empty + STAGES * 8;                         // [SPLIT - 1][128][MMA_N / 2] floats
   const unsigned sums = partials + (SPLIT - 1) * 128 * (MMA_N / 2) * 4;  // [SPLIT][MMA_N] floats: sums of squares
+  const unsigned gamma = sums + SPLIT * MMA_N * 4;                       // the prologue: gamma from slice `first`
+  const unsigned gammaFull = gamma + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes> - 16; // its barrier
   auto sharedAt = [&](unsigned addr) { return gemvWgmmaShared + (addr - smemAddress(gemvWgmmaShared)); };
 
   const unsigned rank = SPLIT > 1 ? clusterRank() : 0;
@@ -106,6 +115,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       mbarInit(full + 8 * s, 1);  // the producer's arrive, plus the slot's bytes
       mbarInit(empty + 8 * s, 4); // one arrive per consumer warp
     }
+    if constexpr (Pro::kActive) mbarInit(gammaFull, 1);
     mbarInitFence();
   }
   if constexpr (SPLIT > 1) clusterArriveRelaxed(); // this block has started; waited for before the first hand-over
@@ -127,6 +137,13 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     // The first group's first slots; none without rows (no copy may be left in flight when the block exits).
     const int early = groups == 0 ? 0 : count < STAGES ? count : STAGES;
     if (issues) {
+      if constexpr (Pro::kActive)
+        if (groups > 0) { // gamma up to K's end (TMA-style zeros are not needed: nothing reads past K)
+          const int begin = first * BK, end = (first + count) * BK < K ? (first + count) * BK : K;
+          const unsigned bytes = static_cast<unsigned>((end - begin) * Pro::kGammaBytes);
+          mbarArriveExpectTx(gammaFull, bytes);
+          bulkLoad(gamma, static_cast<const char *>(p.epi.gamma) + begin * Pro::kGammaBytes, bytes, gammaFull);
+        }
       for (int i = 0; i < early; ++i) { // W first: it does not depend on the kernel before this one
         mbarArriveExpectTx(full + 8 * i, kSlot);
         load(i, true, false);
@@ -160,6 +177,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // The norm prologue: thread t takes 16-byte chunk position t % 8 of row t / 8 in each A box.
   const int proRow = threadIdx.x / 8, proChunk = threadIdx.x % 8;
+  if constexpr (Pro::kActive)
+    if (groups > 0) mbarWait(gammaFull, 0);
   int item = 0;
   for (int group = 0; group < groups; ++group) {
     float acc[MMA_N / 2];
@@ -171,20 +190,15 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     for (int i = 0; i < count; ++i, ++item) {
       const int slot = item % STAGES;
       const unsigned w = ring + slot * kSlot, a = w + kSlotW;
+      mbarWait(full + 8 * slot, (item / STAGES) & 1);
       if constexpr (Pro::kActive) {
-        // gamma of this thread's chunks, asked for before the slot is waited for; with the 128-byte
-        // swizzle, chunk position c of row r holds the row's chunk c ^ (r % 8).
-        float gamma[kBoxes][8];
-        int k0[kBoxes];
+        // With the 128-byte swizzle, chunk position c of row r holds the row's chunk c ^ (r % 8).
 #pragma unroll
         for (int b = 0; b < kBoxes; ++b) {
-          k0[b] = (first + i) * BK + 64 * b + 8 * (proChunk ^ (proRow % 8));
-          if (proRow < MMA_N && k0[b] < K) Pro::gamma8(gamma[b], k0[b], p.epi);
-        }
-        mbarWait(full + 8 * slot, (item / STAGES) & 1);
-#pragma unroll
-        for (int b = 0; b < kBoxes; ++b) {
-          if (proRow >= MMA_N || k0[b] >= K) continue; // past K: zeros, as TMA filled them
+          const int k = i * BK + 64 * b + 8 * (proChunk ^ (proRow % 8)); // from slice `first` on
+          if (proRow >= MMA_N || first * BK + k >= K) continue;           // past K: zeros, as TMA filled them
+          float g[8];
+          Pro::gamma8(g, sharedAt(gamma + k * Pro::kGammaBytes));
           uint4 *chunk = reinterpret_cast<uint4 *>(sharedAt(a + b * kBoxA + proRow * 128 + proChunk * 16));
           uint4 raw = *chunk;
           __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&raw);
@@ -192,14 +206,12 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
           for (int e = 0; e < 4; ++e) {
             const float2 x = __bfloat1622float2(h[e]);
             squares += x.x * x.x + x.y * x.y;
-            h[e] = __floats2bfloat162_rn(x.x * gamma[b][2 * e], x.y * gamma[b][2 * e + 1]);
+            h[e] = __floats2bfloat162_rn(x.x * g[2 * e], x.y * g[2 * e + 1]);
           }
           *chunk = raw;
         }
         fenceProxyAsyncShared(); // the consumers' wgmmas read what every one of them wrote
         namedBarrierSync(1, 128);
-      } else {
-        mbarWait(full + 8 * slot, (item / STAGES) & 1);
       }
       wgmmaFenceOperands(acc);
       wgmmaFence();

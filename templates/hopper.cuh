@@ -4,7 +4,8 @@
 //   mbarrier             a shared-memory barrier that counts arrivals and, for TMA, bytes (transactions)
 //   TMA                  cp.async.bulk.tensor: a 2-D box of a global matrix into shared memory, described by
 //                        a tensor map the host encodes (runtime: cuda::encodeTensorMap2D) and passes as a
-//                        __grid_constant__ kernel argument; out-of-bounds elements arrive as zeros
+//                        __grid_constant__ kernel argument; out-of-bounds elements arrive as zeros.
+//                        cp.async.bulk: a contiguous run of bytes, no map
 //   wgmma                warpgroup (4 warps, 128 threads) matrix multiply-accumulate, A and B read straight
 //                        from shared memory through 64-bit matrix descriptors, asynchronously
 //   setmaxnreg           moves registers between warpgroups (a producer gives, the consumers take)
@@ -72,6 +73,14 @@ __device__ __forceinline__ void tmaLoad2d(unsigned dst, const TensorMap *map, in
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
                "[%4];\n" ::"r"(dst),
                "l"(map), "r"(x), "r"(y), "r"(bar)
+               : "memory");
+}
+
+// `bytes` (a multiple of 16) contiguous bytes from global `src` into shared `dst`, both 16-byte aligned;
+// completes them on barrier `bar` (cp.async.bulk: the same engine as TMA, no tensor map).
+__device__ __forceinline__ void bulkLoad(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
 

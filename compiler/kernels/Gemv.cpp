@@ -126,12 +126,19 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
   return t;
 }
 
+int64_t GemvSpec::sharedBytes() const {
+  if (!tile.wgmma || pro.kind == Prologue::Kind::None) return tile.sharedBytes();
+  // gemv_wgmma.cuh kGemvWgmmaGammaBytes: the block's share of gamma, padded to 16 bytes, and its barrier.
+  int64_t perRank = llvm::divideCeil(llvm::divideCeil(k, tile.bk), tile.split);
+  return tile.sharedBytes() + perRank * tile.bk * static_cast<int64_t>(ir::dtypeSize(pro.weights)) / 16 * 16 + 16;
+}
+
 LaunchDims GemvSpec::launch(int64_t rows) const {
   (void)rows; // every block loops over the rows of A
   LaunchDims d;
   d.grid = {static_cast<unsigned>(llvm::divideCeil(n, tile.rowsPerBlock()) * (tile.wgmma ? tile.split : 1)), 1, 1};
   d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
-  d.sharedBytes = static_cast<unsigned>(tile.sharedBytes());
+  d.sharedBytes = static_cast<unsigned>(sharedBytes());
   return d;
 }
 
@@ -153,7 +160,7 @@ llvm::json::Object GemvSpec::toJSON() const {
                                                {"bk", tile.bk},
                                                {"stages", tile.stages},
                                                {"split_k", tile.split},
-                                               {"shared_bytes", tile.sharedBytes()}}
+                                               {"shared_bytes", sharedBytes()}}
                           : llvm::json::Object{{"max_m", tile.maxM},
                                                {"rows_per_warp", tile.rowsPerWarp},
                                                {"warps", tile.warps},
@@ -170,6 +177,14 @@ llvm::Error GemvSpec::validate(const Target *target) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the wgmma kernel %s takes an RMS norm prologue, not a LayerNorm (%s)",
                                    tile.str().c_str(), pro.suffix().c_str());
+  if (tile.wgmma && pro.kind != Prologue::Kind::None) {
+    int64_t limit = target ? std::min<int64_t>(227 * 1024, target->maxSharedBytesPerBlock()) : 227 * 1024;
+    if (sharedBytes() > limit)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "gemv: %s with its share of gamma (K = %lld) needs %lld bytes of shared memory, "
+                                     "above the %lld a block can have",
+                                     tile.str().c_str(), (long long)k, (long long)sharedBytes(), (long long)limit);
+  }
   if (epi.argmax && !tile.fma())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the argmax epilogue runs in the FMA kernel only, not %s", tile.str().c_str());

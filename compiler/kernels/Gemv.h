@@ -87,8 +87,10 @@ struct GemvSpec : KernelSpec {
   const ParamsLayout &params() const override { return MatmulParams::layout(); }
   // minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>, minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiNone>
   std::string entry() const override;
-  // grid ceil(n / tile.rowsPerBlock()) (times the split), block 32 * warps, the tile's shared memory;
-  // independent of rows.
+  // The tile's shared memory, plus, for the wgmma kernel with a norm prologue, the block's share of gamma.
+  int64_t sharedBytes() const;
+  // grid ceil(n / tile.rowsPerBlock()) (times the split), block 32 * warps, sharedBytes(); independent of
+  // rows.
   LaunchDims launch(int64_t rows) const override;
   // The wgmma kernel's: W [n, k] in 64 x 64 boxes, A [rows, k] in 64 x mmaN boxes.
   std::vector<TensorMapArg> tensorMaps(int64_t rows) const override;

@@ -492,6 +492,7 @@ TEST(GemvWgmmaSpec, LaunchCoversEveryTileTimesTheSplitAndTheMapsTheTrueExtents) 
 }
 
 TEST(GemvWgmmaSpec, TheNormPrologueIsTheRmsPolicyInTheEntry) {
+  const Target hopperTarget = target("sm_90a");
   GemvSpec s(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemvTile::hopper(16, 128, 4, 2),
              Prologue{Prologue::Kind::Rms, ir::DType::BF16});
   EXPECT_EQ(s.name(), "gemv_bf16_n2560_k2048_m16_wgmma_k128_s4_split2_epi_qkv_h32_kv4_d64_half_pro_rms_bf16");
@@ -501,6 +502,17 @@ TEST(GemvWgmmaSpec, TheNormPrologueIsTheRmsPolicyInTheEntry) {
   ASSERT_TRUE(task);
   EXPECT_NE(task->taskType().find("minfer::ProNorm<false, __nv_bfloat16>"), std::string::npos)
       << "the task (gemvMma's body) keeps the prologue";
+  // Shared memory: the tile's, plus the block's share of gamma (16 slices of 128, 8 a rank, bf16) and its
+  // barrier.
+  EXPECT_EQ(s.launch(16).sharedBytes, s.tile.sharedBytes() + 8 * 128 * 2 + 16);
+  GemvSpec f32(321, 200, Epilogue::None, GemvTile::hopper(8, 128, 4, 2), Prologue{Prologue::Kind::Rms, ir::DType::F32});
+  EXPECT_EQ(f32.launch(8).sharedBytes, f32.tile.sharedBytes() + 128 * 4 + 16) << "one 128-wide slice a rank, f32";
+  GemvSpec none(2560, 2048, Epilogue::None, GemvTile::hopper(16, 128, 4, 2));
+  EXPECT_EQ(none.launch(16).sharedBytes, none.tile.sharedBytes());
+  // A ring that fits alone may not with gamma: 5 slots of 256 (201 KB) and K = 16384 of f32 gamma (64 KB).
+  GemvSpec big(4096, 16384, Epilogue::None, GemvTile::hopper(16, 256, 5, 1), Prologue{Prologue::Kind::Rms, ir::DType::F32});
+  EXPECT_EQ(errorOf(checkGemvTile(big.tile, big.k, &hopperTarget)), "(success)");
+  EXPECT_NE(errorOf(big.validate(hopperTarget)).find("with its share of gamma"), std::string::npos);
 }
 
 // Which decode plans fold a norm into their gemvs: every norm up to 2 rows; RMS norms up to 16 rows where the

@@ -40,9 +40,9 @@ std::string shapeString(int64_t m, int64_t n, int64_t k) {
 
 // Times one matmul kernel (gemm or gemv: same arguments) on [m, k] x [n, k]^T with its epilogue `e` (the
 // spec's): a residual [m, n] to add; for qkv, one sequence of m tokens at positions 0..m-1 whose K and V go
-// to a cache of m positions.
+// to a cache of m positions; with `norm`, a folded RMS norm's bf16 gamma [k] (the gemv prologue).
 llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, const Target &target, int64_t m,
-                                   int64_t n, int64_t k, const char *baseline) {
+                                   int64_t n, int64_t k, const char *baseline, bool norm = false) {
   KernelCache cache = KernelCache::openDefault();
   auto kernel = loadKernel(spec, target, &cache);
   if (!kernel) return kernel.takeError();
@@ -78,6 +78,8 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   if (!pos) return pos.takeError();
   if (!seq) return seq.takeError();
   if (!freq) return freq.takeError();
+  auto gamma = filled(size_t(k * 2));
+  if (!gamma) return gamma.takeError();
   auto kCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   auto vCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   if (!kCache) return kCache.takeError();
@@ -92,6 +94,8 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
     p.epi.inv_freq = freq->ptr();
     p.epi.k_cache = kCache->ptr();
     p.epi.v_cache = vCache->ptr();
+    p.epi.gamma = norm ? gamma->ptr() : 0;
+    p.epi.eps = 1e-5f;
     return launchKernel(kernel->fn, spec, m, p);
   });
   if (!ms) return ms.takeError();
@@ -246,7 +250,9 @@ llvm::Expected<std::vector<Result>> runGemmFused(const Ceilings &) {
 // Suite "gemv_fused": batched decode (16 and 8 rows) through the same fused matmuls, plus the two lm_heads
 // (plain). The default tile (the plan's without a tuning entry) reports as "gemv", so bench/torch_baseline.py
 // times torch.matmul on the same M, N, K; on sm_90a every wgmma tile the tuner would try, and the mma.sync
-// kernel at 4 and 8 warps, report as "gemv_tuning". Judged by the fraction of copy bandwidth.
+// kernel at 4 and 8 warps, report as "gemv_tuning". Judged by the fraction of copy bandwidth. On sm_90a the
+// matmuls that read an RMS norm in a Llama layer (qkv, gate/up, lm_head) also run their default tile with
+// the norm folded in (gemvFoldsNorm), as "gemv_prologue": the prologue's cost is the difference.
 llvm::Expected<std::vector<Result>> runGemvFused(const Ceilings &) {
   auto dev = device();
   if (!dev) return dev.takeError();
@@ -267,6 +273,15 @@ llvm::Expected<std::vector<Result>> runGemvFused(const Ceilings &) {
           continue;
         }
         auto r = benchMatmul(spec, spec.epi, dev->target, m, f.n, f.k, baseline);
+        if (!r) return r.takeError();
+        out.push_back(*r);
+      }
+      bool readsNorm = f.epi.kind != Epilogue::Kind::Pointwise || !f.epi.residual;
+      Prologue rms{Prologue::Kind::Rms, ir::DType::BF16};
+      if (readsNorm && gemvFoldsNorm(dev->target, m, rms.kind)) {
+        GemvSpec spec(f.n, f.k, f.epi, dflt, rms);
+        if (llvm::Error e = spec.validate(dev->target)) return e;
+        auto r = benchMatmul(spec, spec.epi, dev->target, m, f.n, f.k, "gemv_prologue", /*norm=*/true);
         if (!r) return r.takeError();
         out.push_back(*r);
       }

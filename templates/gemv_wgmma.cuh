@@ -75,7 +75,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   static_assert(SPLIT >= 1 && SPLIT <= 8, "gemvWgmma: SPLIT must be 1..8 (a portable cluster)");
   static_assert(BK == 64 || BK == 128 || BK == 256, "gemvWgmma: BK must be 64, 128 or 256 (1, 2 or 4 boxes a slot)");
   static_assert(STAGES >= 2, "gemvWgmma: at least two slots (one loading while one is multiplied)");
-  constexpr int kShared = kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT> + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes>;
+  constexpr int kShared =
+      kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT> + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes>;
   static_assert(kShared <= 227 * 1024, "gemvWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemvWgmma: this epilogue needs W rows in pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemvWgmma: the argmax epilogue runs in the FMA gemv only");
@@ -266,8 +267,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     }
 
     if constexpr (SPLIT > 1) {
-      // Ranks 1.. hand their partial products (and sums of squares) to rank 0, whose shared memory exists (the first phase) and is free (the
-      // phase rank 0 arrives on once it has read the previous group's).
+      // Ranks 1.. hand their partial products (and sums of squares) to rank 0, whose shared memory exists
+      // (the first phase) and is free (the phase rank 0 arrives on once it has read the previous group's).
       clusterWait();
       writeSquares();
       if (rank > 0) {

@@ -245,10 +245,17 @@ public:
 
   // The same with an RMS norm of A's rows folded in (spec.pro, gamma on the device as `gammaDev`, bf16): the
   // reference normalises the rows in double, rounds them to bf16 as the norm kernel stores them, then runs
-  // the epilogue's reference on them.
+  // the epilogue's reference on them. Row r of A is scaled by 2^(r % 5 - 2) first (0.25 to 4, exact in
+  // bf16): the norm all but undoes it, so a missing or misplaced 1 / rms is off by up to 16 times, where
+  // rows of rms ~1 would hide it within the tolerance.
   template <typename Spec>
   void checkRmsNormed(KernelSet &kernels, const Spec &spec, const ir::Tensor &gamma, cuda::DevicePtr gammaDev, float eps) {
-    ir::Tensor normed = aRows;
+    ir::Tensor scaled = a;
+    for (int64_t r = 0; r < scaled.rows(); ++r)
+      for (int64_t i = 0; i < scaled.cols(); ++i) scaled.row(r)[i] *= std::ldexp(1.f, static_cast<int>(r % 5) - 2);
+    auto scaledDev = uploadBf16(scaled);
+    ASSERT_TRUE(bool(scaledDev)) << llvm::toString(scaledDev.takeError());
+    ir::Tensor normed = selectRows(scaled, rows);
     for (int64_t r = 0; r < normed.rows(); ++r) {
       float *x = normed.row(r);
       double squares = 0;
@@ -259,7 +266,7 @@ public:
     auto ref = problem.reference(normed, resRows, spec.epi);
     ASSERT_TRUE(bool(ref)) << "reference: " << llvm::toString(ref.takeError());
     runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " M=" + std::to_string(m), /*keepC=*/false,
-                  gammaDev, eps);
+                  gammaDev, eps, scaledDev->ptr());
   }
 
   // The same in place: C is the residual buffer (the residual stream updated by an output projection).
@@ -291,14 +298,15 @@ public:
 private:
   MatmulCase(const MatmulProblem &p, int64_t m) : m(m), problem(p) {}
 
-  // Runs `spec` over the m rows of A with C as the output (poisoned first unless `keepC`) and compares the
-  // checked rows with `ref`.
+  // Runs `spec` over the m rows of A (or of `otherA`, as many of the same width) with C as the output
+  // (poisoned first unless `keepC`) and compares the checked rows with `ref`; gamma and eps go to a prologue.
   void runAndCompare(KernelSet &kernels, const KernelSpec &spec, cuda::DevicePtr residual, const ir::Tensor &ref,
-                     const std::string &what, bool keepC, cuda::DevicePtr gamma = 0, float eps = 0) {
+                     const std::string &what, bool keepC, cuda::DevicePtr gamma = 0, float eps = 0,
+                     cuda::DevicePtr otherA = 0) {
     const GpuKernel *k = kernels.get(spec);
     if (!k) return;
     if (!keepC) MINFER_ASSERT_OK(cDev.fill(0xFF));
-    MatmulParams params{.C = cDev.ptr(), .A = aDev.ptr(), .W = problem.weightsPtr()};
+    MatmulParams params{.C = cDev.ptr(), .A = otherA ? otherA : aDev.ptr(), .W = problem.weightsPtr()};
     params.epi.bias = problem.biasPtr();
     params.epi.residual = residual;
     params.epi.gamma = gamma;

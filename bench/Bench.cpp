@@ -5,6 +5,7 @@
 #include "bench/Bench.h"
 
 #include <cstring>
+#include <regex>
 
 
 namespace minfer::bench {
@@ -13,6 +14,18 @@ std::vector<Suite> &suites() {
   static std::vector<Suite> all; // function-local: safe from other files' static Registration objects
   return all;
 }
+
+namespace {
+std::string filterText;
+std::regex filterRegex;
+} // namespace
+
+void setFilter(const std::string &regex) {
+  filterText = regex;
+  filterRegex = std::regex(regex, std::regex::ECMAScript);
+}
+
+bool selected(const std::string &what) { return filterText.empty() || std::regex_search(what, filterRegex); }
 
 llvm::Expected<Ceilings> measureCeilings() {
   // 1 GiB each way: 20x the L2 of an H100/H200, so the copy streams DRAM, not cache.

@@ -45,6 +45,12 @@ llvm::Expected<Ceilings> measureCeilings();
 // One JSON object: the result, its GB/s and TFLOP/s, and the GB/s as a fraction of copy bandwidth.
 llvm::json::Object toJSON(const Result &r, const Ceilings &c);
 
+// Whether minfer_kernel_bench's --filter (a regular expression, empty: everything) matches `what`: a kernel's
+// name and shape, "gemm_bf16_n2560_k2048_wgmma_m128n128_s7_pp_epi_none M=2048 N=2560 K=2048". The matmul
+// suites (gemm, gemm_fused, gemv, gemv_fused) skip the kernels it does not match, e.g. to profile one under ncu.
+bool selected(const std::string &what);
+void setFilter(const std::string &regex);
+
 // A family of benchmarks (gemm, gemv, attention, ...): runs its shapes and returns the results.
 struct Suite {
   std::string name;

@@ -112,6 +112,16 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   return r;
 }
 
+// benchMatmul, its result added to `out`, unless --filter leaves the kernel out (bench::selected).
+llvm::Error addMatmul(std::vector<Result> &out, const KernelSpec &spec, const Epilogue &e, const Target &target,
+                      int64_t m, int64_t n, int64_t k, const char *baseline, bool norm = false) {
+  if (!selected(spec.name() + " " + shapeString(m, n, k))) return llvm::Error::success();
+  auto r = benchMatmul(spec, e, target, m, n, k, baseline, norm);
+  if (!r) return r.takeError();
+  out.push_back(*r);
+  return llvm::Error::success();
+}
+
 struct Device {
   Target target;
   int smCount = 0;
@@ -142,9 +152,7 @@ llvm::Expected<std::vector<Result>> runGemm(const Ceilings &) {
     GemmTile dflt = defaultGemmTile(dev->target, m, s.n, s.k, dev->smCount);
     GemmSpec spec(s.n, s.k, Epilogue::None, dflt);
     spec.smCount = dev->smCount;
-    auto r = benchMatmul(spec, spec.epi, dev->target, m, s.n, s.k, "gemm");
-    if (!r) return r.takeError();
-    out.push_back(*r);
+    if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, s.n, s.k, "gemm")) return e;
     // Alternatives: the mma.sync 128x128 tile with the other slice depth, 8 warps of 64x32 or 128x256 (one
     // block an SM), and 64x64 (more blocks); on sm_90a the other wgmma tiles.
     std::vector<GemmTile> alternatives = {GemmTile{128, 128, 32, 4, 2, 2}, GemmTile{128, 128, 64, 3, 2, 2},
@@ -162,9 +170,7 @@ llvm::Expected<std::vector<Result>> runGemm(const Ceilings &) {
       }
       GemmSpec alt(s.n, s.k, Epilogue::None, t);
       alt.smCount = dev->smCount;
-      auto r = benchMatmul(alt, alt.epi, dev->target, m, s.n, s.k, "gemm_tuning");
-      if (!r) return r.takeError();
-      out.push_back(*r);
+      if (llvm::Error e = addMatmul(out, alt, alt.epi, dev->target, m, s.n, s.k, "gemm_tuning")) return e;
     }
   }
   return out;
@@ -177,17 +183,16 @@ llvm::Expected<std::vector<Result>> runGemv(const Ceilings &) {
   for (int64_t m : {1, 4}) {
     for (const Shape &s : kShapes) {
       GemvTile dflt = defaultGemvTile(dev->target, m, s.n, s.k, dev->smCount);
-      auto r = benchMatmul(GemvSpec(s.n, s.k, Epilogue::None, dflt), Epilogue::None, dev->target, m, s.n, s.k, "gemv");
-      if (!r) return r.takeError();
-      out.push_back(*r);
+      if (llvm::Error e = addMatmul(out, GemvSpec(s.n, s.k, Epilogue::None, dflt), Epilogue::None, dev->target, m,
+                                    s.n, s.k, "gemv"))
+        return e;
       // Alternatives: the FMA kernel at 1, 2, 4 rows per warp, the tensor-core kernel at 4, 8, 16 warps.
       for (GemvTile t : {GemvTile{dflt.maxM, 1, 4, false}, GemvTile{dflt.maxM, 2, 4, false}, GemvTile{dflt.maxM, 4, 4, false},
                          GemvTile{dflt.maxM, 1, 4, true}, GemvTile{dflt.maxM, 1, 8, true}, GemvTile{dflt.maxM, 1, 16, true}}) {
         if (t == dflt) continue;
-        auto alt = benchMatmul(GemvSpec(s.n, s.k, Epilogue::None, t), Epilogue::None, dev->target, m, s.n, s.k,
-                                "gemv_tuning");
-        if (!alt) return alt.takeError();
-        out.push_back(*alt);
+        if (llvm::Error e = addMatmul(out, GemvSpec(s.n, s.k, Epilogue::None, t), Epilogue::None, dev->target, m,
+                                      s.n, s.k, "gemv_tuning"))
+          return e;
       }
     }
   }
@@ -239,9 +244,8 @@ llvm::Expected<std::vector<Result>> runGemmFused(const Ceilings &) {
             llvm::consumeError(std::move(e));
             continue;
           }
-          auto r = benchMatmul(spec, spec.epi, dev->target, m, f.n, f.k, fused ? baseline : "gemm_tuning");
-          if (!r) return r.takeError();
-          out.push_back(*r);
+          if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, fused ? baseline : "gemm_tuning"))
+            return e;
         }
     }
   return out;
@@ -272,18 +276,15 @@ llvm::Expected<std::vector<Result>> runGemvFused(const Ceilings &) {
           llvm::consumeError(std::move(e));
           continue;
         }
-        auto r = benchMatmul(spec, spec.epi, dev->target, m, f.n, f.k, baseline);
-        if (!r) return r.takeError();
-        out.push_back(*r);
+        if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, baseline)) return e;
       }
       bool readsNorm = f.epi.kind != Epilogue::Kind::Pointwise || !f.epi.residual;
       Prologue rms{Prologue::Kind::Rms, ir::DType::BF16};
       if (readsNorm && gemvFoldsNorm(dev->target, m, rms.kind)) {
         GemvSpec spec(f.n, f.k, f.epi, dflt, rms);
         if (llvm::Error e = spec.validate(dev->target)) return e;
-        auto r = benchMatmul(spec, spec.epi, dev->target, m, f.n, f.k, "gemv_prologue", /*norm=*/true);
-        if (!r) return r.takeError();
-        out.push_back(*r);
+        if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, "gemv_prologue", /*norm=*/true))
+          return e;
       }
     }
   return out;

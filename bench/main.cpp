@@ -1,6 +1,6 @@
 // bench/main.cpp — minfer_kernel_bench: runs the registered kernel benchmark suites on device 0.
 //
-//   minfer_kernel_bench [--suite NAME] [--out FILE.json] [--shapes-out FILE.json] [--list]
+//   minfer_kernel_bench [--suite NAME] [--filter REGEX] [--out FILE.json] [--shapes-out FILE.json] [--list]
 //
 // Initialises the driver (exit 1 with the reason when there is no GPU), measures the copy-bandwidth
 // ceiling, runs each suite (bench/<family>Bench.cpp registers it with a static bench::Registration),
@@ -15,6 +15,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <regex>
+
 using namespace minfer;
 using llvm::StringRef;
 namespace cl = llvm::cl;
@@ -28,6 +30,10 @@ cl::opt<std::string> outPath("out", cl::desc("Write all results as one JSON arra
                              cl::value_desc("FILE.json"), cl::cat(category));
 cl::opt<std::string> shapesPath("shapes-out", cl::desc("Write the shapes that ran (for bench/torch_baseline.py)"),
                                 cl::value_desc("FILE.json"), cl::cat(category));
+cl::opt<std::string> filter("filter",
+                            cl::desc("In the matmul suites, run only the kernels whose name and shape match this "
+                                     "regular expression (e.g. 'pp_epi_qkv.*M=2048')"),
+                            cl::value_desc("REGEX"), cl::cat(category));
 cl::opt<bool> listSuites("list", cl::desc("Print the registered suites and exit"), cl::cat(category));
 
 int failWith(const llvm::Twine &msg) {
@@ -79,6 +85,12 @@ int main(int argc, char **argv) {
     for (const bench::Suite &s : all) names.push_back(s.name);
     return failWith("unknown suite '" + suiteName + "'; registered: " +
                     (names.empty() ? std::string("none") : llvm::join(names, ", ")));
+  }
+
+  try {
+    bench::setFilter(filter);
+  } catch (const std::regex_error &e) {
+    return failWith("--filter '" + filter + "' is not a regular expression: " + e.what());
   }
 
   if (llvm::Error e = cuda::init()) return failWith(llvm::toString(std::move(e)));

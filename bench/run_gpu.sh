@@ -9,7 +9,7 @@
 # `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU
 # tests under compute-sanitizer memcheck, racecheck and synccheck (sanitize_<tool>.log, the shards' output
 # one after another). `e2e` runs, per model in
-# $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
+# $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-3.2-1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
 # model (time to first token), `minferc autotune` of the model for the benchmark's buckets (unless
 # E2E_TUNE=0), then minfer_e2e_bench on the same weights: fused and tuned, and (unless E2E_UNFUSED=0) unfused
@@ -44,7 +44,7 @@ export MINFER_CACHE_DIR="${MINFER_CACHE_DIR:-/tmp/minfer-kernel-cache}"
 # tokenizers), copied next to the build by README's build steps.
 [ -d "$build/extra-libs" ] && export LD_LIBRARY_PATH="$(cd "$build/extra-libs" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$MINFER_CACHE_DIR"
-E2E_MODELS="${E2E_MODELS:-gpt2-124m,tinyllama-1.1b,llama-2-7b}"
+E2E_MODELS="${E2E_MODELS:-gpt2-124m,tinyllama-1.1b,llama-3.2-1b,llama-2-7b}"
 shapes=/tmp/minfer_bench_shapes.json # input to the baseline only; kernel_bench.json holds the same shapes
 rm -f "$shapes"
 failed=()
@@ -283,8 +283,9 @@ run_all() {
 
   if wants kernels; then
   step "kernel benchmarks"
-  # $KERNEL_SUITE runs one suite (gemm, gemv, ...; minfer_kernel_bench --list), default all.
-  "$build/bench/minfer_kernel_bench" ${KERNEL_SUITE:+--suite "$KERNEL_SUITE"} --out "$OUT/kernel_bench.json" \
+  # $KERNEL_SUITE runs one suite (gemm, gemv, ...; minfer_kernel_bench --list), default all; $KERNEL_FILTER
+  # (a regular expression on kernel name and shape) runs only the matmul kernels it matches.
+  "$build/bench/minfer_kernel_bench" ${KERNEL_SUITE:+--suite "$KERNEL_SUITE"} ${KERNEL_FILTER:+--filter "$KERNEL_FILTER"} --out "$OUT/kernel_bench.json" \
     --shapes-out "$shapes" || failed+=("kernel bench")
 
   step "PyTorch baseline"

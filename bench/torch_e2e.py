@@ -14,7 +14,8 @@ batch-1..16 decode (gpt-fast style) and so the fair reference for minfer's end-t
      Reused when DIR/seed.txt names the same model and seed.
   3. Builds the model in bf16 (every checkpoint dtype is cast to bf16 for compute, as minfer computes in
      bf16): HF numerics — rms_norm in fp32 then cast and scaled by gamma, rope half rotation with
-     inv_freq = theta^(-2i/d) in fp32 and cos/sin cast to bf16, softmax in fp32 inside SDPA, SwiGLU;
+     inv_freq = theta^(-2i/d) in fp32 (rescaled by the llama3 schedule where the .ir's rope says so) and
+     cos/sin cast to bf16, softmax in fp32 inside SDPA, SwiGLU;
      GPT-2: learned positions, layer_norm, gelu tanh, biases, lm_head tied to wte. Same math as the .ir;
      q/k/v and gate/up are concatenated into one matmul each (as gpt-fast does: a stronger baseline).
   4. KV cache: per layer [batch, kv_heads, max_ctx, head_dim] bf16 buffers (the SDPA layout), written with
@@ -35,6 +36,7 @@ Needs torch (2.5+), safetensors and a CUDA GPU; nothing here is needed to build 
 import argparse
 import gc
 import json
+import math
 import os
 import re
 import statistics
@@ -55,6 +57,7 @@ MODELS = {
     "gpt2-124m": {"arch": "gpt2", "eps": 1e-5, "theta": None},
     "tinyllama-1.1b": {"arch": "llama", "eps": 1e-5, "theta": 10000.0},
     "llama-2-7b": {"arch": "llama", "eps": 1e-5, "theta": 10000.0},
+    "llama-3.2-1b": {"arch": "llama", "eps": 1e-5, "theta": 500000.0},  # llama3 schedule, tied lm_head
 }
 
 
@@ -72,6 +75,9 @@ def parse_ir(model):
         cfg["eps"] = float(e[1])
     if (t := re.search(r"\btheta\s*=\s*([0-9.eE+-]+)", text)):
         cfg["theta"] = float(t[1])
+    if re.search(r"\bschedule\s*=\s*llama3\b", text):
+        cfg["llama3"] = {k: float(re.search(rf"\b{k}\s*=\s*([0-9.eE+-]+)", text)[1])
+                         for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_pos")}
     heads = re.findall(r"matmul\s+%\w+\s*,\s*@(\w+)\s*:\s*\w+\[\w+\s*,\s*vocab\]", text)
     cfg["lm_head"] = heads[-1] if heads else ("wte" if cfg["arch"] == "gpt2" else "lm_head")
     return cfg
@@ -116,6 +122,18 @@ def rms_norm(x, w, eps):
     xf = x.float()
     xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
     return w * xf.to(x.dtype)
+
+
+def llama3_inv_freq(inv_freq, factor, low_freq_factor, high_freq_factor, original_max_pos):
+    """HF's llama3 rope schedule (transformers' _compute_llama3_parameters): long wavelengths slowed by
+    `factor`, short ones kept, the band between interpolated smoothly."""
+    low_wavelen, high_wavelen = original_max_pos / low_freq_factor, original_max_pos / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (original_max_pos / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return torch.where(medium, smoothed, scaled)
 
 
 def rotate_half(x):
@@ -180,6 +198,8 @@ class Model(nn.Module):
                 # HF LlamaRotaryEmbedding: inv_freq in fp32, cos/sin of cat(freqs, freqs), cast to bf16
                 D = self.head_dim
                 inv_freq = 1.0 / (cfg["theta"] ** (torch.arange(0, D, 2, dtype=torch.int64).float() / D))
+                if "llama3" in cfg:
+                    inv_freq = llama3_inv_freq(inv_freq, **cfg["llama3"])
                 freqs = torch.outer(torch.arange(self.max_pos, dtype=torch.float32), inv_freq).cuda()
                 emb = torch.cat((freqs, freqs), dim=-1)
                 self.register_buffer("cos", emb.cos().to(torch.bfloat16), persistent=False)

@@ -28,7 +28,8 @@ TEST_P(Examples, ParseVerifyAndRoundTrip) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllExamples, Examples,
-                         ::testing::Values("gpt2-124m.ir", "tinyllama-1.1b.ir", "llama-2-7b.ir", "qwen2.5-0.5b.ir"),
+                         ::testing::Values("gpt2-124m.ir", "tinyllama-1.1b.ir", "llama-2-7b.ir", "qwen2.5-0.5b.ir",
+                                           "llama-3.2-1b.ir"),
                          [](const auto &info) {
                            std::string n = info.param;
                            for (char &c : n)

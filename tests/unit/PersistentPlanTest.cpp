@@ -24,7 +24,9 @@ Plan planExample(const std::string &name, int64_t batch, bool fuse = true, const
   auto m = test::parseVerified(test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/" + name + ".ir"));
   EXPECT_TRUE(m);
   if (!m) return Plan();
-  if (fuse) EXPECT_TRUE(bool(fuseModule(*m)));
+  if (fuse) {
+    EXPECT_TRUE(bool(fuseModule(*m)));
+  }
   PlanOptions po;
   po.maxBatch = batch;
   po.maxSeq = 256;
@@ -155,7 +157,9 @@ TEST(PersistentPlan, JsonShowsTheTaskGraphOrWhyNot) {
   for (size_t i = 0; i < tasks->size(); ++i) {
     const llvm::json::Object &t = *(*tasks)[i].getAsObject();
     EXPECT_EQ(*t.getInteger("task"), static_cast<int64_t>(i));
-    if (i > 0) EXPECT_EQ(*t.getInteger("waits_for"), static_cast<int64_t>(i - 1));
+    if (i > 0) {
+      EXPECT_EQ(*t.getInteger("waits_for"), static_cast<int64_t>(i - 1));
+    }
     EXPECT_GT(*t.getInteger("tiles"), 0);
     weights += *t.getInteger("weight_bytes");
   }

@@ -40,7 +40,7 @@ std::string shapeString(int64_t m, int64_t n, int64_t k) {
 
 // Times one matmul kernel (gemm or gemv: same arguments) on [m, k] x [n, k]^T with its epilogue `e` (the
 // spec's): a residual [m, n] to add; for qkv, one sequence of m tokens at positions 0..m-1 whose K and V go
-// to a cache of m positions; with `norm`, a folded RMS norm's bf16 gamma [k] (the gemv prologue).
+// to a cache of m positions (the rotation table of m rows); with `norm`, a folded RMS norm's bf16 gamma [k] (the gemv prologue).
 llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, const Target &target, int64_t m,
                                    int64_t n, int64_t k, const char *baseline, bool norm = false) {
   KernelCache cache = KernelCache::openDefault();
@@ -66,18 +66,18 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   const int64_t kvCols = int64_t(e.kvHeads) * e.headDim;
   std::vector<int32_t> positions(static_cast<size_t>(m)), seqOf(static_cast<size_t>(m), 0);
   for (int64_t i = 0; i < m; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  std::vector<float> invFreq(static_cast<size_t>(std::max(e.headDim / 2, 1)));
-  for (size_t i = 0; i < invFreq.size(); ++i) invFreq[i] = std::pow(10000.f, -2.f * float(i) / float(e.headDim));
+  std::vector<double> invFreq(static_cast<size_t>(std::max(e.headDim / 2, 1)));
+  for (size_t i = 0; i < invFreq.size(); ++i) invFreq[i] = std::pow(10000.0, -2.0 * double(i) / double(e.headDim));
   auto upload = [](const auto &v) -> llvm::Expected<cuda::DeviceBuffer> {
     auto b = cuda::DeviceBuffer::alloc(v.size() * sizeof(v[0]));
     if (!b) return b.takeError();
     if (auto err = b->upload(v.data(), v.size() * sizeof(v[0]))) return err;
     return b;
   };
-  auto pos = upload(positions), seq = upload(seqOf), freq = upload(invFreq);
+  auto pos = upload(positions), seq = upload(seqOf), rope = upload(rotationTable(invFreq, m));
   if (!pos) return pos.takeError();
   if (!seq) return seq.takeError();
-  if (!freq) return freq.takeError();
+  if (!rope) return rope.takeError();
   auto gamma = filled(size_t(k * 2));
   if (!gamma) return gamma.takeError();
   auto kCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
@@ -91,7 +91,7 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
     p.epi.max_seq = static_cast<int32_t>(m);
     p.epi.positions = pos->ptr();
     p.epi.seq_of = seq->ptr();
-    p.epi.inv_freq = freq->ptr();
+    p.epi.rope = rope->ptr();
     p.epi.k_cache = kCache->ptr();
     p.epi.v_cache = vCache->ptr();
     p.epi.gamma = norm ? gamma->ptr() : 0;

@@ -168,6 +168,14 @@ private:
     table.fixedBytes = static_cast<int64_t>(table.constant.size() * 4);
     return sharedBuffer(std::move(table));
   }
+  // The rotation table of a roping qkv op (its epilogue's EpiParams::rope): one per op, shared by every layer.
+  int rotationTable(const ir::Op &op) {
+    PlanBuffer table = named("rope_table:%" + m.value(op.results[0]).name, BufferKind::Constant);
+    table.rotation = ir::ropeInverseFrequencies(op);
+    table.rotationRows = plan.options.maxSeq;
+    table.fixedBytes = table.rotationRows * static_cast<int64_t>(table.rotation.size()) * 2 * 4;
+    return sharedBuffer(std::move(table));
+  }
   // The attention op that reads `v` (nullptr when none or several ops do).
   const ir::Op *attentionReading(ir::ValueId v) const {
     auto it = readers.find(v);
@@ -359,7 +367,7 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     ea.positions = input("positions");
     ea.seqOf = input("seq_of");
     ea.maxSeq = plan.options.maxSeq;
-    if (epi.rope != QkvRope::None) ea.invFreq = ropeTable(op);
+    if (epi.rope != QkvRope::None) ea.rope = rotationTable(op);
   }
   int y = define(op.results[0], epi.outCols(n));
   V epiValue = of(V::Epilogue);
@@ -710,7 +718,7 @@ std::vector<int> ParamValue::buffers() const {
   };
   if (kind == Buffer) add(buffer);
   if (kind == Epilogue)
-    for (int b : {epi.bias, epi.residual, epi.positions, epi.seqOf, epi.invFreq, epi.kCache, epi.vCache, epi.gamma,
+    for (int b : {epi.bias, epi.residual, epi.positions, epi.seqOf, epi.rope, epi.kCache, epi.vCache, epi.gamma,
                   epi.beta, epi.argmax})
       add(b);
   return out;

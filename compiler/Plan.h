@@ -28,7 +28,7 @@ enum class BufferKind {
   Input,      // i32 per row: tokens, positions, sequence ids
   Activation, // bf16 [rows, cols] in the phase's arena
   Weight,     // one tensor of one layer, as loaded (matmul weights bf16 [out, in])
-  Constant,   // data computed at plan time (rope inverse frequencies)
+  Constant,   // data computed at plan time (rope inverse frequencies; the qkv epilogue's rotation table)
   KvCache,    // one layer's K or V cache: [batch, max_seq, kv_dim] bf16
   Workspace,  // scratch of a kernel (decode attention partials), sized by batch and max_seq
   Output,     // the logits [rows, vocab] bf16, and the sampled token ids
@@ -48,6 +48,11 @@ struct PlanBuffer {
   int kvSlot = -1;         // KvCache: the attention slot (Module::numKvSlots)
   bool isValue = false;    // KvCache: V (else K)
   std::vector<float> constant; // Constant: the values (fp32)
+  // Constant: a rotation table (compiler/kernels/Epilogue.h rotationTable) of `rotationRows` positions for
+  // these inverse frequencies, instead of `constant`: max_seq x head_dim / 2 pairs would make every plan
+  // megabytes, so the engine builds it when it loads the weights.
+  std::vector<double> rotation;
+  int64_t rotationRows = 0;
   // Weight: the order its rows are stored in for a fused epilogue (templates/epilogue.cuh): RopePairs puts
   // each rotary pair (i, i + head_dim/2) of the first `layoutRows` rows next to each other (EpiQkv, half
   // style); GateUp interleaves the two halves' rows (EpiGated). Applied at load (rowOrder).
@@ -64,7 +69,7 @@ struct EpilogueArgs {
   int bias = -1, residual = -1;
   double scale = 1;
   int64_t maxSeq = 0;
-  int positions = -1, seqOf = -1, invFreq = -1, kCache = -1, vCache = -1; // the qkv epilogue
+  int positions = -1, seqOf = -1, rope = -1, kCache = -1, vCache = -1; // the qkv epilogue (rope: its table)
   int gamma = -1, beta = -1;                                              // a folded norm (gemv prologue)
   double eps = 0;
   int argmax = -1; // the lm_head's argmax keys (greedy decode; the session passes null when it samples)

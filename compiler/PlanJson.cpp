@@ -54,7 +54,7 @@ llvm::json::Value valueJSON(const Plan &plan, const ParamValue &v) {
     if (e.scale != 1) o["scale"] = e.scale;
     put("positions", e.positions);
     put("seq_of", e.seqOf);
-    put("inv_freq", e.invFreq);
+    put("rope", e.rope);
     put("k_cache", e.kCache);
     put("v_cache", e.vCache);
     if (e.kCache >= 0) o["max_seq"] = e.maxSeq;
@@ -172,6 +172,11 @@ llvm::json::Object Plan::toJSON() const {
       llvm::json::Array values;
       for (float f : b.constant) values.push_back(static_cast<double>(f));
       o["values"] = std::move(values);
+    }
+    if (!b.rotation.empty()) {
+      llvm::json::Array freqs;
+      for (double f : b.rotation) freqs.push_back(f);
+      o["rotation"] = llvm::json::Object{{"rows", b.rotationRows}, {"inv_freq", std::move(freqs)}};
     }
     bufs.push_back(std::move(o));
   }

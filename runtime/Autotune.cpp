@@ -75,7 +75,7 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
   if (auto e = make(static_cast<size_t>(rows * n * 2), b.residual)) return e;
   if (auto e = make(static_cast<size_t>(n * 2), b.bias)) return e;
   if (auto e = make(static_cast<size_t>(k * 4), b.norm)) return e;    // gamma / beta of any element type
-  if (auto e = make(static_cast<size_t>(4096 * 4), b.floats)) return e; // rope frequencies
+  if (auto e = make(static_cast<size_t>(4096 * 4), b.floats)) return e; // the rope table's row 0 (positions 0)
   if (auto e = make(static_cast<size_t>(n * 2), b.cache)) return e;  // one cache row: every row writes it
   auto keys = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 8));
   if (!keys) return keys.takeError();
@@ -104,7 +104,7 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
   epi.max_seq = 1;
   epi.positions = b.ints.ptr();
   epi.seq_of = b.ints.ptr();
-  epi.inv_freq = b.floats.ptr();
+  epi.rope = b.floats.ptr();
   epi.k_cache = b.cache.ptr();
   epi.v_cache = b.cache.ptr();
   epi.gamma = b.norm.ptr();

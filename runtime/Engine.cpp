@@ -2,6 +2,7 @@
 #include "runtime/Engine.h"
 
 #include "compiler/Pipeline.h"
+#include "compiler/kernels/Epilogue.h"
 #include "io/Safetensors.h"
 #include "io/WeightLoader.h"
 #include "ir/Diagnostics.h"
@@ -357,7 +358,10 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
     pointers[i] = weightMemory.ptr() + offsets[i];
     if (b.kind == BufferKind::Constant) {
-      if (auto e = weightMemory.upload(b.constant.data(), b.constant.size() * 4, offsets[i])) return e;
+      // A rotation table is built here, not carried in the plan (Plan.h PlanBuffer::rotation).
+      std::vector<float> table = b.rotation.empty() ? std::vector<float>() : rotationTable(b.rotation, b.rotationRows);
+      const std::vector<float> &values = b.rotation.empty() ? b.constant : table;
+      if (auto e = weightMemory.upload(values.data(), values.size() * 4, offsets[i])) return e;
       continue;
     }
     size_t written = 0;

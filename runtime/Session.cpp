@@ -205,7 +205,7 @@ void Session::fillParams(const PlannedLaunch &l, const PhaseState &ph, int64_t r
       p.max_seq = static_cast<int32_t>(e.maxSeq);
       p.positions = address(ph, e.positions);
       p.seq_of = address(ph, e.seqOf);
-      p.inv_freq = address(ph, e.invFreq);
+      p.rope = address(ph, e.rope);
       p.k_cache = address(ph, e.kCache);
       p.v_cache = address(ph, e.vCache);
       p.gamma = address(ph, e.gamma);

@@ -67,7 +67,7 @@ struct EpiParams {
   int max_seq;           // EpiQkv: cache rows per sequence
   const int *positions;  // EpiQkv: [M] rope angle and cache row
   const int *seq_of;     // EpiQkv: [M] cache sequence (negative: skip the cache write)
-  const float *inv_freq; // EpiQkv: [HEAD_DIM / 2]
+  const float2 *rope;    // EpiQkv: [max_seq, HEAD_DIM / 2] (cos, sin) of each position's rotary pairs
   bf16 *k_cache;         // EpiQkv: [batch, max_seq, KV_HEADS * HEAD_DIM]
   bf16 *v_cache;
   const void *gamma;     // ProNorm: [K] of its WeightT
@@ -226,12 +226,15 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     return {__ldg(p.positions + row), __ldg(p.seq_of + row)};
   }
 
-  // (cos, sin) of rotary pair i at position pos. As rope.cuh: the angle (float)pos * inv_freq[i] in fp32,
-  // then sincosf.
+  // (cos, sin) of rotary pair i at position pos, from the rotation table the plan gives the epilogue
+  // (compiler/kernels/Epilogue.h rotationTable: the interpreter's angle pos * inv_freq[i] in double, its cos
+  // and sin rounded to fp32). A load instead of a sincosf: a 128x128 tile of head dim 128 needs 64 of them a
+  // thread, ~40 instructions each plus an inlined Payne-Hanek path, which made the qkv epilogue ~5,000
+  // instructions a tile and its kernels' ptxas time ~3 s. A position outside the table (only on rows whose
+  // output is never read: the session refuses prompts past max_seq) reads its nearest row, never past it.
   __device__ __forceinline__ static float2 rotation(int pos, int i, const EpiParams &p) {
-    float s, c;
-    sincosf(static_cast<float>(pos) * __ldg(p.inv_freq + i), &s, &c);
-    return make_float2(c, s);
+    const int row = min(max(pos, 0), p.max_seq - 1);
+    return __ldg(p.rope + static_cast<long long>(row) * (HEAD_DIM / 2) + i);
   }
 
   template <int N>

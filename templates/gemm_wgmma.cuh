@@ -176,8 +176,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
         constexpr int kHeadDim = Epi::kRopeHeadDim;
         if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % kHeadDim == 0) {
           // Rope with whole heads in the tile: fragment j's pair index (col % HEAD_DIM) / 2 depends only on
-          // j % (HEAD_DIM / 8), so each angle is computed once and used for every head of the tile (the
-          // sincosf was most of the epilogue's instructions). A tile past the rotated q and k columns skips it.
+          // j % (HEAD_DIM / 8), so each rotation is loaded once (EpiQkv::rotation, a table row) and used for
+          // every head of the tile. A tile past the rotated q and k columns skips it.
           constexpr int kFrags = kHeadDim / 8, kHeads = BN / kHeadDim;
           const bool rotates = tileN * BN < Epi::QD + Epi::KVD;
           if constexpr (Epi::kRope == 1 && kFrags % 2 == 0) {

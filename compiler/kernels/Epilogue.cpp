@@ -1,8 +1,11 @@
-// compiler/kernels/Epilogue.cpp — names of the matmul epilogue and prologue policies.
+// compiler/kernels/Epilogue.cpp — names of the matmul epilogue and prologue policies, and the qkv epilogue's rotation table.
 #include "compiler/kernels/Epilogue.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace minfer {
 namespace {
@@ -13,6 +16,18 @@ const char *boolArg(bool b) { return b ? "true" : "false"; }
 llvm::Error failure(const llvm::Twine &msg) { return llvm::createStringError(llvm::inconvertibleErrorCode(), msg); }
 
 } // namespace
+
+std::vector<float> rotationTable(llvm::ArrayRef<double> invFreq, int64_t rows) {
+  std::vector<float> table(static_cast<size_t>(std::max<int64_t>(rows, 0)) * invFreq.size() * 2);
+  size_t k = 0;
+  for (int64_t p = 0; p < rows; ++p)
+    for (double f : invFreq) {
+      const double angle = static_cast<double>(p) * f;
+      table[k++] = static_cast<float>(std::cos(angle));
+      table[k++] = static_cast<float>(std::sin(angle));
+    }
+  return table;
+}
 
 const Epilogue Epilogue::None = Epilogue::pointwise(false);
 const Epilogue Epilogue::Bias = Epilogue::pointwise(true);
@@ -134,7 +149,7 @@ std::string Prologue::policy() const {
 MINFER_PARAMS_LAYOUT(EpiParams,
                      MINFER_FIELD(bias, Ptr), MINFER_FIELD(residual, Ptr), MINFER_FIELD(scale, F32),
                      MINFER_FIELD(max_seq, I32), MINFER_FIELD(positions, Ptr), MINFER_FIELD(seq_of, Ptr),
-                     MINFER_FIELD(inv_freq, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
+                     MINFER_FIELD(rope, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
                      MINFER_FIELD(gamma, Ptr), MINFER_FIELD(beta, Ptr), MINFER_FIELD(eps, F32),
                      MINFER_FIELD(argmax, Ptr))
 

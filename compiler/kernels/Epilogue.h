@@ -8,6 +8,7 @@
 #include "ir/OpInfo.h"
 #include "ir/Types.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -81,12 +82,18 @@ struct EpiParams {
   uint64_t bias = 0, residual = 0;
   float scale = 1.f;
   int32_t max_seq = 0;
-  uint64_t positions = 0, seq_of = 0, inv_freq = 0, k_cache = 0, v_cache = 0;
+  uint64_t positions = 0, seq_of = 0, rope = 0, k_cache = 0, v_cache = 0; // rope: rotationTable's layout
   uint64_t gamma = 0, beta = 0;
   float eps = 0.f;
   uint64_t argmax = 0;
   static const ParamsLayout &layout();
 };
+
+// The qkv epilogue's rotation table (EpiParams::rope): for each position p < rows and rotary pair i of
+// `invFreq` (ir::ropeInverseFrequencies, HEAD_DIM / 2 of them), cos and sin of the interpreter's angle
+// p * invFreq[i] computed in double and rounded to fp32: [rows, HEAD_DIM / 2, 2] floats. The plan sizes it to
+// max_seq rows; the engine builds and uploads it when it loads the weights.
+std::vector<float> rotationTable(llvm::ArrayRef<double> invFreq, int64_t rows);
 
 // The matmul kernels' one argument (gemm, gemv, gemvMma): templates/epilogue.cuh's MatmulParams.
 struct MatmulParams {

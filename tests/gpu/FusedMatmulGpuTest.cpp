@@ -157,16 +157,14 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
   GPU_TRY(gammaF32, uploadVector(gamma.data));
   GPU_TRY(betaF32, uploadVector(beta.data));
   std::map<const Case *, std::pair<cuda::DeviceBuffer, cuda::DeviceBuffer>> weights; // laid-out W, bias
-  std::map<const Case *, cuda::DeviceBuffer> invFreq;
+  std::map<const Case *, cuda::DeviceBuffer> ropeTables; // each roping case's rotation table, kMaxSeq rows
   for (const Case &c : all) {
     GPU_TRY(wDev, uploadBf16(laidOut(w, c.layout)));
     GPU_TRY(bDev, uploadBf16(laidOut(bias, c.layout)));
     weights.emplace(&c, std::make_pair(std::move(wDev), std::move(bDev)));
     if (c.epi.kind == Epilogue::Kind::Qkv && c.epi.rope != QkvRope::None) {
-      std::vector<float> inv;
-      for (double f : ir::ropeInverseFrequencies(*opDefining(*m, c.op))) inv.push_back(static_cast<float>(f));
-      GPU_TRY(invDev, uploadVector(inv));
-      invFreq.emplace(&c, std::move(invDev));
+      GPU_TRY(tableDev, uploadVector(rotationTable(ir::ropeInverseFrequencies(*opDefining(*m, c.op)), kMaxSeq)));
+      ropeTables.emplace(&c, std::move(tableDev));
     }
   }
   int64_t kvd = kKvHeads * kHeadDim;
@@ -220,7 +218,7 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     epi.max_seq = static_cast<int32_t>(kMaxSeq);
     epi.positions = posDev.ptr();
     epi.seq_of = seqDev.ptr();
-    epi.inv_freq = invFreq.count(&c) ? invFreq.at(&c).ptr() : 0;
+    epi.rope = ropeTables.count(&c) ? ropeTables.at(&c).ptr() : 0;
     epi.k_cache = kCache.ptr();
     epi.v_cache = vCache.ptr();
     bool f32Norm = run.pro.weights == ir::DType::F32;

@@ -2,7 +2,9 @@
 // from the op list, buffers shared between the phases, and the arena layout.
 #include "common/TestModels.h"
 
+#include "compiler/Fuse.h"
 #include "compiler/Plan.h"
+#include "compiler/kernels/Epilogue.h"
 
 #include <gtest/gtest.h>
 
@@ -98,6 +100,58 @@ TEST(Plan, WeightsKvCachesAndConstantsAreSharedByBothPhases) {
   int64_t matmul = 32 * 32 + 2 * (32 * 32 * 2 + 16 * 32 * 2 + 48 * 32 * 3), norms = 32 + 2 * 32 * 2;
   EXPECT_EQ(p.weightBytes, (matmul + norms) * 2);
   EXPECT_DOUBLE_EQ(p.decodeFlopsPerToken, 2.0 * matmul);
+}
+
+// Fused, the qkv epilogue rotates q and k by a table of (cos, sin) per position and rotary pair: one per qkv
+// op, shared by the layers and both phases, max_seq rows of head_dim / 2 pairs, built by the engine from the
+// op's inverse frequencies (the plan carries only those).
+TEST(Plan, TheQkvEpilogueReadsOneRotationTableOfMaxSeqRows) {
+  auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
+  ASSERT_TRUE(m);
+  auto fused = fuseModule(*m);
+  ASSERT_TRUE(bool(fused)) << llvm::toString(fused.takeError());
+  Plan p = planFor(*m, PlanOptions{2, 64, 128});
+  std::set<int> tables;
+  int qkvLaunches = 0;
+  for (const PhasePlan *phase : {&p.prefill, &p.decode})
+    for (const PlannedLaunch &l : phase->launches)
+      for (const ParamBinding &b : l.params)
+        if (b.value.kind == ParamValue::Epilogue && b.value.epi.kCache >= 0) {
+          ++qkvLaunches;
+          EXPECT_EQ(b.value.epi.maxSeq, 128);
+          ASSERT_GE(b.value.epi.rope, 0) << l.op;
+          tables.insert(b.value.epi.rope);
+        }
+  EXPECT_EQ(qkvLaunches, 4); // two layers, two phases
+  ASSERT_EQ(tables.size(), 1u);
+  const PlanBuffer &t = p.buffers[*tables.begin()];
+  EXPECT_EQ(t.kind, BufferKind::Constant);
+  EXPECT_TRUE(t.constant.empty());
+  EXPECT_EQ(t.rotationRows, 128);
+  // theta 10000, head_dim 8: 10000^(-2i / 8) for the 4 pairs.
+  ASSERT_EQ(t.rotation.size(), 4u);
+  const double expected[] = {1.0, 0.1, 0.01, 0.001};
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(t.rotation[i], expected[i], 1e-15) << "pair " << i;
+  EXPECT_EQ(t.fixedBytes, 128 * 4 * 2 * 4);       // rows x pairs x (cos, sin) x fp32
+  EXPECT_EQ(t.fixedBytes, static_cast<int64_t>(rotationTable(t.rotation, t.rotationRows).size() * 4));
+}
+
+// rotationTable: (cos, sin) of p * f for each position p and frequency f, row by row.
+TEST(Plan, ARotationTableHoldsTheCosineAndSineOfEachPositionsAngles) {
+  std::vector<float> t = rotationTable({1.0, 0.5}, 4);
+  ASSERT_EQ(t.size(), 4u * 2 * 2);
+  // Row 0: no rotation.
+  EXPECT_EQ(t[0], 1.f);
+  EXPECT_EQ(t[1], 0.f);
+  EXPECT_EQ(t[2], 1.f);
+  EXPECT_EQ(t[3], 0.f);
+  // Row 3: angles 3 and 1.5 (cos 3 = -0.98999249660, sin 3 = 0.14112000806, cos 1.5 = 0.07073720167,
+  // sin 1.5 = 0.99749498660, from tables).
+  EXPECT_FLOAT_EQ(t[12], -0.98999249660f);
+  EXPECT_FLOAT_EQ(t[13], 0.14112000806f);
+  EXPECT_FLOAT_EQ(t[14], 0.07073720167f);
+  EXPECT_FLOAT_EQ(t[15], 0.99749498660f);
+  EXPECT_TRUE(rotationTable({1.0}, 0).empty());
 }
 
 TEST(Plan, ArenaHoldsEveryActivationWithoutOverlap) {

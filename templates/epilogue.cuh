@@ -301,6 +301,83 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = outB;
   }
 
+  // Whether a kernel's tiles of BN columns (starting at multiples of BN) each lie within one of q, k and v,
+  // in whole heads, so that storeTileRowHalfRope can serve them.
+  template <int BN>
+  static constexpr bool kWholeRegionTiles =
+      ROPE == 1 && HEAD_DIM % 16 == 0 && BN % HEAD_DIM == 0 && QD % BN == 0 && KVD % BN == 0;
+
+  // One row of a tile of BN columns from `tileCol` (kWholeRegionTiles<BN>), half-style rope: what
+  // store2x2HalfRope does for each pair of slices, with the tile's region (q, k or v) and the row's
+  // destination found once rather than at every store. `acc` holds the row's values the way an m16n8
+  // accumulator fragment does: slice j's columns 8j + 2q and 8j + 2q + 1 (lane q of the quad) at
+  // acc[4j + 2 half] and acc[4j + 2 half + 1]. Every lane of the warp calls it, with `live` false for a row
+  // past M: the quad exchange then runs on a converged warp, and only live rows read their position and
+  // store.
+  template <int BN>
+  __device__ __forceinline__ static void storeTileRowHalfRope(bf16 *C, const float (&acc)[BN / 2], int half, int row,
+                                                              bool live, int tileCol, const EpiParams &p) {
+    static_assert(kWholeRegionTiles<BN>, "EpiQkv::storeTileRowHalfRope: tiles must hold whole heads of one region");
+    constexpr int kFrags = HEAD_DIM / 8, kHeads = BN / HEAD_DIM;
+    const int lane = threadIdx.x % 32, q = lane % 4;
+    const int region = tileCol < QD ? 0 : tileCol < QD + KVD ? 1 : 2;
+    const Row r = live ? rowOf(row, p) : Row{0, -1};
+    bool store = live;
+    bf16 *dst; // the row's element at the tile's first column
+    if (region == 0) {
+      dst = C + static_cast<long long>(row) * QD + tileCol;
+    } else {
+      store = store && r.seq >= 0 && r.pos >= 0 && r.pos < p.max_seq; // as kv_write (rope.cuh)
+      dst = (region == 1 ? p.k_cache : p.v_cache) + (static_cast<long long>(r.seq) * p.max_seq + r.pos) * KVD +
+            (tileCol - (region == 1 ? QD : QD + KVD));
+    }
+    if (region == 2) { // v: pairs as they are
+      if (!store) return;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        float a = acc[4 * j + 2 * half], b = acc[4 * j + 2 * half + 1];
+        if constexpr (BIAS) {
+          a += toFloat(__ldg(p.bias + tileCol + 8 * j + 2 * q));
+          b += toFloat(__ldg(p.bias + tileCol + 8 * j + 2 * q + 1));
+        }
+        *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * j + 2 * q) = __floats2bfloat162_rn(a, b);
+      }
+      return;
+    }
+    const unsigned sel = q < 2 ? 0x5410u : 0x7632u; // see store2x2HalfRope
+    const int quad = lane & ~3;
+#pragma unroll
+    for (int t = 0; t < kFrags / 2; ++t) {
+      // Slices 2t and 2t + 1 of each head: pairs 8t + q and 8t + 4 + q.
+      const float2 cs0 = rotation(r.pos, 8 * t + q, p), cs1 = rotation(r.pos, 8 * t + 4 + q, p);
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        const int j = 2 * t + h * kFrags;
+        float2 f0 = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+        float2 f1 = make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]);
+        if constexpr (BIAS) {
+          const int col = tileCol + 8 * j + 2 * q;
+          f0.x += toFloat(__ldg(p.bias + col));
+          f0.y += toFloat(__ldg(p.bias + col + 1));
+          f1.x += toFloat(__ldg(p.bias + col + 8));
+          f1.y += toFloat(__ldg(p.bias + col + 9));
+        }
+        const __nv_bfloat162 a = __floats2bfloat162_rn(f0.x * cs0.x - f0.y * cs0.y, f1.x * cs1.x - f1.y * cs1.y);
+        const __nv_bfloat162 b = __floats2bfloat162_rn(f0.y * cs0.x + f0.x * cs0.y, f1.y * cs1.x + f1.x * cs1.y);
+        const unsigned aLo = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(a), quad + (2 * q) % 4);
+        const unsigned aHi = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(a), quad + (2 * q + 1) % 4);
+        const unsigned bLo = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(b), quad + (2 * q) % 4);
+        const unsigned bHi = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(b), quad + (2 * q + 1) % 4);
+        if (store) {
+          // Elements 8t + 2q and 8t + 2q + 1 of head h's first half, and the same of its second half.
+          const int ia = h * HEAD_DIM + 8 * t + 2 * q;
+          *reinterpret_cast<unsigned *>(dst + ia) = __byte_perm(aLo, aHi, sel);
+          *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = __byte_perm(bLo, bHi, sel);
+        }
+      }
+    }
+  }
+
   // store2 with the rotation `cs` = rotation(r.pos, (col % HEAD_DIM) / 2, p) given (ignored for v columns).
   template <int N>
   __device__ __forceinline__ static void store2Rotated(bf16 *C, float2 acc, int row, int col, const EpiParams &p,

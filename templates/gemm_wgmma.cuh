@@ -171,9 +171,17 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 #pragma unroll
       for (int half = 0; half < 2; ++half) { // rows g and g + 8 of the warp's 16
         const int row = rows0 + warp * 16 + lane / 4 + 8 * half;
+        constexpr int kHeadDim = Epi::kRopeHeadDim;
+        if constexpr (kHeadDim > 0) {
+          if constexpr (Epi::template kWholeRegionTiles<BN>) {
+            // Every example's qkv at BN 64 and 128 (QD and KVD multiples of BN): the row's destination once,
+            // every lane through the quad exchange, rows past M storing nothing.
+            Epi::template storeTileRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi);
+            continue;
+          }
+        }
         if (row >= M) continue;
         const typename Epi::Row r = Epi::rowOf(row, p.epi);
-        constexpr int kHeadDim = Epi::kRopeHeadDim;
         if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % kHeadDim == 0) {
           // Rope with whole heads in the tile: fragment j's pair index (col % HEAD_DIM) / 2 depends only on
           // j % (HEAD_DIM / 8), so each rotation is loaded once (EpiQkv::rotation, a table row) and used for

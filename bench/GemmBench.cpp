@@ -66,15 +66,17 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   const int64_t kvCols = int64_t(e.kvHeads) * e.headDim;
   std::vector<int32_t> positions(static_cast<size_t>(m)), seqOf(static_cast<size_t>(m), 0);
   for (int64_t i = 0; i < m; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  std::vector<double> invFreq(static_cast<size_t>(std::max(e.headDim / 2, 1)));
-  for (size_t i = 0; i < invFreq.size(); ++i) invFreq[i] = std::pow(10000.0, -2.0 * double(i) / double(e.headDim));
+  std::vector<double> invFreq(static_cast<size_t>(std::max(e.headDim / 2, 1)), 1.0);
+  for (size_t i = 0; e.headDim > 0 && i < invFreq.size(); ++i)
+    invFreq[i] = std::pow(10000.0, -2.0 * double(i) / double(e.headDim));
   auto upload = [](const auto &v) -> llvm::Expected<cuda::DeviceBuffer> {
     auto b = cuda::DeviceBuffer::alloc(v.size() * sizeof(v[0]));
     if (!b) return b.takeError();
     if (auto err = b->upload(v.data(), v.size() * sizeof(v[0]))) return err;
     return b;
   };
-  auto pos = upload(positions), seq = upload(seqOf), rope = upload(rotationTable(invFreq, m));
+  const bool roped = e.kind == Epilogue::Kind::Qkv && e.rope != QkvRope::None;
+  auto pos = upload(positions), seq = upload(seqOf), rope = upload(rotationTable(invFreq, roped ? m : 1));
   if (!pos) return pos.takeError();
   if (!seq) return seq.takeError();
   if (!rope) return rope.takeError();

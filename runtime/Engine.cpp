@@ -333,13 +333,14 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   auto ckpt = Checkpoint::open(weightsPath);
   if (!ckpt) return ckpt.takeError();
   pointers.assign(pl.buffers.size(), 0);
-  size_t total = 0;
+  size_t total = 0, tables = 0; // tables: the rotation tables' share of `total`
   std::vector<size_t> offsets(pl.buffers.size(), 0);
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
     if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
     offsets[i] = total;
     total += llvm::alignTo(static_cast<size_t>(b.fixedBytes), kAlign);
+    if (!b.rotation.empty()) tables += llvm::alignTo(static_cast<size_t>(b.fixedBytes), kAlign);
   }
   auto mem = cuda::memoryInfo();
   if (!mem) return mem.takeError();
@@ -408,7 +409,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   if (auto e = staging.finish()) return e;
   st.weightsReadMs = staging.readMs;
   st.weightsWaitMs = staging.waitMs;
-  st.weightBytes = total;
+  st.weightBytes = total - tables;
   st.weightsMs = msSince(t0);
   return llvm::Error::success();
 }

@@ -64,7 +64,8 @@ struct LoadStats {
   double weightsSetupMs = 0; //   checkpoint opened, device memory and the page-locked staging buffers
   double weightsReadMs = 0;  //   checkpoint bytes read (or copied) into the staging buffers, f16 converted there
   double weightsWaitMs = 0;  //   waiting for the copy engine to free a staging buffer, and for the last copy
-  size_t weightBytes = 0;   // device bytes of weights and constants
+  size_t weightBytes = 0;   // device bytes of weights and constants but the rotation tables (a step reads a
+                            // few rows of those: what the benchmarks' bandwidth figures count is the rest)
   int tunedKernels = 0;     // tunable kernels with a tuned tile
   int defaultTileKernels = 0; // tunable kernels on the heuristic default
   std::string tuningDb;     // the database consulted ("" when none), or "bundle"

@@ -20,7 +20,9 @@
 // exact range reduction). The angle itself is off by up to ~pos * inv_freq * 2^-23 (inv_freq rounded to
 // fp32, then the product rounded): for the fastest pair (inv_freq = 1) 5e-4 rad at position 4096 and
 // 1.6e-2 rad at 131072. HF's fp32 reference carries the same error; the interpreter computes in double, and
-// at the tested positions (≤ 4000) the difference is far below bf16's 2^-8 resolution.
+// at the tested positions (≤ 4000) the difference is far below bf16's 2^-8 resolution. The fused qkv
+// epilogue (epilogue.cuh EpiQkv::rotation) reads a table computed in double instead, as the interpreter and
+// HF in float64 do: at long contexts a --no-fuse run (this kernel) and a fused one differ by that error.
 //
 // KV write: the cache of one layer is [batch, max_seq, KVD]; row r of k and v goes to
 // cache[seq_of[r]][pos_of[r]]. A row whose seq_of is negative or whose pos_of is outside [0, max_seq) is

@@ -45,6 +45,9 @@ std::string moduleText() {
        "theta = 500000.0, schedule = default} : bf16[T, 128], bf16[T, 64], bf16[T, 64]\n"
     << "  %q3, %k3, %v3 = qkv %x, %positions, @w, @b {heads = 4, kv_heads = 2, head_dim = 32, rope = none} "
        ": bf16[T, 128], bf16[T, 64], bf16[T, 64]\n"
+    << "  %q4, %k4, %v4 = qkv %x, %positions, @w {heads = 4, kv_heads = 2, head_dim = 32, rope = half, "
+       "theta = 500000.0, schedule = llama3, factor = 32.0, low_freq_factor = 1.0, high_freq_factor = 4.0, "
+       "original_max_pos = 8192} : bf16[T, 128], bf16[T, 64], bf16[T, 64]\n"
     << "  %pw = matmul_residual %x, @w, %gated2, @b {act = gelu_tanh, scale = 0.5} : bf16[T, n]\n"
     << "  return %pw\n}\n";
   std::string text = s.str();
@@ -66,6 +69,9 @@ std::vector<Case> cases() {
       {"qkv_half_bias", Epilogue::qkv(kHeads, kKvHeads, kHeadDim, QkvRope::Half, true), "q1",
        PlanBuffer::Layout::RopePairs},
       {"qkv_interleaved", Epilogue::qkv(kHeads, kKvHeads, kHeadDim, QkvRope::Interleaved, false), "q2"},
+      // Half style without a bias, the llama3 schedule's frequencies in the rotation table.
+      {"qkv_half_llama3", Epilogue::qkv(kHeads, kKvHeads, kHeadDim, QkvRope::Half, false), "q4",
+       PlanBuffer::Layout::RopePairs},
       {"qkv_norope_bias", Epilogue::qkv(kHeads, kKvHeads, kHeadDim, QkvRope::None, true), "q3"},
       {"bias_gelu_scale_residual", Epilogue::pointwise(true, Activation::GeluTanh, true, true), "pw"},
   };

@@ -250,14 +250,40 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     store2Rotated<N>(C, acc, row, col, p, r, cs);
   }
 
+  // The arithmetic and exchange of store2x2HalfRope and storeTileRowHalfRope: the bias of columns col, col + 1
+  // (f0) and col + 8, col + 9 (f1) added, pairs i0 + q (f0) and i0 + 4 + q (f1) rotated by cs0 and cs1 and
+  // rounded to bf16, then exchanged within the quad so that lane q holds elements i0 + 2q and i0 + 2q + 1 of
+  // the head's first half (.x) and of its second half (.y). Those come from lanes 2q % 4 and (2q + 1) % 4,
+  // from f0 (q < 2) or f1 (q >= 2). `mask`: the lanes that call it together (at least the quad).
+  __device__ __forceinline__ static uint2 rotatePairsInQuad(float2 f0, float2 f1, int col, const EpiParams &p,
+                                                            float2 cs0, float2 cs1, unsigned mask) {
+    if constexpr (BIAS) {
+      f0.x += toFloat(__ldg(p.bias + col));
+      f0.y += toFloat(__ldg(p.bias + col + 1));
+      f1.x += toFloat(__ldg(p.bias + col + 8));
+      f1.y += toFloat(__ldg(p.bias + col + 9));
+    }
+    // Rotated first-half (a) and second-half (b) values of pairs i0 + q (from f0) and i0 + 4 + q (from f1).
+    const __nv_bfloat162 a = __floats2bfloat162_rn(f0.x * cs0.x - f0.y * cs0.y, f1.x * cs1.x - f1.y * cs1.y);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f0.y * cs0.x + f0.x * cs0.y, f1.y * cs1.x + f1.x * cs1.y);
+    const int lane = threadIdx.x % 32, q = lane % 4, quad = lane & ~3;
+    const unsigned aLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q) % 4);
+    const unsigned aHi = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q + 1) % 4);
+    const unsigned bLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(b), quad + (2 * q) % 4);
+    const unsigned bHi = __shfl_sync(mask, reinterpret_cast<const unsigned &>(b), quad + (2 * q + 1) % 4);
+    const unsigned sel = q < 2 ? 0x5410u : 0x7632u; // the low or the high halves of (lo, hi)
+    return make_uint2(__byte_perm(aLo, aHi, sel), __byte_perm(bLo, bHi, sel));
+  }
+
   // Half-style rope (ROPE 1) for a quad (the 4 lanes holding one row of an 8-column slice, lane q its pair
   // i0 + q): two consecutive slices f0, f1 of one head (pairs i0 + q and i0 + 4 + q, i0 = (col % HEAD_DIM) / 2
   // of lane 0, a multiple of 8), rotated by cs0 and cs1. Rotated, pair i goes to (i, i + HEAD_DIM / 2) of the
   // head: one 2-byte store each. Here the quad exchanges the rounded values so that each lane stores 2
   // adjacent elements of each half (8 elements of a half per quad in 4-byte stores): half the stores, and
-  // 16-byte row segments instead of 8. The arithmetic is store2Rotated's (rotation, then round to nearest
-  // bf16), written out the same way; the tests hold both to the interpreter. All 4 lanes of the quad
-  // must call it together (it shuffles within the quad); v columns are stored as pairs, unrotated.
+  // 16-byte row segments instead of 8. The arithmetic (rotatePairsInQuad) is store2Rotated's (rotation,
+  // then round to nearest bf16), written out the same way; the tests hold both to the interpreter. All 4
+  // lanes of the quad must call it together (it shuffles within the quad); v columns are stored as pairs,
+  // unrotated.
   template <int N>
   __device__ __forceinline__ static void store2x2HalfRope(bf16 *C, float2 f0, float2 f1, int row, int col,
                                                           const EpiParams &p, const Row &r, float2 cs0, float2 cs1) {
@@ -268,25 +294,8 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
       store2Rotated<N>(C, f1, row, col + 8, p, r, make_float2(1.f, 0.f));
       return;
     }
-    if constexpr (BIAS) {
-      f0.x += toFloat(__ldg(p.bias + col));
-      f0.y += toFloat(__ldg(p.bias + col + 1));
-      f1.x += toFloat(__ldg(p.bias + col + 8));
-      f1.y += toFloat(__ldg(p.bias + col + 9));
-    }
-    // Rotated first-half (a) and second-half (b) values of pairs i0 + q (from f0) and i0 + 4 + q (from f1).
-    const __nv_bfloat162 a = __floats2bfloat162_rn(f0.x * cs0.x - f0.y * cs0.y, f1.x * cs1.x - f1.y * cs1.y);
-    const __nv_bfloat162 b = __floats2bfloat162_rn(f0.y * cs0.x + f0.x * cs0.y, f1.y * cs1.x + f1.x * cs1.y);
-    // Lane q stores elements i0 + 2q and i0 + 2q + 1 of each half: lanes 2q % 4 and (2q + 1) % 4 hold them,
-    // from f0 (q < 2) or f1 (q >= 2).
-    const int lane = threadIdx.x % 32, q = lane % 4, quad = lane & ~3;
-    const unsigned mask = 0xFu << quad;
-    const unsigned aLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q) % 4);
-    const unsigned aHi = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q + 1) % 4);
-    const unsigned bLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(b), quad + (2 * q) % 4);
-    const unsigned bHi = __shfl_sync(mask, reinterpret_cast<const unsigned &>(b), quad + (2 * q + 1) % 4);
-    const unsigned sel = q < 2 ? 0x5410u : 0x7632u; // the low or the high halves of (lo, hi)
-    const unsigned outA = __byte_perm(aLo, aHi, sel), outB = __byte_perm(bLo, bHi, sel);
+    const int lane = threadIdx.x % 32, q = lane % 4;
+    const uint2 out = rotatePairsInQuad(f0, f1, col, p, cs0, cs1, 0xFu << (lane & ~3)); // the quad's lanes
     bf16 *dst;
     if (region == 0) {
       dst = C + static_cast<long long>(row) * QD;
@@ -297,8 +306,8 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     }
     const int local = col - (region == 0 ? 0 : QD) - 2 * q; // lane 0's column: head * HEAD_DIM + 2 * i0
     const int ia = local / HEAD_DIM * HEAD_DIM + (local % HEAD_DIM) / 2 + 2 * q;
-    *reinterpret_cast<unsigned *>(dst + ia) = outA;
-    *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = outB;
+    *reinterpret_cast<unsigned *>(dst + ia) = out.x;
+    *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = out.y;
   }
 
   // Whether a kernel's tiles of BN columns (starting at multiples of BN) each lie within one of q, k and v,
@@ -344,8 +353,6 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
       }
       return;
     }
-    const unsigned sel = q < 2 ? 0x5410u : 0x7632u; // see store2x2HalfRope
-    const int quad = lane & ~3;
 #pragma unroll
     for (int t = 0; t < kFrags / 2; ++t) {
       // Slices 2t and 2t + 1 of each head: pairs 8t + q and 8t + 4 + q.
@@ -353,26 +360,14 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
 #pragma unroll
       for (int h = 0; h < kHeads; ++h) {
         const int j = 2 * t + h * kFrags;
-        float2 f0 = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
-        float2 f1 = make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]);
-        if constexpr (BIAS) {
-          const int col = tileCol + 8 * j + 2 * q;
-          f0.x += toFloat(__ldg(p.bias + col));
-          f0.y += toFloat(__ldg(p.bias + col + 1));
-          f1.x += toFloat(__ldg(p.bias + col + 8));
-          f1.y += toFloat(__ldg(p.bias + col + 9));
-        }
-        const __nv_bfloat162 a = __floats2bfloat162_rn(f0.x * cs0.x - f0.y * cs0.y, f1.x * cs1.x - f1.y * cs1.y);
-        const __nv_bfloat162 b = __floats2bfloat162_rn(f0.y * cs0.x + f0.x * cs0.y, f1.y * cs1.x + f1.x * cs1.y);
-        const unsigned aLo = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(a), quad + (2 * q) % 4);
-        const unsigned aHi = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(a), quad + (2 * q + 1) % 4);
-        const unsigned bLo = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(b), quad + (2 * q) % 4);
-        const unsigned bHi = __shfl_sync(0xffffffffu, reinterpret_cast<const unsigned &>(b), quad + (2 * q + 1) % 4);
+        const uint2 out = rotatePairsInQuad(make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
+                                            make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]),
+                                            tileCol + 8 * j + 2 * q, p, cs0, cs1, 0xffffffffu);
         if (store) {
           // Elements 8t + 2q and 8t + 2q + 1 of head h's first half, and the same of its second half.
           const int ia = h * HEAD_DIM + 8 * t + 2 * q;
-          *reinterpret_cast<unsigned *>(dst + ia) = __byte_perm(aLo, aHi, sel);
-          *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = __byte_perm(bLo, bHi, sel);
+          *reinterpret_cast<unsigned *>(dst + ia) = out.x;
+          *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = out.y;
         }
       }
     }

@@ -172,8 +172,7 @@ private:
   int rotationTable(const ir::Op &op) {
     PlanBuffer table = named("rope_table:%" + m.value(op.results[0]).name, BufferKind::Constant);
     table.rotation = ir::ropeInverseFrequencies(op);
-    table.rotationRows = plan.options.maxSeq;
-    table.fixedBytes = table.rotationRows * static_cast<int64_t>(table.rotation.size()) * 2 * 4;
+    table.fixedBytes = plan.options.maxSeq * static_cast<int64_t>(table.rotation.size()) * 2 * 4;
     return sharedBuffer(std::move(table));
   }
   // The attention op that reads `v` (nullptr when none or several ops do).

@@ -48,11 +48,10 @@ struct PlanBuffer {
   int kvSlot = -1;         // KvCache: the attention slot (Module::numKvSlots)
   bool isValue = false;    // KvCache: V (else K)
   std::vector<float> constant; // Constant: the values (fp32)
-  // Constant: a rotation table (compiler/kernels/Epilogue.h rotationTable) of `rotationRows` positions for
-  // these inverse frequencies, instead of `constant`: max_seq x head_dim / 2 pairs would make every plan
+  // Constant: a rotation table (compiler/kernels/Epilogue.h rotationTable) of the plan's max_seq positions
+  // for these inverse frequencies, instead of `constant`: max_seq x head_dim / 2 pairs would make every plan
   // megabytes, so the engine builds it when it loads the weights.
   std::vector<double> rotation;
-  int64_t rotationRows = 0;
   // Weight: the order its rows are stored in for a fused epilogue (templates/epilogue.cuh): RopePairs puts
   // each rotary pair (i, i + head_dim/2) of the first `layoutRows` rows next to each other (EpiQkv, half
   // style); GateUp interleaves the two halves' rows (EpiGated). Applied at load (rowOrder).

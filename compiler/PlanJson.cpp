@@ -176,7 +176,7 @@ llvm::json::Object Plan::toJSON() const {
     if (!b.rotation.empty()) {
       llvm::json::Array freqs;
       for (double f : b.rotation) freqs.push_back(f);
-      o["rotation"] = llvm::json::Object{{"rows", b.rotationRows}, {"inv_freq", std::move(freqs)}};
+      o["rotation"] = llvm::json::Object{{"rows", options.maxSeq}, {"inv_freq", std::move(freqs)}};
     }
     bufs.push_back(std::move(o));
   }

@@ -360,7 +360,8 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     pointers[i] = weightMemory.ptr() + offsets[i];
     if (b.kind == BufferKind::Constant) {
       // A rotation table is built here, not carried in the plan (Plan.h PlanBuffer::rotation).
-      std::vector<float> table = b.rotation.empty() ? std::vector<float>() : rotationTable(b.rotation, b.rotationRows);
+      std::vector<float> table;
+      if (!b.rotation.empty()) table = rotationTable(b.rotation, pl.options.maxSeq);
       const std::vector<float> &values = b.rotation.empty() ? b.constant : table;
       if (auto e = weightMemory.upload(values.data(), values.size() * 4, offsets[i])) return e;
       continue;

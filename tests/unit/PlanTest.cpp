@@ -127,13 +127,12 @@ TEST(Plan, TheQkvEpilogueReadsOneRotationTableOfMaxSeqRows) {
   const PlanBuffer &t = p.buffers[*tables.begin()];
   EXPECT_EQ(t.kind, BufferKind::Constant);
   EXPECT_TRUE(t.constant.empty());
-  EXPECT_EQ(t.rotationRows, 128);
   // theta 10000, head_dim 8: 10000^(-2i / 8) for the 4 pairs.
   ASSERT_EQ(t.rotation.size(), 4u);
   const double expected[] = {1.0, 0.1, 0.01, 0.001};
   for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(t.rotation[i], expected[i], 1e-15) << "pair " << i;
   EXPECT_EQ(t.fixedBytes, 128 * 4 * 2 * 4);       // rows x pairs x (cos, sin) x fp32
-  EXPECT_EQ(t.fixedBytes, static_cast<int64_t>(rotationTable(t.rotation, t.rotationRows).size() * 4));
+  EXPECT_EQ(t.fixedBytes, static_cast<int64_t>(rotationTable(t.rotation, p.options.maxSeq).size() * 4));
 }
 
 // rotationTable: (cos, sin) of p * f for each position p and frequency f, row by row.

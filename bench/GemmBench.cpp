@@ -206,7 +206,8 @@ llvm::Expected<std::vector<Result>> runGemv(const Ceilings &) {
 // gating, down + residual — at 512 and 2048 rows. Reported with baseline "gemm", so that
 // bench/torch_baseline.py times torch.matmul on the same M, N, K: the fused kernel against a bare cuBLAS
 // matmul, as issue 11 asks. The default tile reports as "gemm"; the other wgmma tiles (the ping-pong ones
-// too), and every tile without the epilogue (the epilogue's cost), as "gemm_tuning".
+// and those fitted to the SMs too), and every tile without the epilogue (the epilogue's cost), as
+// "gemm_tuning".
 struct FusedMatmul {
   int64_t n, k; // W is [n, k]
   Epilogue epi;
@@ -237,6 +238,8 @@ llvm::Expected<std::vector<Result>> runGemmFused(const Ceilings &) {
         for (GemmTile t : {GemmTile::hopper(128, 256, 4), GemmTile::hopper(128, 128, 7), GemmTile::hopper(64, 256, 5),
                            GemmTile::hopper(64, 128, 8), GemmTile::hopperPingpong(128, 7), GemmTile::hopperPingpong(64, 8)})
           if (!(t == dflt)) tiles.push_back({t, "gemm_tuning"});
+      for (const GemmTile &t : fittedWgmmaTiles(dev->target, m, f.n, dev->smCount))
+        if (!(t == dflt)) tiles.push_back({t, "gemm_tuning"});
       // Each tile with the epilogue, then without (reported as "gemm_tuning"): what the epilogue costs.
       for (const auto &[t, baseline] : tiles)
         for (bool fused : {true, false}) {

@@ -373,6 +373,58 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     }
   }
 
+  // Whether storeRowHalfRope can serve tiles of BN columns (starting at multiples of BN): half-style rope,
+  // and 16-column slice pairs that never straddle a head (so never q, k and v either).
+  template <int BN> static constexpr bool kSlicePairTiles = ROPE == 1 && HEAD_DIM % 16 == 0 && BN % 16 == 0;
+
+  // storeTileRowHalfRope for tiles that need not hold whole heads of one region (kSlicePairTiles<BN>), e.g.
+  // the 80- or 160-column tiles fitted to the SMs: the region, head and rotary pairs found per pair of
+  // slices (16 columns, within one head) instead of once per tile, the row's q, k and v destinations once.
+  // The same contract: every lane of the warp calls it, `live` false for a row past M; columns past N (a
+  // whole slice pair, as N is a multiple of HEAD_DIM) store nothing.
+  template <int BN>
+  __device__ __forceinline__ static void storeRowHalfRope(bf16 *C, const float (&acc)[BN / 2], int half, int row,
+                                                          bool live, int tileCol, const EpiParams &p) {
+    static_assert(kSlicePairTiles<BN>, "EpiQkv::storeRowHalfRope: half-style rope, 16-column slice pairs");
+    constexpr int N = QD + 2 * KVD;
+    const int lane = threadIdx.x % 32, q = lane % 4;
+    const Row r = live ? rowOf(row, p) : Row{0, -1};
+    const bool cached = live && r.seq >= 0 && r.pos >= 0 && r.pos < p.max_seq; // as kv_write (rope.cuh)
+    bf16 *const qRow = C + static_cast<long long>(row) * QD;
+    const long long cacheRow = (static_cast<long long>(r.seq) * p.max_seq + r.pos) * KVD;
+#pragma unroll
+    for (int u = 0; u < BN / 16; ++u) {
+      const int col = tileCol + 16 * u; // lane 0's column of slices 2u and 2u + 1 (one head)
+      if (N % BN != 0 && col >= N) break;
+      const float2 f0 = make_float2(acc[8 * u + 2 * half], acc[8 * u + 2 * half + 1]);
+      const float2 f1 = make_float2(acc[8 * u + 4 + 2 * half], acc[8 * u + 4 + 2 * half + 1]);
+      if (col >= QD + KVD) { // v: pairs as they are
+        if (!cached) continue;
+        float2 a = f0, b = f1;
+        if constexpr (BIAS) {
+          a.x += toFloat(__ldg(p.bias + col + 2 * q));
+          a.y += toFloat(__ldg(p.bias + col + 2 * q + 1));
+          b.x += toFloat(__ldg(p.bias + col + 8 + 2 * q));
+          b.y += toFloat(__ldg(p.bias + col + 8 + 2 * q + 1));
+        }
+        bf16 *dst = p.v_cache + cacheRow + (col - QD - KVD) + 2 * q;
+        *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(a.x, a.y);
+        *reinterpret_cast<__nv_bfloat162 *>(dst + 8) = __floats2bfloat162_rn(b.x, b.y);
+        continue;
+      }
+      const bool isQ = col < QD;
+      const int local = col - (isQ ? 0 : QD);
+      const int i0 = local % HEAD_DIM / 2; // the slice pair's first rotary pair, a multiple of 8
+      const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, rotation(r.pos, i0 + q, p),
+                                          rotation(r.pos, i0 + 4 + q, p), 0xffffffffu);
+      if (isQ ? live : cached) {
+        bf16 *dst = (isQ ? qRow : p.k_cache + cacheRow) + local / HEAD_DIM * HEAD_DIM + i0 + 2 * q;
+        *reinterpret_cast<unsigned *>(dst) = out.x;
+        *reinterpret_cast<unsigned *>(dst + HEAD_DIM / 2) = out.y;
+      }
+    }
+  }
+
   // store2 with the rotation `cs` = rotation(r.pos, (col % HEAD_DIM) / 2, p) given (ignored for v columns).
   template <int N>
   __device__ __forceinline__ static void store2Rotated(bf16 *C, float2 acc, int row, int col, const EpiParams &p,

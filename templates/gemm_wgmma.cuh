@@ -22,7 +22,11 @@
 //   * tails: the tensor maps carry the true extents (rows M, N, K), so TMA fills everything past them with
 //     zeros; the epilogue stores nothing past M or N;
 //   * registers: with two consumers (384 threads) the producer gives back all but 40 and the consumers take
-//     232 each (setmaxnreg), room for BN = 256's 128 accumulators.
+//     232 each (setmaxnreg), room for BN = 256's 128 accumulators;
+//   * widths: BN is any multiple of 16 up to 256 (one wgmma of that N), so the tuner can fit a tile count to
+//     the SMs (compiler/kernels/Gemm.h fittedWgmmaTiles: 128x80 at M 512, N 2560 is 128 tiles where 128x128
+//     is 80). The qkv epilogue stores whole-head tiles a row at a time (storeTileRowHalfRope), other widths a
+//     16-column slice pair at a time (storeRowHalfRope).
 //
 // Kernel arguments: MatmulParams p (epilogue.cuh, the same as gemm.cuh), then the tensor maps of A
 // [M, K] (box 64 x BM) and W [N, K] (box 64 x BN), 128-byte swizzle, encoded by the launcher from p.A, p.W,
@@ -48,10 +52,11 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
               const __grid_constant__ TensorMap mapW) {
   static_assert(N >= 1 && K >= 8 && K % 8 == 0, "gemmWgmma: K must be a positive multiple of 8 (TMA row strides)");
   static_assert(CONSUMERS == 1 || CONSUMERS == 2, "gemmWgmma: one or two consumer warpgroups (BM 64 or 128)");
-  static_assert(BN == 64 || BN == 128 || BN == 256, "gemmWgmma: BN must be 64, 128 or 256 (a wgmma's N)");
+  static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256,
+                "gemmWgmma: BN must be a multiple of 16 from 16 to 256 (a wgmma's N)");
   static_assert(STAGES >= 2, "gemmWgmma: at least two slots (one loading while one is multiplied)");
   static_assert(!PINGPONG || (CONSUMERS == 2 && BN <= 128),
-                "gemmWgmma: ping-pong takes two consumers of whole 128-row tiles, BN 64 or 128 (BN accumulators)");
+                "gemmWgmma: ping-pong takes two consumers of whole 128-row tiles, BN up to 128 (BN accumulators)");
   static_assert(kWgmmaSharedBytes<64 * CONSUMERS, BN, STAGES> <= 227 * 1024,
                 "gemmWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemmWgmma: this epilogue needs column pairs, so N must be even");
@@ -178,11 +183,15 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
             // every lane through the quad exchange, rows past M storing nothing.
             Epi::template storeTileRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi);
             continue;
+          } else if constexpr (Epi::template kSlicePairTiles<BN>) {
+            // Tiles across heads or regions (widths fitted to the SMs: 80, 160, ...): the same per slice pair.
+            Epi::template storeRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi);
+            continue;
           }
         }
         if (row >= M) continue;
         const typename Epi::Row r = Epi::rowOf(row, p.epi);
-        if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % kHeadDim == 0) {
+        if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % (kHeadDim > 0 ? kHeadDim : 1) == 0) {
           // Rope with whole heads in the tile: fragment j's pair index (col % HEAD_DIM) / 2 depends only on
           // j % (HEAD_DIM / 8), so each rotation is loaded once (EpiQkv::rotation, a table row) and used for
           // every head of the tile. A tile past the rotated q and k columns skips it.
@@ -220,8 +229,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           // The residual pairs of 8 slices loaded first, then stored: 8 loads in flight instead of each waiting
           // behind the store before it. Each element is read and written by this thread only, so an in-place
           // residual (C aliasing it) reads every value before it is overwritten.
-          constexpr int kGroup = 8;
-          static_assert(BN / 8 % kGroup == 0, "gemmWgmma: the residual groups must tile the slices of a row");
+          constexpr int kGroup = BN / 8 % 8 == 0 ? 8 : BN / 8 % 4 == 0 ? 4 : 2; // BN / 8 is even
 #pragma unroll
           for (int j0 = 0; j0 < BN / 8; j0 += kGroup) {
             float2 res[kGroup];

@@ -179,7 +179,8 @@ template <int REGS> __device__ __forceinline__ void setMaxRegistersDec() {
 
 // d (+)= A · B^T for one m64nNk16 step: A is 64 x 16 and B (W's rows) N x 16, both K-major in shared memory
 // through their descriptors; `accumulate` 0 overwrites d. N / 2 fp32 accumulators per thread. The operand
-// lists are written out: PTX takes every accumulator as its own register.
+// lists are written out: PTX takes every accumulator as its own register, and inline asm has no symbolic
+// operand names under NVCC/NVRTC ("symbolic operand reference not supported").
 template <int N> struct Wgmma;
 
 template <> struct Wgmma<8> {
@@ -191,84 +192,108 @@ template <> struct Wgmma<8> {
   }
 };
 
-template <> struct Wgmma<16> {
-  __device__ __forceinline__ static void mma(float (&d)[8], unsigned long long a, unsigned long long b, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, "
-                 "1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-                 : "l"(a), "l"(b), "r"(accumulate));
+// N a multiple of 16 up to 256 (Wgmma<8> above has its own list): one instruction of the exact width, so
+// a tile can be any multiple of 16 columns wide (the tuner fits tiles to the SMs: 80, 176, ...). The
+// descriptors and the accumulate flag come first (%0-%2, read-write though nothing writes them) so that the
+// accumulators' register numbers, %3 on, do not depend on N; MINFER_WG_REGSk lists the first 8k of them
+// and MINFER_WG_OPSk their operands.
+#define MINFER_WG_REGS1 "%3, %4, %5, %6, %7, %8, %9, %10"
+#define MINFER_WG_REGS2 MINFER_WG_REGS1 ", %11, %12, %13, %14, %15, %16, %17, %18"
+#define MINFER_WG_REGS3 MINFER_WG_REGS2 ", %19, %20, %21, %22, %23, %24, %25, %26"
+#define MINFER_WG_REGS4 MINFER_WG_REGS3 ", %27, %28, %29, %30, %31, %32, %33, %34"
+#define MINFER_WG_REGS5 MINFER_WG_REGS4 ", %35, %36, %37, %38, %39, %40, %41, %42"
+#define MINFER_WG_REGS6 MINFER_WG_REGS5 ", %43, %44, %45, %46, %47, %48, %49, %50"
+#define MINFER_WG_REGS7 MINFER_WG_REGS6 ", %51, %52, %53, %54, %55, %56, %57, %58"
+#define MINFER_WG_REGS8 MINFER_WG_REGS7 ", %59, %60, %61, %62, %63, %64, %65, %66"
+#define MINFER_WG_REGS9 MINFER_WG_REGS8 ", %67, %68, %69, %70, %71, %72, %73, %74"
+#define MINFER_WG_REGS10 MINFER_WG_REGS9 ", %75, %76, %77, %78, %79, %80, %81, %82"
+#define MINFER_WG_REGS11 MINFER_WG_REGS10 ", %83, %84, %85, %86, %87, %88, %89, %90"
+#define MINFER_WG_REGS12 MINFER_WG_REGS11 ", %91, %92, %93, %94, %95, %96, %97, %98"
+#define MINFER_WG_REGS13 MINFER_WG_REGS12 ", %99, %100, %101, %102, %103, %104, %105, %106"
+#define MINFER_WG_REGS14 MINFER_WG_REGS13 ", %107, %108, %109, %110, %111, %112, %113, %114"
+#define MINFER_WG_REGS15 MINFER_WG_REGS14 ", %115, %116, %117, %118, %119, %120, %121, %122"
+#define MINFER_WG_REGS16 MINFER_WG_REGS15 ", %123, %124, %125, %126, %127, %128, %129, %130"
+#define MINFER_WG_8(i)                                                                                         \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]),     \
+      "+f"(d[i + 7])
+#define MINFER_WG_OPS1 MINFER_WG_8(0)
+#define MINFER_WG_OPS2 MINFER_WG_OPS1, MINFER_WG_8(8)
+#define MINFER_WG_OPS3 MINFER_WG_OPS2, MINFER_WG_8(16)
+#define MINFER_WG_OPS4 MINFER_WG_OPS3, MINFER_WG_8(24)
+#define MINFER_WG_OPS5 MINFER_WG_OPS4, MINFER_WG_8(32)
+#define MINFER_WG_OPS6 MINFER_WG_OPS5, MINFER_WG_8(40)
+#define MINFER_WG_OPS7 MINFER_WG_OPS6, MINFER_WG_8(48)
+#define MINFER_WG_OPS8 MINFER_WG_OPS7, MINFER_WG_8(56)
+#define MINFER_WG_OPS9 MINFER_WG_OPS8, MINFER_WG_8(64)
+#define MINFER_WG_OPS10 MINFER_WG_OPS9, MINFER_WG_8(72)
+#define MINFER_WG_OPS11 MINFER_WG_OPS10, MINFER_WG_8(80)
+#define MINFER_WG_OPS12 MINFER_WG_OPS11, MINFER_WG_8(88)
+#define MINFER_WG_OPS13 MINFER_WG_OPS12, MINFER_WG_8(96)
+#define MINFER_WG_OPS14 MINFER_WG_OPS13, MINFER_WG_8(104)
+#define MINFER_WG_OPS15 MINFER_WG_OPS14, MINFER_WG_8(112)
+#define MINFER_WG_OPS16 MINFER_WG_OPS15, MINFER_WG_8(120)
+#define MINFER_WGMMA_N(n, k)                                                                                   \
+  if constexpr (N == n)                                                                                         \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n" #n "k16.f32.bf16.bf16 {" MINFER_WG_REGS##k "}, %0, %1, p, 1, 1, " \
+                 "0, 0;\n}\n"                                                                                   \
+                 : "+l"(a), "+l"(b), "+r"(accumulate), MINFER_WG_OPS##k);
+template <int N> struct Wgmma {
+  static_assert(N % 16 == 0 && N >= 16 && N <= 256, "Wgmma: N must be a multiple of 16 from 16 to 256");
+  __device__ __forceinline__ static void mma(float (&d)[N / 2], unsigned long long a, unsigned long long b,
+                                             int accumulate) {
+    MINFER_WGMMA_N(16, 1)
+    MINFER_WGMMA_N(32, 2)
+    MINFER_WGMMA_N(48, 3)
+    MINFER_WGMMA_N(64, 4)
+    MINFER_WGMMA_N(80, 5)
+    MINFER_WGMMA_N(96, 6)
+    MINFER_WGMMA_N(112, 7)
+    MINFER_WGMMA_N(128, 8)
+    MINFER_WGMMA_N(144, 9)
+    MINFER_WGMMA_N(160, 10)
+    MINFER_WGMMA_N(176, 11)
+    MINFER_WGMMA_N(192, 12)
+    MINFER_WGMMA_N(208, 13)
+    MINFER_WGMMA_N(224, 14)
+    MINFER_WGMMA_N(240, 15)
+    MINFER_WGMMA_N(256, 16)
   }
 };
-
-template <> struct Wgmma<64> {
-  __device__ __forceinline__ static void mma(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-                 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-                 : "l"(a), "l"(b), "r"(accumulate));
-  }
-};
-
-template <> struct Wgmma<128> {
-  __device__ __forceinline__ static void mma(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "l"(a), "l"(b), "r"(accumulate));
-  }
-};
-
-template <> struct Wgmma<256> {
-  __device__ __forceinline__ static void mma(float (&d)[128], unsigned long long a, unsigned long long b, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-                 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-                 : "l"(a), "l"(b), "r"(accumulate));
-  }
-};
+#undef MINFER_WGMMA_N
+#undef MINFER_WG_8
+#undef MINFER_WG_REGS1
+#undef MINFER_WG_OPS1
+#undef MINFER_WG_REGS2
+#undef MINFER_WG_OPS2
+#undef MINFER_WG_REGS3
+#undef MINFER_WG_OPS3
+#undef MINFER_WG_REGS4
+#undef MINFER_WG_OPS4
+#undef MINFER_WG_REGS5
+#undef MINFER_WG_OPS5
+#undef MINFER_WG_REGS6
+#undef MINFER_WG_OPS6
+#undef MINFER_WG_REGS7
+#undef MINFER_WG_OPS7
+#undef MINFER_WG_REGS8
+#undef MINFER_WG_OPS8
+#undef MINFER_WG_REGS9
+#undef MINFER_WG_OPS9
+#undef MINFER_WG_REGS10
+#undef MINFER_WG_OPS10
+#undef MINFER_WG_REGS11
+#undef MINFER_WG_OPS11
+#undef MINFER_WG_REGS12
+#undef MINFER_WG_OPS12
+#undef MINFER_WG_REGS13
+#undef MINFER_WG_OPS13
+#undef MINFER_WG_REGS14
+#undef MINFER_WG_OPS14
+#undef MINFER_WG_REGS15
+#undef MINFER_WG_OPS15
+#undef MINFER_WG_REGS16
+#undef MINFER_WG_OPS16
 
 // d += A · B for one m64nNk16 step with A (64 x 16) in registers and B (16 x N) N-major in shared memory
 // (imm-trans-b 1: each k row holds N contiguous elements, as a V tile [keys][head_dim] does), through a

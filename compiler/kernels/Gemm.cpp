@@ -34,7 +34,8 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
   if (t.wgmma) {
     if (!target.hasWgmma()) return invalid(t, "wgmma tiles need an sm_90a target, not " + target.name);
     if (t.bm != 64 && t.bm != 128) return invalid(t, "BM must be 64 or 128 (one or two consumer warpgroups)");
-    if (t.bn != 64 && t.bn != 128 && t.bn != 256) return invalid(t, "BN must be 64, 128 or 256 (a wgmma's N)");
+    if (t.bn < 16 || t.bn > 256 || t.bn % 16 != 0)
+      return invalid(t, "BN must be a multiple of 16 from 16 to 256 (a wgmma's N)");
     if (t.bk != 64 || t.warpsM != 0 || t.warpsN != 0) return invalid(t, "BK is 64 and warps are not chosen");
     if (t.pingpong && (t.bm != 128 || t.bn > 128))
       return invalid(t, "a ping-pong tile is 128 rows by 64 or 128 columns (one consumer holds it all)");
@@ -204,6 +205,27 @@ GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   return best;
 }
 
+std::vector<GemmTile> fittedWgmmaTiles(const Target &target, int64_t m, int64_t n, int smCount) {
+  if (!target.hasWgmma() || m < 64 || n < 1) return {};
+  if (smCount <= 0) smCount = target.nominalSmCount();
+  auto intensity = [](int bm, int bn) { return double(bm) * bn / (bm + bn); };
+  std::vector<GemmTile> out;
+  for (int bm : {128, 64}) {
+    if (bm > m) continue;
+    std::vector<std::pair<double, int>> costs; // (cost, bn)
+    for (int bn = 64; bn <= 256; bn += 16) {
+      if (bn == 64 || bn == 128 || bn == 256) continue; // among the standard candidates already
+      uint64_t tiles = llvm::divideCeil(m, bm) * llvm::divideCeil(n, bn);
+      double waves = double(llvm::divideCeil(tiles, smCount));
+      costs.push_back({waves * bm * bn / std::sqrt(intensity(bm, bn) / intensity(128, 256)), bn});
+    }
+    std::stable_sort(costs.begin(), costs.end(), [](auto &a, auto &b) { return a.first < b.first; });
+    for (size_t i = 0; i < costs.size() && i < 2; ++i)
+      out.push_back(GemmTile::hopper(bm, costs[i].second, wgmmaStages(target, bm, costs[i].second)));
+  }
+  return out;
+}
+
 std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k) {
   struct Layout {
     int bm, bn, warpsM, warpsN;
@@ -256,8 +278,15 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
         }
       }
     }
+    for (const GemmTile &t : fittedWgmmaTiles(target, m, n)) {
+      if (t.bm > mCap) continue;
+      if (llvm::Error e = checkGemmTile(t, k, target)) {
+        llvm::consumeError(std::move(e));
+        continue;
+      }
+      out.push_back(t);
+    }
   }
-  (void)n;
   return out;
 }
 

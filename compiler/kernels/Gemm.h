@@ -33,7 +33,8 @@ struct GemmTile {
   bool wgmma = false;
   bool pingpong = false;
 
-  // A wgmma tile: bm 64 or 128, bn 64, 128 or 256.
+  // A wgmma tile: bm 64 or 128, bn a multiple of 16 from 16 to 256 (64, 128 and 256, or a width fitted to
+  // the SMs: fittedWgmmaTiles).
   static GemmTile hopper(int bm, int bn, int stages) { return GemmTile{bm, bn, 64, stages, 0, 0, true}; }
   // A ping-pong wgmma tile: 128 rows, bn 64 or 128 (one consumer holds the whole tile's accumulators).
   static GemmTile hopperPingpong(int bn, int stages) { return GemmTile{128, bn, 64, stages, 0, 0, true, true}; }
@@ -96,9 +97,18 @@ struct GemmSpec : KernelSpec {
 // target.nominalSmCount().
 GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
 
+// Wgmma tiles whose count fits the SMs (sm_90a, m >= 64): for bm 64 and 128, the two widths of 64 to 256
+// in steps of 16, other than 64, 128 and 256, with the least cost = waves of tiles over `smCount` SMs x
+// bm x bn / efficiency, the efficiency modelled as the square root of the tile's arithmetic intensity
+// bm bn / (bm + bn) relative to 128x256's. M = 512, N = 2560 gets 128x80 (128 tiles, one wave) where
+// 128x128 leaves 52 of 132 SMs idle; each ring as deep as shared memory allows. `smCount` 0 means
+// target.nominalSmCount(). Empty on other targets.
+std::vector<GemmTile> fittedWgmmaTiles(const Target &target, int64_t m, int64_t n, int smCount = 0);
+
 // Every tile the autotuner should time for this problem: a curated set of warp layouts crossed with
-// bk in {32, 64} and 2..4 stages, and on sm_90a the wgmma tiles (bm 64 or 128, bn 64 to 256, 4 stages or
-// as many as fit), keeping those checkGemmTile accepts and whose bm is not far above m.
+// bk in {32, 64} and 2..4 stages, and on sm_90a the wgmma tiles (bm 64 or 128, bn 64, 128 and 256, 4 stages
+// or as many as fit, and fittedWgmmaTiles), keeping those checkGemmTile accepts and whose bm is not far
+// above m.
 std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k);
 
 } // namespace minfer

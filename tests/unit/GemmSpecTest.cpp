@@ -338,8 +338,12 @@ TEST(GemmWgmmaSpec, TilesAreCheckedAgainstTheTargetAndTheTemplate) {
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 256, 5), 2048, hopper)).find("shared memory"), std::string::npos);
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(192, 128, 4), 2048, hopper)).find("BM must be 64 or 128"),
             std::string::npos);
-  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 96, 4), 2048, hopper)).find("BN must be 64, 128 or 256"),
-            std::string::npos);
+  EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopper(128, 96, 4), 2048, hopper)), "(success)"); // any multiple of 16
+  EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopper(64, 16, 4), 2048, hopper)), "(success)");
+  for (int bn : {72, 8, 0, 272})
+    EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, bn, 4), 2048, hopper)).find("BN must be a multiple of 16"),
+              std::string::npos)
+        << bn;
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 1), 2048, hopper)).find("at least 2"), std::string::npos);
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 4), 100, hopper)).find("multiple of 8"), std::string::npos);
   // Ping-pong: one consumer holds a whole 128-row tile, so BN is at most 128; and it is a wgmma schedule.
@@ -371,11 +375,41 @@ TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
     return std::count_if(tiles.begin(), tiles.end(), [](const GemmTile &t) { return t.wgmma; });
   };
   EXPECT_EQ(count(gemmTileCandidates(target("sm_90"), 2048, 5632, 2048)), 0);
-  // bm 64, 128 x bn 64, 128, 256 x {4, most} (128x256 fits only 4), and 128x64, 128x128 as ping-pong x {4, most}
-  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 15);
+  // bm 64, 128 x bn 64, 128, 256 x {4, most} (128x256 fits only 4), 128x64, 128x128 as ping-pong x {4, most},
+  // and two widths fitted to the SMs per bm
+  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 19);
   EXPECT_EQ(count(gemmTileCandidates(hopper, 40, 5632, 2048)), 6);    // bm 64 only (the rows round up to 64)
   for (const GemmTile &t : gemmTileCandidates(hopper, 2048, 5632, 2048))
     EXPECT_EQ(errorOf(checkGemmTile(t, 2048, hopper)), "(success)") << t.str();
+}
+
+TEST(GemmWgmmaSpec, FittedTilesMakeWavesThatFillTheSms) {
+  const Target hopper = target("sm_90a");
+  auto shapes = [](const std::vector<GemmTile> &tiles) {
+    std::vector<std::pair<int, int>> out;
+    for (const GemmTile &t : tiles) out.push_back({t.bm, t.bn});
+    return out;
+  };
+  using Shapes = std::vector<std::pair<int, int>>;
+  // TinyLlama's qkv at 512 rows (N 2560): 128x80 makes 4 x 32 = 128 tiles, one wave of 132 SMs, at less work
+  // per SM than 128x96's 108; 64x160 (8 x 16 = 128) and 64x176 (120) likewise for 64 rows.
+  EXPECT_EQ(shapes(fittedWgmmaTiles(hopper, 512, 2560, 132)), (Shapes{{128, 80}, {128, 96}, {64, 160}, {64, 176}}));
+  // Its gate/up at 512 rows (N 11264): 128x176 (4 x 64 = 256 tiles, two waves) and 128x192 (236).
+  EXPECT_EQ(shapes(fittedWgmmaTiles(hopper, 512, 11264, 132)).front(), (std::pair<int, int>{128, 176}));
+  EXPECT_EQ(shapes(fittedWgmmaTiles(hopper, 512, 11264, 132))[1], (std::pair<int, int>{128, 192}));
+  // Its qkv at 2048 rows: 128x160 (16 x 16 = 256 tiles, two waves).
+  EXPECT_EQ(shapes(fittedWgmmaTiles(hopper, 2048, 2560, 132)).front(), (std::pair<int, int>{128, 160}));
+  for (const GemmTile &t : fittedWgmmaTiles(hopper, 512, 2560, 132)) {
+    EXPECT_EQ(errorOf(checkGemmTile(t, 2048, hopper)), "(success)") << t.str();
+    GemmTile deeper = t;
+    ++deeper.stages;
+    EXPECT_TRUE(deeper.stages > 8 || errorOf(checkGemmTile(deeper, 2048, hopper)) != "(success)")
+        << t.str() << ": the ring is as deep as shared memory allows";
+    EXPECT_EQ(parseGemmTile(t.str()), t) << t.str();
+  }
+  EXPECT_TRUE(fittedWgmmaTiles(target("sm_90"), 512, 2560, 132).empty());
+  EXPECT_TRUE(fittedWgmmaTiles(hopper, 32, 2560, 132).empty()); // decode rows: no wgmma GEMM
+  EXPECT_EQ(shapes(fittedWgmmaTiles(hopper, 100, 2560, 132)).size(), 2u); // 64-row tiles only
 }
 
 // ---- gemv spec ------------------------------------------------------------------------------------------

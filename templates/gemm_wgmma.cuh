@@ -8,7 +8,7 @@
 //       - cooperative (PINGPONG false): BM = 64 * CONSUMERS, the consumers share each tile, each owning 64
 //         rows (one m64nBNk16 wgmma per k16 step), so both store their part at once while the tensor cores
 //         idle;
-//       - ping-pong (PINGPONG true, two consumers, BN 64 or 128): BM = 128 and the consumers take the
+//       - ping-pong (PINGPONG true, two consumers, BN up to 176): BM = 128 and the consumers take the
 //         block's tiles in turn, each a whole tile (two m64 wgmmas per k16 step), so one's epilogue runs
 //         while the other's MMAs do. The ring is consumed in the order it is filled either way; a slot's
 //         empty barrier then counts the arrivals of one consumer;
@@ -46,6 +46,36 @@ namespace minfer {
 template <int BM, int BN, int STAGES>
 constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 1024;
 
+namespace gemm_detail {
+
+// The residual pairs a thread loads at once before storing them (gemmWgmma's residual epilogue), of the
+// `slices` 8-column slices of its row: the largest divisor up to 12 (8 of 128's 16 and 256's 32, 9 of
+// 144's 18, 10 of 160's 20, 11 of 176's 22), so that a row's loads go out in few round trips without
+// holding more registers than a ping-pong tile's accumulators leave free.
+__host__ __device__ constexpr int residualGroup(int slices) {
+  int g = slices < 12 ? slices : 12;
+  while (slices % g != 0) --g;
+  return g;
+}
+
+} // namespace gemm_detail
+
+// Asks L2 for the residual rows a consumer's epilogue will add, [row0, row0 + 64 or 128) x the tile's BN
+// columns, as the consumer starts the tile's main loop: by the epilogue they are in L2 rather than DRAM,
+// and a residual load waits a few hundred cycles rather than a DRAM round trip. A hint: nothing past the
+// rows (M) or the row's last column is asked for.
+template <int N, int BN, bool PINGPONG>
+__device__ __forceinline__ void prefetchResidualRows(const MatmulParams &p, int row0, int tileN, int M) {
+  constexpr int kRows = PINGPONG ? 128 : 64, kLines = (BN * 2 + 127) / 128 + 1; // + 1: a start off a line
+  const char *base = reinterpret_cast<const char *>(p.epi.residual);
+  for (int i = threadIdx.x % 128; i < kRows * kLines; i += 128) {
+    const int row = row0 + i / kLines;
+    const long long col = (static_cast<long long>(tileN) * BN * 2 & ~127ll) + 128 * (i % kLines); // bytes
+    if (row < M && col < static_cast<long long>(N) * 2 && col < (static_cast<long long>(tileN) + 1) * BN * 2)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(base + static_cast<long long>(row) * N * 2 + col));
+  }
+}
+
 template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     gemmWgmma(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
@@ -55,8 +85,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256,
                 "gemmWgmma: BN must be a multiple of 16 from 16 to 256 (a wgmma's N)");
   static_assert(STAGES >= 2, "gemmWgmma: at least two slots (one loading while one is multiplied)");
-  static_assert(!PINGPONG || (CONSUMERS == 2 && BN <= 128),
-                "gemmWgmma: ping-pong takes two consumers of whole 128-row tiles, BN up to 128 (BN accumulators)");
+  // Ping-pong: a consumer holds a whole tile, BN accumulators a thread of its 232 registers; every epilogue
+  // compiles without spills up to BN 176 (at 192 the qkv one with a bias spills ~2 KB).
+  static_assert(!PINGPONG || (CONSUMERS == 2 && BN <= 176),
+                "gemmWgmma: ping-pong takes two consumers of whole 128-row tiles, BN up to 176 (BN accumulators)");
   static_assert(kWgmmaSharedBytes<64 * CONSUMERS, BN, STAGES> <= 227 * 1024,
                 "gemmWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemmWgmma: this epilogue needs column pairs, so N must be even");
@@ -137,6 +169,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     }
     int tileM, tileN;
     gemm_detail::groupedTile(t, tilesM, kTilesN, tileM, tileN);
+    if constexpr (Epi::kResidual)
+      prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
     int previous = -1; // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
@@ -229,7 +263,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
           // The residual pairs of 8 slices loaded first, then stored: 8 loads in flight instead of each waiting
           // behind the store before it. Each element is read and written by this thread only, so an in-place
           // residual (C aliasing it) reads every value before it is overwritten.
-          constexpr int kGroup = BN / 8 % 8 == 0 ? 8 : BN / 8 % 4 == 0 ? 4 : 2; // BN / 8 is even
+          constexpr int kGroup = gemm_detail::residualGroup(BN / 8);
 #pragma unroll
           for (int j0 = 0; j0 < BN / 8; j0 += kGroup) {
             float2 res[kGroup];

@@ -37,8 +37,8 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
     if (t.bn < 16 || t.bn > 256 || t.bn % 16 != 0)
       return invalid(t, "BN must be a multiple of 16 from 16 to 256 (a wgmma's N)");
     if (t.bk != 64 || t.warpsM != 0 || t.warpsN != 0) return invalid(t, "BK is 64 and warps are not chosen");
-    if (t.pingpong && (t.bm != 128 || t.bn > 128))
-      return invalid(t, "a ping-pong tile is 128 rows by 64 or 128 columns (one consumer holds it all)");
+    if (t.pingpong && (t.bm != 128 || t.bn > 176))
+      return invalid(t, "a ping-pong tile is 128 rows by at most 176 columns (one consumer holds it all)");
   } else {
     if (t.pingpong) return invalid(t, "ping-pong is a schedule of the wgmma kernel");
     if (t.bk != 32 && t.bk != 64 && t.bk != 128) return invalid(t, "BK must be 32, 64 or 128");
@@ -220,8 +220,11 @@ std::vector<GemmTile> fittedWgmmaTiles(const Target &target, int64_t m, int64_t 
       costs.push_back({waves * bm * bn / std::sqrt(intensity(bm, bn) / intensity(128, 256)), bn});
     }
     std::stable_sort(costs.begin(), costs.end(), [](auto &a, auto &b) { return a.first < b.first; });
-    for (size_t i = 0; i < costs.size() && i < 2; ++i)
-      out.push_back(GemmTile::hopper(bm, costs[i].second, wgmmaStages(target, bm, costs[i].second)));
+    for (size_t i = 0; i < costs.size() && i < 2; ++i) {
+      const int bn = costs[i].second, stages = wgmmaStages(target, bm, bn);
+      out.push_back(GemmTile::hopper(bm, bn, stages));
+      if (bm == 128 && bn <= 176) out.push_back(GemmTile::hopperPingpong(bn, stages)); // and as ping-pong
+    }
   }
   return out;
 }

@@ -36,7 +36,7 @@ struct GemmTile {
   // A wgmma tile: bm 64 or 128, bn a multiple of 16 from 16 to 256 (64, 128 and 256, or a width fitted to
   // the SMs: fittedWgmmaTiles).
   static GemmTile hopper(int bm, int bn, int stages) { return GemmTile{bm, bn, 64, stages, 0, 0, true}; }
-  // A ping-pong wgmma tile: 128 rows, bn 64 or 128 (one consumer holds the whole tile's accumulators).
+  // A ping-pong wgmma tile: 128 rows, bn up to 176 (one consumer holds the whole tile's accumulators).
   static GemmTile hopperPingpong(int bn, int stages) { return GemmTile{128, bn, 64, stages, 0, 0, true, true}; }
 
   int threads() const { return wgmma ? 128 * (bm / 64 + 1) : 32 * warpsM * warpsN; }
@@ -101,7 +101,8 @@ GemmTile defaultGemmTile(const Target &target, int64_t m, int64_t n, int64_t k, 
 // in steps of 16, other than 64, 128 and 256, with the least cost = waves of tiles over `smCount` SMs x
 // bm x bn / efficiency, the efficiency modelled as the square root of the tile's arithmetic intensity
 // bm bn / (bm + bn) relative to 128x256's. M = 512, N = 2560 gets 128x80 (128 tiles, one wave) where
-// 128x128 leaves 52 of 132 SMs idle; each ring as deep as shared memory allows. `smCount` 0 means
+// 128x128 leaves 52 of 132 SMs idle; each ring as deep as shared memory allows; the 128-row ones up to
+// 176 wide also as ping-pong (the other consumer's main loop hides an epilogue). `smCount` 0 means
 // target.nominalSmCount(). Empty on other targets.
 std::vector<GemmTile> fittedWgmmaTiles(const Target &target, int64_t m, int64_t n, int smCount = 0);
 

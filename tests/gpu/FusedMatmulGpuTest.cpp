@@ -136,8 +136,8 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     }
     GemmSpec base(kN, kK, c.epi, GemmTile{});
     for (auto &s : base.tuningCandidates(target, 64)) runs.push_back({s, &c, Prologue{}, 37});
-    if (target.hasWgmma()) // the ping-pong schedule (128-row tiles), one block: its consumers take turns
-      for (int bn : {64, 128}) {
+    if (target.hasWgmma()) // the ping-pong schedule (128-row tiles), one block: its consumers take turns;
+      for (int bn : {64, 128, 80, 176}) { // 80 and 176: widths fitted to the SMs, tiles across heads
         auto pp = std::make_shared<GemmSpec>(kN, kK, c.epi, GemmTile::hopperPingpong(bn, 4));
         pp->smCount = 1;
         if (llvm::Error e = pp->validate(target)) llvm::consumeError(std::move(e));

@@ -346,10 +346,13 @@ TEST(GemmWgmmaSpec, TilesAreCheckedAgainstTheTargetAndTheTemplate) {
         << bn;
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 1), 2048, hopper)).find("at least 2"), std::string::npos);
   EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopper(128, 128, 4), 100, hopper)).find("multiple of 8"), std::string::npos);
-  // Ping-pong: one consumer holds a whole 128-row tile, so BN is at most 128; and it is a wgmma schedule.
+  // Ping-pong: one consumer holds a whole 128-row tile, so BN is at most 176; and it is a wgmma schedule.
   EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopperPingpong(128, 7), 2048, hopper)), "(success)");
-  EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopperPingpong(256, 4), 2048, hopper)).find("ping-pong tile is 128 rows"),
-            std::string::npos);
+  EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopperPingpong(176, 5), 2048, hopper)), "(success)");
+  for (int bn : {192, 256})
+    EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopperPingpong(bn, 4), 2048, hopper)).find("ping-pong tile is 128 rows"),
+              std::string::npos)
+        << bn;
   GemmTile half = GemmTile::hopperPingpong(128, 4);
   half.bm = 64;
   EXPECT_NE(errorOf(checkGemmTile(half, 2048, hopper)).find("ping-pong tile is 128 rows"), std::string::npos);
@@ -377,7 +380,8 @@ TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
   EXPECT_EQ(count(gemmTileCandidates(target("sm_90"), 2048, 5632, 2048)), 0);
   // bm 64, 128 x bn 64, 128, 256 x {4, most} (128x256 fits only 4), 128x64, 128x128 as ping-pong x {4, most},
   // and two widths fitted to the SMs per bm
-  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 19);
+  // (here 128x240, 128x176, 64x240 and 64x176), and the fitted 128-row ones up to 176 wide as ping-pong
+  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 19 + 1);
   EXPECT_EQ(count(gemmTileCandidates(hopper, 40, 5632, 2048)), 6);    // bm 64 only (the rows round up to 64)
   for (const GemmTile &t : gemmTileCandidates(hopper, 2048, 5632, 2048))
     EXPECT_EQ(errorOf(checkGemmTile(t, 2048, hopper)), "(success)") << t.str();
@@ -385,9 +389,10 @@ TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
 
 TEST(GemmWgmmaSpec, FittedTilesMakeWavesThatFillTheSms) {
   const Target hopper = target("sm_90a");
-  auto shapes = [](const std::vector<GemmTile> &tiles) {
+  auto shapes = [](const std::vector<GemmTile> &tiles) { // the cooperative ones
     std::vector<std::pair<int, int>> out;
-    for (const GemmTile &t : tiles) out.push_back({t.bm, t.bn});
+    for (const GemmTile &t : tiles)
+      if (!t.pingpong) out.push_back({t.bm, t.bn});
     return out;
   };
   using Shapes = std::vector<std::pair<int, int>>;
@@ -399,7 +404,14 @@ TEST(GemmWgmmaSpec, FittedTilesMakeWavesThatFillTheSms) {
   EXPECT_EQ(shapes(fittedWgmmaTiles(hopper, 512, 11264, 132))[1], (std::pair<int, int>{128, 192}));
   // Its qkv at 2048 rows: 128x160 (16 x 16 = 256 tiles, two waves).
   EXPECT_EQ(shapes(fittedWgmmaTiles(hopper, 2048, 2560, 132)).front(), (std::pair<int, int>{128, 160}));
-  for (const GemmTile &t : fittedWgmmaTiles(hopper, 512, 2560, 132)) {
+  // The 128-row widths up to 176 also as ping-pong, with the same ring.
+  const std::vector<GemmTile> fitted = fittedWgmmaTiles(hopper, 512, 2560, 132);
+  ASSERT_EQ(fitted.size(), 6u);
+  EXPECT_EQ(fitted[1], GemmTile::hopperPingpong(80, fitted[0].stages));
+  EXPECT_EQ(fitted[3], GemmTile::hopperPingpong(96, fitted[2].stages));
+  for (const GemmTile &t : fittedWgmmaTiles(hopper, 512, 11264, 132))
+    EXPECT_TRUE(!t.pingpong || t.bn <= 176) << t.str();
+  for (const GemmTile &t : fitted) {
     EXPECT_EQ(errorOf(checkGemmTile(t, 2048, hopper)), "(success)") << t.str();
     GemmTile deeper = t;
     ++deeper.stages;

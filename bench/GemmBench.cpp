@@ -238,8 +238,15 @@ llvm::Expected<std::vector<Result>> runGemmFused(const Ceilings &) {
         for (GemmTile t : {GemmTile::hopper(128, 256, 4), GemmTile::hopper(128, 128, 7), GemmTile::hopper(64, 256, 5),
                            GemmTile::hopper(64, 128, 8), GemmTile::hopperPingpong(128, 7), GemmTile::hopperPingpong(64, 8)})
           if (!(t == dflt)) tiles.push_back({t, "gemm_tuning"});
-      for (const GemmTile &t : fittedWgmmaTiles(dev->target, m, f.n, dev->smCount))
-        if (!(t == dflt)) tiles.push_back({t, "gemm_tuning"});
+      if (dev->target.hasWgmma()) {
+        std::vector<GemmTile> fitted = fittedWgmmaTiles(dev->target, m, f.n, dev->smCount);
+        for (const GemmTile &t : fitted)
+          if (!(t == dflt)) tiles.push_back({t, "gemm_tuning"});
+        // As pairs of blocks sharing W: the fitted tiles and the narrow standard ones (the tuner's pairs).
+        fitted.push_back(GemmTile::hopper(64, 128, 8));
+        fitted.push_back(GemmTile::hopperPingpong(128, 7));
+        for (const GemmTile &t : fitted) tiles.push_back({t.paired(), "gemm_tuning"});
+      }
       // Each tile with the epilogue, then without (reported as "gemm_tuning"): what the epilogue costs.
       for (const auto &[t, baseline] : tiles)
         for (bool fused : {true, false}) {

@@ -390,7 +390,10 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     const int lane = threadIdx.x % 32, q = lane % 4;
     const Row r = live ? rowOf(row, p) : Row{0, -1};
     const bool cached = live && r.seq >= 0 && r.pos >= 0 && r.pos < p.max_seq; // as kv_write (rope.cuh)
-    bf16 *const qRow = C + static_cast<long long>(row) * QD;
+    // Per row, once: the row's rotations (rotation's table row, lane q's pairs) and, per region, the offset
+    // that turns a column into its element: q's row of C, k's and v's cache rows, less the region's start.
+    const float2 *rot = p.rope + static_cast<long long>(min(max(r.pos, 0), p.max_seq - 1)) * (HEAD_DIM / 2) + q;
+    const long long qOff = static_cast<long long>(row) * QD;
     const long long cacheRow = (static_cast<long long>(r.seq) * p.max_seq + r.pos) * KVD;
 #pragma unroll
     for (int u = 0; u < BN / 16; ++u) {
@@ -399,7 +402,6 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
       const float2 f0 = make_float2(acc[8 * u + 2 * half], acc[8 * u + 2 * half + 1]);
       const float2 f1 = make_float2(acc[8 * u + 4 + 2 * half], acc[8 * u + 4 + 2 * half + 1]);
       if (col >= QD + KVD) { // v: pairs as they are
-        if (!cached) continue;
         float2 a = f0, b = f1;
         if constexpr (BIAS) {
           a.x += toFloat(__ldg(p.bias + col + 2 * q));
@@ -407,20 +409,22 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
           b.x += toFloat(__ldg(p.bias + col + 8 + 2 * q));
           b.y += toFloat(__ldg(p.bias + col + 8 + 2 * q + 1));
         }
-        bf16 *dst = p.v_cache + cacheRow + (col - QD - KVD) + 2 * q;
-        *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(a.x, a.y);
-        *reinterpret_cast<__nv_bfloat162 *>(dst + 8) = __floats2bfloat162_rn(b.x, b.y);
-        continue;
-      }
-      const bool isQ = col < QD;
-      const int local = col - (isQ ? 0 : QD);
-      const int i0 = local % HEAD_DIM / 2; // the slice pair's first rotary pair, a multiple of 8
-      const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, rotation(r.pos, i0 + q, p),
-                                          rotation(r.pos, i0 + 4 + q, p), 0xffffffffu);
-      if (isQ ? live : cached) {
-        bf16 *dst = (isQ ? qRow : p.k_cache + cacheRow) + local / HEAD_DIM * HEAD_DIM + i0 + 2 * q;
-        *reinterpret_cast<unsigned *>(dst) = out.x;
-        *reinterpret_cast<unsigned *>(dst + HEAD_DIM / 2) = out.y;
+        if (cached) {
+          bf16 *dst = p.v_cache + (cacheRow - QD - KVD + col + 2 * q);
+          *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(a.x, a.y);
+          *reinterpret_cast<__nv_bfloat162 *>(dst + 8) = __floats2bfloat162_rn(b.x, b.y);
+        }
+      } else {
+        // q and k start at multiples of HEAD_DIM, so the pair index needs no region: col % HEAD_DIM = 2 i0.
+        const int i0 = col % HEAD_DIM / 2; // the slice pair's first rotary pair, a multiple of 8
+        const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, __ldg(rot + i0), __ldg(rot + i0 + 4), 0xffffffffu);
+        // Elements i0 + 2q, i0 + 2q + 1 of the head's halves: the head starts at col - 2 i0.
+        const bool isQ = col < QD;
+        if (isQ ? live : cached) {
+          bf16 *dst = isQ ? C + (qOff + col - i0 + 2 * q) : p.k_cache + (cacheRow - QD + col - i0 + 2 * q);
+          *reinterpret_cast<unsigned *>(dst) = out.x;
+          *reinterpret_cast<unsigned *>(dst + HEAD_DIM / 2) = out.y;
+        }
       }
     }
   }

@@ -76,10 +76,15 @@ __device__ __forceinline__ void prefetchResidualRows(const MatmulParams &p, int 
   }
 }
 
-template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false>
-__global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
-    gemmWgmma(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
-              const __grid_constant__ TensorMap mapW) {
+// The kernel body, for gemmWgmma (CLUSTER 1) and gemmWgmmaPair (CLUSTER 2, launched as clusters of two
+// blocks). A pair's blocks take vertically adjacent tiles of the same columns, tileM = 2 u + rank for the
+// pair's unit u, and each loads its own A box and half of the shared W box, multicast into both blocks'
+// rings: W is read from L2 once per pair. A slot may refill only once both blocks' consumers have released
+// it (each consumer warp arrives on both blocks' empty barriers), and a block leaves only after its peer has
+// finished (a cluster barrier at the end), as the peer's consumers arrive on its barriers to the last.
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG, int CLUSTER>
+__device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const TensorMap &mapA, const TensorMap &mapW) {
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "gemmWgmma: one block, or a pair that shares W");
   static_assert(N >= 1 && K >= 8 && K % 8 == 0, "gemmWgmma: K must be a positive multiple of 8 (TMA row strides)");
   static_assert(CONSUMERS == 1 || CONSUMERS == 2, "gemmWgmma: one or two consumer warpgroups (BM 64 or 128)");
   static_assert(BN % 16 == 0 && BN >= 16 && BN <= 256,
@@ -97,6 +102,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   constexpr int HALVES = PINGPONG ? 2 : 1; // 64-row halves of a tile one consumer multiplies
   constexpr int kTilesK = (K + BK - 1) / BK, kTilesN = (N + BN - 1) / BN;
   constexpr unsigned kSlotA = BM * BK * 2, kSlotW = BN * BK * 2;
+  constexpr unsigned kHalfW = kSlotW / CLUSTER; // the rows of W a block of a pair loads: BN / 2 rows, 1 KB-aligned
   requireDynamicShared(kWgmmaSharedBytes<BM, BN, STAGES>);
 
   extern __shared__ __align__(1024) unsigned char wgmmaShared[];
@@ -111,16 +117,36 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     prefetchTensorMap(&mapW);
     for (int s = 0; s < STAGES; ++s) {
       mbarInit(full + 8 * s, 1);              // the producer's arrive, plus the slice's bytes
-      mbarInit(empty + 8 * s, PINGPONG ? 4 : 4 * CONSUMERS); // one arrive per warp of the consumer(s)
+      // One arrive per warp of the consumer(s), of both blocks of a pair.
+      mbarInit(empty + 8 * s, (PINGPONG ? 4 : 4 * CONSUMERS) * CLUSTER);
     }
     mbarInitFence();
   }
-  __syncthreads();
+  // A pair: neither block's producer multicasts, nor its consumers arrive, before both blocks' barriers exist.
+  if constexpr (CLUSTER == 2) {
+    clusterArrive();
+    clusterWait();
+  } else {
+    __syncthreads();
+  }
+  const unsigned rank = CLUSTER == 2 ? clusterRank() : 0;
+  // Releases a slot: an arrive on this block's empty barrier, and for a pair on the peer's as well.
+  auto release = [&](int s) {
+    if constexpr (CLUSTER == 1) {
+      mbarArrive(empty + 8 * s);
+    } else {
+      mbarArrive(empty + 8 * s);
+      mbarArriveCluster(clusterMapShared(empty + 8 * s, rank ^ 1));
+    }
+  };
   gridDependencyWait(); // A (and a residual) may be the previous kernel's output
 
   const int M = p.rows;
-  const int tiles = (M + BM - 1) / BM * kTilesN;
   const int tilesM = (M + BM - 1) / BM;
+  // Units of work: a tile, or for a pair two vertically adjacent tiles (the second past M when tilesM is
+  // odd: its loads are TMA's zeros and it stores nothing). The grid is a multiple of CLUSTER.
+  const int unitsM = (tilesM + CLUSTER - 1) / CLUSTER, units = unitsM * kTilesN;
+  const int firstUnit = blockIdx.x / CLUSTER, unitStep = gridDim.x / CLUSTER;
 
   if (wg == 0) {
     // Producer: one thread issues every copy; the rest of the warpgroup only gives its registers back.
@@ -128,17 +154,26 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     if (threadIdx.x == 0) {
       int slot = 0;
       unsigned phase = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int tileM, tileN;
-        gemm_detail::groupedTile(t, tilesM, kTilesN, tileM, tileN);
+      for (int t = firstUnit; t < units; t += unitStep) {
+        int unitM, tileN;
+        gemm_detail::groupedTile(t, unitsM, kTilesN, unitM, tileN);
+        const int tileM = unitM * CLUSTER + rank;
         for (int kt = 0; kt < kTilesK; ++kt) {
           mbarWait(empty + 8 * slot, phase ^ 1); // the first pass through the ring finds every slot free
-          mbarArriveExpectTx(full + 8 * slot, kSlotA + kSlotW);
+          mbarArriveExpectTx(full + 8 * slot, kSlotA + kSlotW); // a pair's W: both halves land here
           tmaLoad2d(sA + slot * kSlotA, &mapA, kt * BK, tileM * BM, full + 8 * slot);
-          tmaLoad2d(sW + slot * kSlotW, &mapW, kt * BK, tileN * BN, full + 8 * slot);
+          if constexpr (CLUSTER == 1)
+            tmaLoad2d(sW + slot * kSlotW, &mapW, kt * BK, tileN * BN, full + 8 * slot);
+          else
+            tmaLoad2dMulticast(sW + slot * kSlotW + rank * kHalfW, &mapW, kt * BK, tileN * BN + rank * (BN / 2),
+                               full + 8 * slot, 0x3);
           if (++slot == STAGES) slot = 0, phase ^= 1;
         }
       }
+    }
+    if constexpr (CLUSTER == 2) { // the end of the pair's work (see the consumers' end)
+      clusterArrive();
+      clusterWait();
     }
     return;
   }
@@ -157,7 +192,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   // its tile while the other multiplies.
   if (PINGPONG && c == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory"); // consumer 0 goes first
   int local = -1; // the tile's place in this block's sequence
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = firstUnit; t < units; t += unitStep) {
     ++local;
     if (PINGPONG) {
       if (local % 2 != c) continue;
@@ -167,8 +202,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       phase = (first / STAGES) & 1;
       asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory");
     }
-    int tileM, tileN;
-    gemm_detail::groupedTile(t, tilesM, kTilesN, tileM, tileN);
+    int unitM, tileN;
+    gemm_detail::groupedTile(t, unitsM, kTilesN, unitM, tileN);
+    const int tileM = unitM * CLUSTER + rank;
     if constexpr (Epi::kResidual)
       prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
     int previous = -1; // the slot whose wgmmas may still run
@@ -190,15 +226,15 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
       // The group before this one has finished: its slot may be refilled while this one runs.
       wgmmaWait<1>();
-      if (previous >= 0 && lane == 0) mbarArrive(empty + 8 * previous);
+      if (previous >= 0 && lane == 0) release(previous);
       previous = slot;
       if (++slot == STAGES) slot = 0, phase ^= 1;
     }
-    if (PINGPONG && t + int(gridDim.x) < tiles) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+    if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
     wgmmaWait<0>();
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
-    if (lane == 0) mbarArrive(empty + 8 * previous);
+    if (lane == 0) release(previous);
 
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) {
@@ -289,6 +325,28 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
       }
     }
   }
+  // A pair: this block's consumers arrive on the peer's barriers until their last slot, and the peer's on
+  // this block's: neither block leaves before both are done.
+  if constexpr (CLUSTER == 2) {
+    clusterArrive();
+    clusterWait();
+  }
+}
+
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
+    gemmWgmma(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
+              const __grid_constant__ TensorMap mapW) {
+  gemmWgmmaBody<N, K, BN, CONSUMERS, STAGES, Epi, PINGPONG, 1>(p, mapA, mapW);
+}
+
+// gemmWgmma as clusters of two blocks that share each W box (TMA multicast): the map of W has boxes of
+// BN / 2 rows, and the grid is even.
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), 1)
+    gemmWgmmaPair(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
+                  const __grid_constant__ TensorMap mapW) {
+  gemmWgmmaBody<N, K, BN, CONSUMERS, STAGES, Epi, PINGPONG, 2>(p, mapA, mapW);
 }
 
 } // namespace minfer

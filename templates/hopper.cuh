@@ -76,6 +76,17 @@ __device__ __forceinline__ void tmaLoad2d(unsigned dst, const TensorMap *map, in
                : "memory");
 }
 
+// tmaLoad2d into the same shared offset `dst` of every block of the cluster in `ctaMask` (bit r: rank r),
+// completing the box's bytes on the barrier at offset `bar` of each of them (TMA multicast: one L2 read
+// for several blocks).
+__device__ __forceinline__ void tmaLoad2dMulticast(unsigned dst, const TensorMap *map, int x, int y, unsigned bar,
+                                                   unsigned short ctaMask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+               "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+               "l"(map), "r"(x), "r"(y), "r"(bar), "h"(ctaMask)
+               : "memory");
+}
+
 // `bytes` (a multiple of 16) contiguous bytes from global `src` into shared `dst`, both 16-byte aligned;
 // completes them on barrier `bar` (cp.async.bulk: the same engine as TMA, no tensor map).
 __device__ __forceinline__ void bulkLoad(unsigned dst, const void *src, unsigned bytes, unsigned bar) {
@@ -111,6 +122,13 @@ __device__ __forceinline__ unsigned clusterMapShared(unsigned addr, unsigned ran
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(out) : "r"(addr), "r"(rank));
   return out;
 }
+// Arrives on the barrier at the shared::cluster address `bar` (from clusterMapShared: another block's), with
+// the default (CTA-scope) release, as CUTLASS's ClusterBarrier does: enough where the arrival only says that
+// reads have finished (wgmma's, waited for). A .release.cluster arrive costs a cluster-scope fence each time.
+__device__ __forceinline__ void mbarArriveCluster(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
 // 16 bytes to a shared::cluster address (from clusterMapShared).
 __device__ __forceinline__ void clusterStore4(unsigned addr, float a, float b, float c, float d) {
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)

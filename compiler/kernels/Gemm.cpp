@@ -23,7 +23,7 @@ llvm::Error invalid(const GemmTile &t, const llvm::Twine &why) {
 std::string GemmTile::str() const {
   if (wgmma)
     return "wgmma_m" + std::to_string(bm) + "n" + std::to_string(bn) + "_s" + std::to_string(stages) +
-           (pingpong ? "_pp" : "");
+           (pingpong ? "_pp" : "") + (cluster == 2 ? "_c2" : "");
   return "m" + std::to_string(bm) + "n" + std::to_string(bn) + "k" + std::to_string(bk) + "_s" +
          std::to_string(stages) + "_w" + std::to_string(warpsM) + "x" + std::to_string(warpsN);
 }
@@ -37,10 +37,12 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
     if (t.bn < 16 || t.bn > 256 || t.bn % 16 != 0)
       return invalid(t, "BN must be a multiple of 16 from 16 to 256 (a wgmma's N)");
     if (t.bk != 64 || t.warpsM != 0 || t.warpsN != 0) return invalid(t, "BK is 64 and warps are not chosen");
+    if (t.cluster != 1 && t.cluster != 2) return invalid(t, "a wgmma tile runs in clusters of 1 or 2 blocks");
     if (t.pingpong && (t.bm != 128 || t.bn > 176))
       return invalid(t, "a ping-pong tile is 128 rows by at most 176 columns (one consumer holds it all)");
   } else {
     if (t.pingpong) return invalid(t, "ping-pong is a schedule of the wgmma kernel");
+    if (t.cluster != 1) return invalid(t, "clusters are a schedule of the wgmma kernel");
     if (t.bk != 32 && t.bk != 64 && t.bk != 128) return invalid(t, "BK must be 32, 64 or 128");
     if (t.warpsM < 1 || t.warpsN < 1 || t.warpsM * t.warpsN > 16) return invalid(t, "1 to 16 warps per block");
     if (t.bm <= 0 || t.bm % (16 * t.warpsM) != 0) return invalid(t, "BM must be a multiple of 16 * WARPS_M");
@@ -62,7 +64,7 @@ std::string GemmSpec::name() const {
 
 std::string GemmSpec::entry() const {
   if (tile.wgmma)
-    return "minfer::gemmWgmma<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bn) +
+    return std::string(tile.cluster == 2 ? "minfer::gemmWgmmaPair<" : "minfer::gemmWgmma<") + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bn) +
            ", " + std::to_string(tile.bm / 64) + ", " + std::to_string(tile.stages) + ", " + epi.policy() +
            (tile.pingpong ? ", true>" : ">");
   return "minfer::gemm<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bm) + ", " +
@@ -74,8 +76,12 @@ std::string GemmSpec::entry() const {
 LaunchDims GemmSpec::launch(int64_t rows) const {
   LaunchDims d;
   if (tile.wgmma) {
-    uint64_t tiles = llvm::divideCeil(std::max<int64_t>(rows, 0), tile.bm) * llvm::divideCeil(n, tile.bn);
-    d.grid = {static_cast<unsigned>(std::clamp<uint64_t>(tiles, 1, std::max(smCount, 1))), 1, 1};
+    // Units: tiles, or pairs of vertically adjacent tiles for a pair of blocks (gemmWgmmaPair); one block
+    // (pair) per SM (two SMs) at most.
+    const int c = tile.cluster;
+    uint64_t units =
+        llvm::divideCeil(llvm::divideCeil(std::max<int64_t>(rows, 0), tile.bm), c) * llvm::divideCeil(n, tile.bn);
+    d.grid = {static_cast<unsigned>(std::clamp<uint64_t>(units, 1, std::max(smCount / c, 1)) * c), 1, 1};
     d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
     d.sharedBytes = static_cast<unsigned>(tile.sharedBytes());
     return d;
@@ -91,7 +97,9 @@ LaunchDims GemmSpec::launch(int64_t rows) const {
 std::vector<TensorMapArg> GemmSpec::tensorMaps(int64_t rows) const {
   if (!tile.wgmma) return {};
   // At least one row: a map cannot be empty, and with no rows the kernel has no tiles to load.
-  return {TensorMapArg{"A", k, std::max<int64_t>(rows, 1), 64, tile.bm}, TensorMapArg{"W", k, n, 64, tile.bn}};
+  // A pair's block loads half of each W box and multicasts it to both.
+  return {TensorMapArg{"A", k, std::max<int64_t>(rows, 1), 64, tile.bm},
+          TensorMapArg{"W", k, n, 64, tile.bn / tile.cluster}};
 }
 
 llvm::json::Object GemmSpec::toJSON() const {
@@ -100,6 +108,7 @@ llvm::json::Object GemmSpec::toJSON() const {
     t["kind"] = "wgmma";
     t["consumer_warpgroups"] = tile.bm / 64;
     t["schedule"] = tile.pingpong ? "pingpong" : "cooperative";
+    t["cluster"] = tile.cluster;
   } else {
     t["warps_m"] = tile.warpsM;
     t["warps_n"] = tile.warpsN;
@@ -277,6 +286,8 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
               continue;
             }
             out.push_back(t);
+            // The narrow tiles, whose W reads from L2 per flop are the most, also as pairs of blocks.
+            if (bn == 128 && stages == most && (bm == 64) != pp) out.push_back(t.paired());
           }
         }
       }
@@ -288,6 +299,7 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
         continue;
       }
       out.push_back(t);
+      out.push_back(t.paired()); // and as pairs of blocks sharing W (cuBLAS pairs every tile it picks here)
     }
   }
   return out;
@@ -301,7 +313,8 @@ std::optional<GemmTile> parseGemmTile(llvm::StringRef s) {
   GemmTile t;
   if (s.startswith("wgmma_")) {
     t = GemmTile::hopper(0, 0, 0);
-    t.pingpong = s.endswith("_pp");
+    t.cluster = s.endswith("_c2") ? 2 : 1;
+    t.pingpong = s.drop_back(t.cluster == 2 ? 3 : 0).endswith("_pp");
     if (std::sscanf(s.str().c_str(), "wgmma_m%dn%d_s%d", &t.bm, &t.bn, &t.stages) != 3 || t.str() != s)
       return std::nullopt;
     return t;

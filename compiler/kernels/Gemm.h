@@ -27,17 +27,25 @@ namespace minfer {
 //     warp tile; "m128n128k32_s4_w2x2";
 //   * wgmma (gemm_wgmma.cuh, sm_90a): TMA loads, one producer and bm / 64 consumer warpgroups, bk 64,
 //     persistent blocks; warpsM and warpsN unused (0); "wgmma_m128n256_s4". With `pingpong` the two
-//     consumers take whole 128-row tiles in turn instead of sharing each: "wgmma_m128n128_s4_pp".
+//     consumers take whole 128-row tiles in turn instead of sharing each: "wgmma_m128n128_s4_pp". With
+//     `cluster` 2 the blocks run as pairs that share each W box (TMA multicast): "wgmma_m128n80_s8_c2".
 struct GemmTile {
   int bm = 128, bn = 128, bk = 32, stages = 4, warpsM = 2, warpsN = 2;
   bool wgmma = false;
   bool pingpong = false;
+  int cluster = 1; // wgmma: 2 for blocks paired over vertically adjacent tiles, W loaded once a pair
 
   // A wgmma tile: bm 64 or 128, bn a multiple of 16 from 16 to 256 (64, 128 and 256, or a width fitted to
   // the SMs: fittedWgmmaTiles).
   static GemmTile hopper(int bm, int bn, int stages) { return GemmTile{bm, bn, 64, stages, 0, 0, true}; }
   // A ping-pong wgmma tile: 128 rows, bn up to 176 (one consumer holds the whole tile's accumulators).
   static GemmTile hopperPingpong(int bn, int stages) { return GemmTile{128, bn, 64, stages, 0, 0, true, true}; }
+  // The same wgmma tile run by pairs of blocks (gemmWgmmaPair).
+  GemmTile paired() const {
+    GemmTile t = *this;
+    t.cluster = 2;
+    return t;
+  }
 
   int threads() const { return wgmma ? 128 * (bm / 64 + 1) : 32 * warpsM * warpsN; }
   // mma.sync: STAGES * (BM + BN) * BK * 2, the ring of A and W slices, bf16; wgmma: the same ring plus two
@@ -45,7 +53,8 @@ struct GemmTile {
   int sharedBytes() const {
     return wgmma ? stages * (bm + bn) * 128 + stages * 16 + 1024 : stages * (bm + bn) * bk * 2;
   }
-  // "m128n128k32_s4_w2x2", "wgmma_m128n256_s4" or "wgmma_m128n128_s4_pp", as it appears in spec names.
+  // "m128n128k32_s4_w2x2", "wgmma_m128n256_s4", "wgmma_m128n128_s4_pp" or "wgmma_m128n80_s8_c2", as it
+  // appears in spec names.
   std::string str() const;
   bool operator==(const GemmTile &o) const = default;
   friend std::ostream &operator<<(std::ostream &os, const GemmTile &t) { return os << t.str(); }

@@ -142,6 +142,11 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
         pp->smCount = 1;
         if (llvm::Error e = pp->validate(target)) llvm::consumeError(std::move(e));
         else runs.push_back({pp, &c, Prologue{}, 37});
+        // And one pair of blocks sharing W: 37 rows leave the second block's tile past M.
+        auto pair = std::make_shared<GemmSpec>(kN, kK, c.epi, GemmTile::hopperPingpong(bn, 4).paired());
+        pair->smCount = 2;
+        if (llvm::Error e = pair->validate(target)) llvm::consumeError(std::move(e));
+        else runs.push_back({pair, &c, Prologue{}, 37});
       }
   }
   std::vector<KernelSource> sources;

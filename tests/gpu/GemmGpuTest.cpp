@@ -3,9 +3,9 @@
 //
 // For each (N, K) — square, odd N (the test vocab 321), K not a multiple of BK (96, 200), the TinyLlama
 // projections — and each M in {1, 3, 17, 64, 130, 2048} (tails of every tile height), three tiles (the
-// heuristic default, 64x64, 128x128x32 with 3 stages and 2x4 warps; on sm_90a also nine wgmma tiles, three
-// of them widths fitted to the SMs, 80, 176 and 176 as ping-pong) run with the epilogues none, bias,
-// residual and bias + gelu_tanh; outputs are poisoned first and compared with ir::evalOp. Every epilogue
+// heuristic default, 64x64, 128x128x32 with 3 stages and 2x4 warps; on sm_90a also twelve wgmma tiles: three
+// widths fitted to the SMs, 80, 176 and 176 as ping-pong, and three run by pairs of blocks that share W) run
+// with the epilogues none, bias, residual and bias + gelu_tanh; outputs are poisoned first and compared with ir::evalOp. Every epilogue
 // runs on two small shapes, and the residual epilogue also in place (C aliasing the residual).
 #include "MatmulGpuTest.h"
 
@@ -29,7 +29,10 @@ TEST_P(GemmKernel, MatchesInterpreter) {
       for (GemmTile t : {GemmTile::hopper(64, 64, 2), GemmTile::hopper(128, 256, 4), GemmTile::hopper(64, 128, 8),
                          GemmTile::hopper(128, 128, 3), GemmTile::hopperPingpong(128, 4),
                          GemmTile::hopperPingpong(64, 8), GemmTile::hopper(128, 80, 8), // and two fitted widths
-                         GemmTile::hopper(64, 176, 7), GemmTile::hopperPingpong(176, 5)})
+                         GemmTile::hopper(64, 176, 7), GemmTile::hopperPingpong(176, 5),
+                         // pairs of blocks sharing W (TMA multicast), M tails leaving a pair's second tile empty
+                         GemmTile::hopper(128, 80, 8).paired(), GemmTile::hopper(64, 128, 8).paired(),
+                         GemmTile::hopperPingpong(128, 4).paired()})
         tiles.push_back(t);
     for (size_t i = 0; i < tiles.size(); ++i) {
       if (std::find(tiles.begin(), tiles.begin() + i, tiles[i]) != tiles.begin() + i) continue;
@@ -42,6 +45,10 @@ TEST_P(GemmKernel, MatchesInterpreter) {
       GemmSpec one(n, k, Epilogue::Residual, GemmTile::hopperPingpong(128, 3));
       one.smCount = 1;
       c->checkInPlace(kernels, one);
+      // The same on one pair of blocks: each walks every other unit's tile of its rank.
+      GemmSpec pair(n, k, Epilogue::Residual, GemmTile::hopperPingpong(128, 3).paired());
+      pair.smCount = 2;
+      c->checkInPlace(kernels, pair);
     }
   }
 }
@@ -67,7 +74,8 @@ TEST(GemmKernelEpilogues, EveryEpilogueMatchesInterpreter) {
     if (target.hasWgmma()) {
       tiles.push_back(GemmTile::hopper(128, 64, 4));
       tiles.push_back(GemmTile::hopperPingpong(64, 4));
-      tiles.push_back(GemmTile::hopper(128, 96, 5)); // a fitted width: 12 slices a row, residual groups of 4
+      tiles.push_back(GemmTile::hopper(128, 96, 5)); // a fitted width: 12 slices a row, residual groups of 12
+      tiles.push_back(GemmTile::hopper(64, 128, 4).paired());
     }
     for (const GemmTile &t : tiles)
       for (const Epilogue &e : epilogues) c->check(kernels, GemmSpec(s.n, s.k, e, t));

@@ -296,6 +296,14 @@ TEST(GemmWgmmaSpec, NameEntryAndHeaderSpellEveryConstant) {
   for (llvm::StringRef bad : {"wgmma_m128n256", "wgmma_m128n256_s4x", "wgmma_m0128n256_s4", "wgmma_", "wgmma_m128n128_s4_p",
                               "wgmma_m128n128_s4_pp_pp"})
     EXPECT_FALSE(parseGemmTile(bad)) << bad.str();
+  // A pair of blocks (a cluster of two sharing W) is another kernel, and says so in its name.
+  GemmSpec pair(2560, 2048, Epilogue::None, GemmTile::hopperPingpong(80, 8).paired());
+  EXPECT_EQ(pair.name(), "gemm_bf16_n2560_k2048_wgmma_m128n80_s8_pp_c2_epi_none");
+  EXPECT_EQ(pair.entry(), "minfer::gemmWgmmaPair<2560, 2048, 80, 2, 8, " + Epilogue(Epilogue::None).policy() + ", true>");
+  for (GemmTile t : {GemmTile::hopper(64, 128, 8).paired(), GemmTile::hopperPingpong(80, 8).paired()})
+    EXPECT_EQ(parseGemmTile(t.str()), t) << t.str();
+  for (llvm::StringRef bad : {"wgmma_m64n128_s8_c3", "wgmma_m64n128_s8_c2_pp", "wgmma_m64n128_s8_c2_c2"})
+    EXPECT_FALSE(parseGemmTile(bad)) << bad.str();
   // The tuner's withTile keeps the persistent grid's size.
   s.smCount = 114;
   auto other = s.withTile("wgmma_m64n128_s8", target("sm_90a"));
@@ -328,6 +336,27 @@ TEST(GemmWgmmaSpec, LaunchIsPersistentAndTheTensorMapsCoverTheTrueExtents) {
   EXPECT_EQ(tile->getString("kind"), llvm::Optional<llvm::StringRef>("wgmma"));
   EXPECT_EQ(intField(*tile, "consumer_warpgroups"), 2);
   EXPECT_EQ(intField(j, "persistent_blocks"), 132);
+  EXPECT_EQ(intField(*tile, "cluster"), 1);
+
+  // Pairs: units of two vertically adjacent tiles, an even grid of at most one block an SM, and W's boxes
+  // half as tall (each block of a pair loads half and multicasts it). 512 rows of 128x80 tiles: 4 x 32 =
+  // 128 tiles, 2 x 32 = 64 units, 128 blocks; 130 rows (2 tile rows): 32 units; 1000 rows (8 tile rows):
+  // 4 x 32 = 128 units on 66 pairs of 132 SMs, 132 blocks; 131 SMs still gives an even grid (130).
+  GemmSpec pair(2560, 2048, Epilogue::None, GemmTile::hopper(128, 80, 8).paired());
+  pair.smCount = 132;
+  EXPECT_EQ(pair.launch(512).grid, (std::array<unsigned, 3>{128, 1, 1}));
+  EXPECT_EQ(pair.launch(130).grid, (std::array<unsigned, 3>{64, 1, 1}));
+  EXPECT_EQ(pair.launch(1000).grid, (std::array<unsigned, 3>{132, 1, 1}));
+  EXPECT_EQ(pair.launch(0).grid, (std::array<unsigned, 3>{2, 1, 1}));
+  pair.smCount = 131;
+  EXPECT_EQ(pair.launch(1000).grid, (std::array<unsigned, 3>{130, 1, 1}));
+  maps = pair.tensorMaps(512);
+  ASSERT_EQ(maps.size(), 2u);
+  expectMap(pair, maps[0], "A", 2048, 512, 64, 128);
+  expectMap(pair, maps[1], "W", 2048, 2560, 64, 40);
+  const llvm::json::Object *pairTile = pair.toJSON().getObject("tile");
+  ASSERT_TRUE(pairTile);
+  EXPECT_EQ(intField(*pairTile, "cluster"), 2);
 }
 
 TEST(GemmWgmmaSpec, TilesAreCheckedAgainstTheTargetAndTheTemplate) {
@@ -349,6 +378,12 @@ TEST(GemmWgmmaSpec, TilesAreCheckedAgainstTheTargetAndTheTemplate) {
   // Ping-pong: one consumer holds a whole 128-row tile, so BN is at most 176; and it is a wgmma schedule.
   EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopperPingpong(128, 7), 2048, hopper)), "(success)");
   EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopperPingpong(176, 5), 2048, hopper)), "(success)");
+  EXPECT_EQ(errorOf(checkGemmTile(GemmTile::hopper(128, 80, 8).paired(), 2048, hopper)), "(success)");
+  GemmTile three = GemmTile::hopper(128, 80, 8);
+  three.cluster = 3;
+  EXPECT_NE(errorOf(checkGemmTile(three, 2048, hopper)).find("clusters of 1 or 2"), std::string::npos);
+  EXPECT_NE(errorOf(checkGemmTile(GemmTile{128, 128, 32, 4, 2, 2}.paired(), 2048, hopper)).find("schedule of the wgmma"),
+            std::string::npos);
   for (int bn : {192, 256})
     EXPECT_NE(errorOf(checkGemmTile(GemmTile::hopperPingpong(bn, 4), 2048, hopper)).find("ping-pong tile is 128 rows"),
               std::string::npos)
@@ -380,9 +415,10 @@ TEST(GemmWgmmaSpec, Sm90aPrefillDefaultsToWgmmaAndDecodeKeepsMmaSync) {
   EXPECT_EQ(count(gemmTileCandidates(target("sm_90"), 2048, 5632, 2048)), 0);
   // bm 64, 128 x bn 64, 128, 256 x {4, most} (128x256 fits only 4), 128x64, 128x128 as ping-pong x {4, most},
   // and two widths fitted to the SMs per bm
-  // (here 128x240, 128x176, 64x240 and 64x176), and the fitted 128-row ones up to 176 wide as ping-pong
-  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 19 + 1);
-  EXPECT_EQ(count(gemmTileCandidates(hopper, 40, 5632, 2048)), 6);    // bm 64 only (the rows round up to 64)
+  // (here 128x240, 128x176, 64x240 and 64x176), the fitted 128-row ones up to 176 wide as ping-pong (one),
+  // and as pairs of blocks: the five fitted ones, 64x128 and the ping-pong 128x128 at the most slots
+  EXPECT_EQ(count(gemmTileCandidates(hopper, 2048, 5632, 2048)), 19 + 1 + 5 + 2);
+  EXPECT_EQ(count(gemmTileCandidates(hopper, 40, 5632, 2048)), 6 + 1); // bm 64 only (rows round up to 64)
   for (const GemmTile &t : gemmTileCandidates(hopper, 2048, 5632, 2048))
     EXPECT_EQ(errorOf(checkGemmTile(t, 2048, hopper)), "(success)") << t.str();
 }

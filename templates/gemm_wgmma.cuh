@@ -26,12 +26,16 @@
 //   * widths: BN is any multiple of 16 up to 256 (one wgmma of that N), so the tuner can fit a tile count to
 //     the SMs (compiler/kernels/Gemm.h fittedWgmmaTiles: 128x80 at M 512, N 2560 is 128 tiles where 128x128
 //     is 80). The qkv epilogue stores whole-head tiles a row at a time (storeTileRowHalfRope), other widths a
-//     16-column slice pair at a time (storeRowHalfRope).
+//     16-column slice pair at a time (storeRowHalfRope);
+//   * pairs (gemmWgmmaPair): the same body run by clusters of two blocks over vertically adjacent tiles,
+//     each block loading half of the W box and multicasting it to both (gemmWgmmaBody says how they keep
+//     in step).
 //
 // Kernel arguments: MatmulParams p (epilogue.cuh, the same as gemm.cuh), then the tensor maps of A
-// [M, K] (box 64 x BM) and W [N, K] (box 64 x BN), 128-byte swizzle, encoded by the launcher from p.A, p.W,
-// M, N and K (compiler/kernels/Gemm.h GemmSpec::tensorMaps). Launch: grid min(tiles, SMs) (at least 1),
-// block 128 * (CONSUMERS + 1), dynamic shared memory kWgmmaSharedBytes<BM, BN, STAGES>.
+// [M, K] (box 64 x BM) and W [N, K] (box 64 x BN, or BN / 2 for a pair), 128-byte swizzle, encoded by the
+// launcher from p.A, p.W, M, N and K (compiler/kernels/Gemm.h GemmSpec::tensorMaps). Launch: grid
+// min(tiles, SMs) (at least 1), or for a pair 2 x min(units, SMs / 2) (a unit: two vertically adjacent
+// tiles), block 128 * (CONSUMERS + 1), dynamic shared memory kWgmmaSharedBytes<BM, BN, STAGES>.
 #pragma once
 
 #include "common.cuh"

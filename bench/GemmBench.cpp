@@ -40,7 +40,8 @@ std::string shapeString(int64_t m, int64_t n, int64_t k) {
 
 // Times one matmul kernel (gemm or gemv: same arguments) on [m, k] x [n, k]^T with its epilogue `e` (the
 // spec's): a residual [m, n] to add; for qkv, one sequence of m tokens at positions 0..m-1 whose K and V go
-// to a cache of m positions (the rotation table of m rows); with `norm`, a folded RMS norm's bf16 gamma [k] (the gemv prologue).
+// to a cache of m positions (the rotation table of m rows); with `norm`, a folded RMS norm's bf16 gamma [k]
+// (the gemv prologue).
 llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, const Target &target, int64_t m,
                                    int64_t n, int64_t k, const char *baseline, bool norm = false) {
   KernelCache cache = KernelCache::openDefault();
@@ -205,9 +206,9 @@ llvm::Expected<std::vector<Result>> runGemv(const Ceilings &) {
 // pass gives it — qkv with half-style rope and the K/V cache write, o-proj + residual, gate/up with SiLU
 // gating, down + residual — at 512 and 2048 rows. Reported with baseline "gemm", so that
 // bench/torch_baseline.py times torch.matmul on the same M, N, K: the fused kernel against a bare cuBLAS
-// matmul, as issue 11 asks. The default tile reports as "gemm"; the other wgmma tiles (the ping-pong ones
-// and those fitted to the SMs too), and every tile without the epilogue (the epilogue's cost), as
-// "gemm_tuning".
+// matmul, as issue 11 asks. The default tile reports as "gemm"; the other wgmma tiles (the ping-pong ones,
+// those fitted to the SMs, and pairs of blocks sharing W), and every tile without the epilogue (the
+// epilogue's cost), as "gemm_tuning".
 struct FusedMatmul {
   int64_t n, k; // W is [n, k]
   Epilogue epi;

@@ -23,8 +23,9 @@
 //                                                in every head: a kernel whose tiles hold whole heads may
 //                                                compute it once per head offset with P::rotation(pos, i, p)
 //                                                and store through P::template store2Rotated<N>(..., r, cs),
-//                                                or for the half style two slices at once through
-//                                                P::template store2x2HalfRope<N> (EpiQkv::kRope 1)
+//                                                or for the half style a tile row at a time through
+//                                                P::template storeTileRowHalfRope<BN> (whole heads of one
+//                                                region) or storeRowHalfRope<BN> (any 16-column slice pairs)
 //   P::kResidual                                 EpiPointwise with a residual: a kernel may load several
 //                                                pairs with P::template residual2<N>(row, col, p) first, then
 //                                                store each through P::template store2Residual<N>(..., res)
@@ -250,13 +251,16 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     store2Rotated<N>(C, acc, row, col, p, r, cs);
   }
 
-  // The arithmetic and exchange of store2x2HalfRope and storeTileRowHalfRope: the bias of columns col, col + 1
-  // (f0) and col + 8, col + 9 (f1) added, pairs i0 + q (f0) and i0 + 4 + q (f1) rotated by cs0 and cs1 and
-  // rounded to bf16, then exchanged within the quad so that lane q holds elements i0 + 2q and i0 + 2q + 1 of
-  // the head's first half (.x) and of its second half (.y). Those come from lanes 2q % 4 and (2q + 1) % 4,
-  // from f0 (q < 2) or f1 (q >= 2). `mask`: the lanes that call it together (at least the quad).
+  // Half-style rope (ROPE 1) for a quad (the 4 lanes holding one row of an 8-column slice, lane q its pair
+  // i0 + q) of two consecutive slices f0, f1 of one head (pairs i0 + q and i0 + 4 + q, i0 = (col % HEAD_DIM)
+  // / 2 of lane 0, a multiple of 8): the bias of columns col, col + 1 (f0) and col + 8, col + 9 (f1) added,
+  // the pairs rotated by cs0 and cs1 and rounded to bf16 (store2Rotated's arithmetic, written out the same
+  // way; the tests hold both to the interpreter). Rotated, pair i goes to (i, i + HEAD_DIM / 2) of the head;
+  // the quad exchanges the values so that lane q holds elements i0 + 2q and i0 + 2q + 1 of the head's first
+  // half (.x) and of its second half (.y), from lanes 2q % 4 and (2q + 1) % 4, f0 (q < 2) or f1 (q >= 2):
+  // 4-byte stores of 16-byte row segments instead of 2-byte ones. Every lane of the warp calls it together.
   __device__ __forceinline__ static uint2 rotatePairsInQuad(float2 f0, float2 f1, int col, const EpiParams &p,
-                                                            float2 cs0, float2 cs1, unsigned mask) {
+                                                            float2 cs0, float2 cs1) {
     if constexpr (BIAS) {
       f0.x += toFloat(__ldg(p.bias + col));
       f0.y += toFloat(__ldg(p.bias + col + 1));
@@ -267,6 +271,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     const __nv_bfloat162 a = __floats2bfloat162_rn(f0.x * cs0.x - f0.y * cs0.y, f1.x * cs1.x - f1.y * cs1.y);
     const __nv_bfloat162 b = __floats2bfloat162_rn(f0.y * cs0.x + f0.x * cs0.y, f1.y * cs1.x + f1.x * cs1.y);
     const int lane = threadIdx.x % 32, q = lane % 4, quad = lane & ~3;
+    constexpr unsigned mask = 0xffffffffu;
     const unsigned aLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q) % 4);
     const unsigned aHi = __shfl_sync(mask, reinterpret_cast<const unsigned &>(a), quad + (2 * q + 1) % 4);
     const unsigned bLo = __shfl_sync(mask, reinterpret_cast<const unsigned &>(b), quad + (2 * q) % 4);
@@ -275,50 +280,15 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     return make_uint2(__byte_perm(aLo, aHi, sel), __byte_perm(bLo, bHi, sel));
   }
 
-  // Half-style rope (ROPE 1) for a quad (the 4 lanes holding one row of an 8-column slice, lane q its pair
-  // i0 + q): two consecutive slices f0, f1 of one head (pairs i0 + q and i0 + 4 + q, i0 = (col % HEAD_DIM) / 2
-  // of lane 0, a multiple of 8), rotated by cs0 and cs1. Rotated, pair i goes to (i, i + HEAD_DIM / 2) of the
-  // head: one 2-byte store each. Here the quad exchanges the rounded values so that each lane stores 2
-  // adjacent elements of each half (8 elements of a half per quad in 4-byte stores): half the stores, and
-  // 16-byte row segments instead of 8. The arithmetic (rotatePairsInQuad) is store2Rotated's (rotation,
-  // then round to nearest bf16), written out the same way; the tests hold both to the interpreter. All 4
-  // lanes of the quad must call it together (it shuffles within the quad); v columns are stored as pairs,
-  // unrotated.
-  template <int N>
-  __device__ __forceinline__ static void store2x2HalfRope(bf16 *C, float2 f0, float2 f1, int row, int col,
-                                                          const EpiParams &p, const Row &r, float2 cs0, float2 cs1) {
-    static_assert(ROPE == 1 && HEAD_DIM % 16 == 0, "EpiQkv::store2x2HalfRope: half-style rope, HEAD_DIM % 16 == 0");
-    const int region = col < QD ? 0 : col < QD + KVD ? 1 : 2; // the same for the whole quad: one head
-    if (region == 2) {
-      store2Rotated<N>(C, f0, row, col, p, r, make_float2(1.f, 0.f));
-      store2Rotated<N>(C, f1, row, col + 8, p, r, make_float2(1.f, 0.f));
-      return;
-    }
-    const int lane = threadIdx.x % 32, q = lane % 4;
-    const uint2 out = rotatePairsInQuad(f0, f1, col, p, cs0, cs1, 0xFu << (lane & ~3)); // the quad's lanes
-    bf16 *dst;
-    if (region == 0) {
-      dst = C + static_cast<long long>(row) * QD;
-    } else {
-      const int seq = r.seq, pos = r.pos;
-      if (seq < 0 || pos < 0 || pos >= p.max_seq) return; // as kv_write (rope.cuh): never outside the cache
-      dst = p.k_cache + (static_cast<long long>(seq) * p.max_seq + pos) * KVD;
-    }
-    const int local = col - (region == 0 ? 0 : QD) - 2 * q; // lane 0's column: head * HEAD_DIM + 2 * i0
-    const int ia = local / HEAD_DIM * HEAD_DIM + (local % HEAD_DIM) / 2 + 2 * q;
-    *reinterpret_cast<unsigned *>(dst + ia) = out.x;
-    *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = out.y;
-  }
-
   // Whether a kernel's tiles of BN columns (starting at multiples of BN) each lie within one of q, k and v,
   // in whole heads, so that storeTileRowHalfRope can serve them.
   template <int BN>
   static constexpr bool kWholeRegionTiles =
       ROPE == 1 && HEAD_DIM % 16 == 0 && BN % HEAD_DIM == 0 && QD % BN == 0 && KVD % BN == 0;
 
-  // One row of a tile of BN columns from `tileCol` (kWholeRegionTiles<BN>), half-style rope: what
-  // store2x2HalfRope does for each pair of slices, with the tile's region (q, k or v) and the row's
-  // destination found once rather than at every store. `acc` holds the row's values the way an m16n8
+  // One row of a tile of BN columns from `tileCol` (kWholeRegionTiles<BN>), half-style rope: each pair of
+  // slices through rotatePairsInQuad, with the tile's region (q, k or v) and the row's destination found once
+  // and each rotation loaded once for all the tile's heads. `acc` holds the row's values the way an m16n8
   // accumulator fragment does: slice j's columns 8j + 2q and 8j + 2q + 1 (lane q of the quad) at
   // acc[4j + 2 half] and acc[4j + 2 half + 1]. Every lane of the warp calls it, with `live` false for a row
   // past M: the quad exchange then runs on a converged warp, and only live rows read their position and
@@ -362,7 +332,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
         const int j = 2 * t + h * kFrags;
         const uint2 out = rotatePairsInQuad(make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
                                             make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]),
-                                            tileCol + 8 * j + 2 * q, p, cs0, cs1, 0xffffffffu);
+                                            tileCol + 8 * j + 2 * q, p, cs0, cs1);
         if (store) {
           // Elements 8t + 2q and 8t + 2q + 1 of head h's first half, and the same of its second half.
           const int ia = h * HEAD_DIM + 8 * t + 2 * q;
@@ -392,6 +362,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     const bool cached = live && r.seq >= 0 && r.pos >= 0 && r.pos < p.max_seq; // as kv_write (rope.cuh)
     // Per row, once: the row's rotations (rotation's table row, lane q's pairs) and, per region, the offset
     // that turns a column into its element: q's row of C, k's and v's cache rows, less the region's start.
+    // (rotation's row, written out: through a shared helper ptxas emits 64-300 more instructions here)
     const float2 *rot = p.rope + static_cast<long long>(min(max(r.pos, 0), p.max_seq - 1)) * (HEAD_DIM / 2) + q;
     const long long qOff = static_cast<long long>(row) * QD;
     const long long cacheRow = (static_cast<long long>(r.seq) * p.max_seq + r.pos) * KVD;
@@ -417,7 +388,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
       } else {
         // q and k start at multiples of HEAD_DIM, so the pair index needs no region: col % HEAD_DIM = 2 i0.
         const int i0 = col % HEAD_DIM / 2; // the slice pair's first rotary pair, a multiple of 8
-        const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, __ldg(rot + i0), __ldg(rot + i0 + 4), 0xffffffffu);
+        const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, __ldg(rot + i0), __ldg(rot + i0 + 4));
         // Elements i0 + 2q, i0 + 2q + 1 of the head's halves: the head starts at col - 2 i0.
         const bool isQ = col < QD;
         if (isQ ? live : cached) {

@@ -106,7 +106,7 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
   constexpr int HALVES = PINGPONG ? 2 : 1; // 64-row halves of a tile one consumer multiplies
   constexpr int kTilesK = (K + BK - 1) / BK, kTilesN = (N + BN - 1) / BN;
   constexpr unsigned kSlotA = BM * BK * 2, kSlotW = BN * BK * 2;
-  constexpr unsigned kHalfW = kSlotW / CLUSTER; // the rows of W a block of a pair loads: BN / 2 rows, 1 KB-aligned
+  constexpr unsigned kHalfW = kSlotW / CLUSTER; // the W a block of a pair loads: BN / 2 rows, 1 KB-aligned
   requireDynamicShared(kWgmmaSharedBytes<BM, BN, STAGES>);
 
   extern __shared__ __align__(1024) unsigned char wgmmaShared[];
@@ -136,12 +136,8 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
   const unsigned rank = CLUSTER == 2 ? clusterRank() : 0;
   // Releases a slot: an arrive on this block's empty barrier, and for a pair on the peer's as well.
   auto release = [&](int s) {
-    if constexpr (CLUSTER == 1) {
-      mbarArrive(empty + 8 * s);
-    } else {
-      mbarArrive(empty + 8 * s);
-      mbarArriveCluster(clusterMapShared(empty + 8 * s, rank ^ 1));
-    }
+    mbarArrive(empty + 8 * s);
+    if constexpr (CLUSTER == 2) mbarArriveCluster(clusterMapShared(empty + 8 * s, rank ^ 1));
   };
   gridDependencyWait(); // A (and a residual) may be the previous kernel's output
 
@@ -266,28 +262,12 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
         if (row >= M) continue;
         const typename Epi::Row r = Epi::rowOf(row, p.epi);
         if constexpr (kHeadDim > 0 && kHeadDim % 8 == 0 && BN % (kHeadDim > 0 ? kHeadDim : 1) == 0) {
-          // Rope with whole heads in the tile: fragment j's pair index (col % HEAD_DIM) / 2 depends only on
+          // Rope with whole heads in the tile, but for half-style rope with HEAD_DIM % 16 == 0 (the
+          // quad-exchanging stores above): fragment j's pair index (col % HEAD_DIM) / 2 depends only on
           // j % (HEAD_DIM / 8), so each rotation is loaded once (EpiQkv::rotation, a table row) and used for
           // every head of the tile. A tile past the rotated q and k columns skips it.
           constexpr int kFrags = kHeadDim / 8, kHeads = BN / kHeadDim;
           const bool rotates = tileN * BN < Epi::QD + Epi::KVD;
-          if constexpr (Epi::kRope == 1 && kFrags % 2 == 0) {
-            // Half style: slices 2t and 2t + 1 of each head together, their stores exchanged within the quad.
-#pragma unroll
-            for (int t = 0; t < kFrags / 2; ++t) {
-              const float2 cs0 = rotates ? Epi::rotation(r.pos, 8 * t + lane % 4, p.epi) : make_float2(1.f, 0.f);
-              const float2 cs1 = rotates ? Epi::rotation(r.pos, 8 * t + 4 + lane % 4, p.epi) : make_float2(1.f, 0.f);
-#pragma unroll
-              for (int h = 0; h < kHeads; ++h) {
-                const int j = 2 * t + h * kFrags, col = col0 + 8 * j;
-                if (N % BN != 0 && col >= N) continue; // a whole head past N: the whole quad skips it
-                Epi::template store2x2HalfRope<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
-                                                  make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]),
-                                                  row, col, p.epi, r, cs0, cs1);
-              }
-            }
-            continue;
-          }
 #pragma unroll
           for (int jj = 0; jj < kFrags; ++jj) {
             const float2 cs = rotates ? Epi::rotation(r.pos, 4 * jj + lane % 4, p.epi) : make_float2(1.f, 0.f);

@@ -64,9 +64,9 @@ std::string GemmSpec::name() const {
 
 std::string GemmSpec::entry() const {
   if (tile.wgmma)
-    return std::string(tile.cluster == 2 ? "minfer::gemmWgmmaPair<" : "minfer::gemmWgmma<") + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bn) +
-           ", " + std::to_string(tile.bm / 64) + ", " + std::to_string(tile.stages) + ", " + epi.policy() +
-           (tile.pingpong ? ", true>" : ">");
+    return std::string(tile.cluster == 2 ? "minfer::gemmWgmmaPair<" : "minfer::gemmWgmma<") + std::to_string(n) +
+           ", " + std::to_string(k) + ", " + std::to_string(tile.bn) + ", " + std::to_string(tile.bm / 64) + ", " +
+           std::to_string(tile.stages) + ", " + epi.policy() + (tile.pingpong ? ", true>" : ">");
   return "minfer::gemm<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bm) + ", " +
          std::to_string(tile.bn) + ", " + std::to_string(tile.bk) + ", " + std::to_string(tile.stages) + ", " +
          std::to_string(tile.warpsM) + ", " + std::to_string(tile.warpsN) + ", " + epi.policy() +
@@ -287,7 +287,7 @@ std::vector<GemmTile> gemmTileCandidates(const Target &target, int64_t m, int64_
             }
             out.push_back(t);
             // The narrow tiles, whose W reads from L2 per flop are the most, also as pairs of blocks.
-            if (bn == 128 && stages == most && (bm == 64) != pp) out.push_back(t.paired());
+            if (bn == 128 && stages == most && (pp || bm == 64)) out.push_back(t.paired());
           }
         }
       }

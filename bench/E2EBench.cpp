@@ -41,6 +41,8 @@ cl::opt<int64_t> decodeSteps("decode-steps", cl::desc("Decode steps timed"), cl:
 cl::opt<int> repeats("repeats", cl::desc("Timed repetitions (median)"), cl::init(3));
 cl::opt<bool> noFuse("no-fuse", cl::desc("Skip the fusion pass (the unfused baseline)"));
 cl::opt<bool> noTune("no-tune", cl::desc("Ignore the tuning database: heuristic default tiles"));
+cl::opt<bool> weightRing("weight-ring", cl::desc("The persistent decode kernel streams its matmul weights through a "
+                                                 "shared-memory ring (PlanOptions::weightRing)"));
 cl::opt<bool> loadOnly("load-only", cl::desc("Only load the engine (decode batch 1) and report the load: how fast "
                                              "the weights reached the GPU against a pinned host-to-device copy"));
 
@@ -70,6 +72,7 @@ llvm::Expected<Loaded> load(const PlanOptions &po) {
   rt::EngineOptions eo;
   eo.weights = weights;
   eo.plan = po;
+  eo.plan.weightRing = weightRing;
   eo.fuse = !noFuse;
   eo.tuned = !noTune;
   auto e = rt::Engine::load(model, eo);
@@ -291,6 +294,7 @@ int main(int argc, char **argv) {
                          {"pinned_h2d_gbps", ceilings->hostToDeviceGBps},
                          {"fused", !noFuse},
                          {"tuned", !noTune},
+                         {"weight_ring", weightRing.getValue()},
                          {"decode", std::move(decodeRows)},
                          {"prefill", std::move(prefillRows)}};
   std::error_code ec;

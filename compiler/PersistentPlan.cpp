@@ -3,6 +3,8 @@
 #include "compiler/Plan.h"
 #include "compiler/kernels/Persistent.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <algorithm>
 #include <map>
 
@@ -19,8 +21,12 @@ void planPersistentDecode(Plan &plan) {
     return refuse("the decode batch is " + std::to_string(plan.options.maxBatch) + "; the persistent kernel is built for " +
                   "batches up to " + std::to_string(kMaxPersistentBatch));
   const int threads = PersistentDecodeSpec::kThreads;
+  // Matmul tasks stream their weights through a ring in shared memory where asked and the target has
+  // cp.async.bulk.
+  const bool ring = plan.options.weightRing && plan.target.major >= 9;
   // The grid the runtime will find (blocks resident at once), estimated for shaping tiles.
-  const int grid = plan.target.nominalSmCount() * PersistentDecodeSpec::kBlocksPerSmEstimate;
+  const int grid = plan.target.nominalSmCount() *
+                   (ring ? PersistentDecodeSpec::kRingBlocksPerSm : PersistentDecodeSpec::kBlocksPerSmEstimate);
   auto spec = std::make_shared<PersistentDecodeSpec>();
   spec->threads = threads;
   std::map<std::string, int> kindOf;
@@ -39,6 +45,8 @@ void planPersistentDecode(Plan &plan) {
     std::shared_ptr<KernelSpec> task = kernel.asTask(threads, grid);
     if (!task)
       return refuse(kernel.name() + " (" + l.op + ") has no task form for blocks of " + std::to_string(threads) + " threads");
+    if (ring)
+      if (std::shared_ptr<KernelSpec> streamed = task->asStreamingTask(plan.options.maxBatch)) task = std::move(streamed);
     auto [it, fresh] = kindOf.try_emplace(task->taskType(), static_cast<int>(kindOf.size()));
     if (fresh) spec->taskTypes.push_back(it->first);
     spec->sharedBytes = std::max(spec->sharedBytes, task->launch(plan.options.maxBatch).sharedBytes);
@@ -48,6 +56,21 @@ void planPersistentDecode(Plan &plan) {
   if (static_cast<int>(spec->sharedBytes) > plan.target.maxSharedBytesPerBlock())
     return refuse("its tasks need " + std::to_string(spec->sharedBytes) + " bytes of shared memory a block; " +
                   plan.target.name + " allows " + std::to_string(plan.target.maxSharedBytesPerBlock()));
+  int64_t piece = 0;
+  for (const PersistentDecode::Task &t : pd.tasks) piece = std::max(piece, t.spec->ringPieceBytes());
+  if (piece > 0) {
+    // The ring takes what an SM's shared memory leaves to each of kRingBlocksPerSm blocks after the tasks'
+    // share, the SM's 1 KB a block reserved, and ~4 KB of the bodies' static shared memory; it must hold two
+    // of the largest piece (persistent.cuh: a piece is at most half the ring).
+    constexpr int64_t kStaticEstimate = 4096;
+    spec->ringOffset = static_cast<unsigned>(llvm::alignTo(spec->sharedBytes, 128));
+    const int64_t perBlock = plan.target.sharedBytesPerSm() / PersistentDecodeSpec::kRingBlocksPerSm - 1024 - kStaticEstimate;
+    const int64_t bytes = (perBlock - spec->ringOffset) / 128 * 128;
+    if (bytes < 2 * piece)
+      return refuse("its weight ring would have " + std::to_string(bytes) + " bytes a block beside the tasks' " +
+                    std::to_string(spec->sharedBytes) + "; it needs two pieces of " + std::to_string(piece));
+    spec->ringBytes = static_cast<unsigned>(bytes);
+  }
 
   std::string name = spec->name();
   auto found = plan.kernelIndex.find(name);

@@ -172,6 +172,10 @@ struct PlanOptions {
   int64_t maxPrefillRows = 0; // 0: 2048, or all the caches hold when that is less
   int64_t maxSeq = 0;         // 0: the module's `max_pos` dim (an error when it has none)
   const TuningDb *tuning = nullptr; // tuned tiles (compiler/Tuning.h); without an entry, the heuristic default
+  // The persistent decode kernel's matmul tasks stream W through a ring in shared memory (sm_90 and later;
+  // templates/persistent.cuh WeightRing). Off by default: slower than the tasks' own loads today
+  // (bench/NOTES.md, session 15).
+  bool weightRing = false;
 };
 
 struct Plan {

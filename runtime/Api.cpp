@@ -20,6 +20,7 @@ Result<Engine> Engine::load(const std::string &model, const EngineOptions &optio
   o.plan.maxBatch = options.maxBatch;
   o.plan.maxSeq = options.maxSeq;
   o.plan.maxPrefillRows = options.maxPrefillTokens;
+  o.plan.weightRing = options.persistentWeightRing;
   o.jobs = options.compileJobs;
   o.cache = options.useCache;
   o.fuse = options.fuse;

@@ -62,6 +62,16 @@ __device__ __forceinline__ Tile launchTile() {
           static_cast<int>(gridDim.x),  static_cast<int>(gridDim.y),  static_cast<int>(gridDim.z)};
 }
 
+// A piece of a task's weights that the persistent decode kernel streams into its weight ring (persistent.cuh)
+// ahead of the task: `rows` runs of `bytes` bytes (a multiple of 16), run r from src + r * srcStride bytes,
+// landing at r * stride bytes into the ring entry (rows * stride bytes are the entry's). The task describes
+// its pieces (Task::piece); the kernel issues the copies and the task's body reads the entry.
+struct RingPiece {
+  const void *src;
+  int rows;
+  unsigned bytes, srcStride, stride;
+};
+
 // What a body calls before it reads anything an earlier kernel (or task) wrote, after prefetching what does
 // not depend on it (weights). As a kernel of its own: gridDependencyWait. In the persistent kernel: wait
 // for the tiles of the task before it (persistent.cuh's TaskWait). A body calls it from every warp that

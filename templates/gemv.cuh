@@ -117,6 +117,58 @@ template <int N, int K> __device__ __forceinline__ void checkShape() {
   static_assert(K % 8 == 0, "gemv: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
 }
 
+// The end of a gemv tile: each warp's sums for its R rows of W (from row0) and `rows` rows of A (from m0)
+// reduced across its lanes and stored through the epilogue; with the argmax epilogue, also the block's best
+// key per row of A into epi.argmax. Every thread of the block calls it (the argmax's barriers).
+// The warp's row of W for acc[.][r] is row0 + r, or, where its rows come in groups of RPP every STRIDE rows
+// (gemvRingTile), row0 + (r / RPP) * STRIDE + r % RPP.
+template <int N, int MAX_M, int R, class Epi, int RPP = R, int STRIDE = 0>
+__device__ __forceinline__ void storeRows(bf16 *C, const float (&acc)[MAX_M][R], int row0, int m0, int rows,
+                                          unsigned long long *blockBest, const EpiParams &epi) {
+  static_assert(R % RPP == 0 && (!Epi::kPairs || RPP % 2 == 0), "gemv: rows in whole groups (pairs kept together)");
+  auto rowOf = [&](int r) { return row0 + (r / RPP) * STRIDE + r % RPP; };
+  const int lane = threadIdx.x % 32;
+  if constexpr (Epi::kArgmax) {
+    if (threadIdx.x < MAX_M) blockBest[threadIdx.x] = 0;
+    __syncthreads();
+  }
+#pragma unroll
+  for (int m = 0; m < MAX_M; ++m) {
+    if (m < rows) {
+      float sum[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) sum[r] = warpSum(acc[m][r]); // every lane gets the sums
+      if constexpr (Epi::kArgmax) {
+        // The warp's best of its rows of W (the value as stored, bf16), then the block's.
+        unsigned long long best = 0;
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (rowOf(r) < N) {
+            const unsigned long long key = argmaxKey(toFloat(toBf16(sum[r])), rowOf(r));
+            best = key > best ? key : best;
+          }
+        if (lane == 0 && best) atomicMax(&blockBest[m], best);
+      }
+#pragma unroll
+      for (int r = 0; r < R; r += Epi::kPairs ? 2 : 1) {
+        const int n = rowOf(r), row = m0 + m;
+        // Lanes take turns storing, so the R * MAX_M results leave from different lanes.
+        if (lane != (m * R + r) % 32 || n >= N) continue;
+        if constexpr (Epi::kPairs) // n even (row0, r and the groups are), so n + 1 < N too
+          Epi::template store2<N>(C, make_float2(sum[r], sum[r + 1]), row, n, epi);
+        else
+          Epi::template store1<N>(C, sum[r], row, n, epi);
+      }
+    }
+  }
+  if constexpr (Epi::kArgmax) {
+    __syncthreads(); // every warp's best is in
+    // A null epi.argmax: the session samples this step and reads no key.
+    if (epi.argmax && threadIdx.x < rows) atomicMax(&epi.argmax[m0 + threadIdx.x], blockBest[threadIdx.x]);
+    __syncthreads(); // blockBest is reset for the next group of rows
+  }
+}
+
 } // namespace gemv_detail
 
 // The body of gemv: the block at `tile` of grid ceil(N / (ROWS_PER_WARP * WARPS)), waiting through `wait`,
@@ -228,45 +280,7 @@ __device__ __forceinline__ void gemvTile(const MatmulParams &p, const Tile &tile
     for (int g = 1; g < kGroups; ++g) steps(g * kUnroll, IntConstant<kUnroll>{}, false);
     if constexpr (kRest > 0) steps(kGroups * kUnroll, IntConstant<kRest>{}, false);
 
-    if constexpr (Epi::kArgmax) {
-      if (threadIdx.x < MAX_M) blockBest[threadIdx.x] = 0;
-      __syncthreads();
-    }
-#pragma unroll
-    for (int m = 0; m < MAX_M; ++m) {
-      if (m < rows) {
-        float sum[R];
-#pragma unroll
-        for (int r = 0; r < R; ++r) sum[r] = warpSum(acc[m][r]); // every lane gets the sums
-        if constexpr (Epi::kArgmax) {
-          // The warp's best of its rows of W (the value as stored, bf16), then the block's.
-          unsigned long long best = 0;
-#pragma unroll
-          for (int r = 0; r < R; ++r)
-            if (row0 + r < N) {
-              const unsigned long long key = argmaxKey(toFloat(toBf16(sum[r])), row0 + r);
-              best = key > best ? key : best;
-            }
-          if (lane == 0 && best) atomicMax(&blockBest[m], best);
-        }
-#pragma unroll
-        for (int r = 0; r < R; r += Epi::kPairs ? 2 : 1) {
-          const int n = row0 + r, row = m0 + m;
-          // Lanes take turns storing, so the R * MAX_M results leave from different lanes.
-          if (lane != (m * R + r) % 32 || n >= N) continue;
-          if constexpr (Epi::kPairs) // n even (row0 and r are), so n + 1 < N too
-            Epi::template store2<N>(C, make_float2(sum[r], sum[r + 1]), row, n, epi);
-          else
-            Epi::template store1<N>(C, sum[r], row, n, epi);
-        }
-      }
-    }
-    if constexpr (Epi::kArgmax) {
-      __syncthreads(); // every warp's best is in
-      // A null epi.argmax: the session samples this step and reads no key.
-      if (epi.argmax && threadIdx.x < rows) atomicMax(&epi.argmax[m0 + threadIdx.x], blockBest[threadIdx.x]);
-      __syncthreads(); // blockBest is reset for the next group of rows
-    }
+    storeRows<N, MAX_M, R, Epi>(C, acc, row0, m0, rows, blockBest, epi);
   }
 }
 
@@ -419,6 +433,118 @@ __device__ __forceinline__ void gemvMmaTile(const MatmulParams &p, const Tile &t
   }
 }
 
+namespace gemv_detail {
+
+// How a tile of R * WARPS rows of W [N, K] travels through the persistent kernel's weight ring: in groups of
+// kGroupRows = WARPS * RPP consecutive rows (RPP: rows a warp takes from a group, 2 where the epilogue wants
+// W rows in pairs), each group in kChunks pieces of KP columns. Where a group's whole rows fit kPieceBytes, KP = K and a piece is one contiguous run of W (one copy); otherwise KP is a whole number of the
+// 256-column steps a warp takes, about kPieceBytes a piece, one copy a row. Row r of a piece sits at
+// r * KP * 2 bytes of its entry.
+template <int K, int WARPS, int R, int RPP> struct RingGeometry {
+  static constexpr int kPieceBytes = 16384;
+  static constexpr int kGroupRows = WARPS * RPP, kGroups = R / RPP;
+  static constexpr int KP = kGroupRows * K * 2 <= kPieceBytes ? K : cmin(K, cmax(256, kPieceBytes / (kGroupRows * 2) / 256 * 256));
+  static constexpr int kChunks = (K + KP - 1) / KP;
+  static constexpr int kPieces = kGroups * kChunks;
+  static constexpr int kSteps = (KP + 255) / 256; // steps of 32 lanes x 8 columns a piece
+  static_assert(R % RPP == 0, "gemv: a warp's rows in whole groups");
+};
+
+// 16 bytes of shared memory at shared address `addr`.
+__device__ __forceinline__ uint4 loadShared16(unsigned addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+} // namespace gemv_detail
+
+// gemv's body reading W from the persistent kernel's weight ring instead of global memory (GemvRingTask).
+// The kernel copies each tile's rows of W into the ring as pieces (RingGeometry) as soon as there is room,
+// whatever the task's dependencies: W is constant, so while a block waits for the task before, or runs
+// attention, the weights of its next matmul tiles are already arriving. The body waits for its
+// dependency, then for each piece: `ring.wait(bytes)` (the entry has landed; its shared address), the FMAs
+// of every row of A with the piece's columns, `ring.release()` (a block barrier, then the kernel refills
+// the entry). In group g of the tile, warp w takes rows w * RPP .. w * RPP + RPP - 1, so its R rows are
+// RPP at a time, kGroupRows apart. Every row of A is computed in the one pass over W the ring makes, so M
+// must not exceed MAX_M (the plan gives the task a MAX_M of at least the batch: GemvSpec::asStreamingTask).
+template <int N, int K, int MAX_M, int R, int WARPS, class Epi, class Pro, class Wait, class Ring>
+__device__ __forceinline__ void gemvRingTile(const MatmulParams &p, const Tile &tile, const Wait &wait, Ring &ring) {
+  const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K] (in the ring), M rows, the epilogue's arguments
+  using namespace gemv_detail;
+  checkShape<N, K>();
+  static_assert(MAX_M >= 1 && MAX_M <= 16, "gemv: MAX_M must be 1..16 (larger M belongs to gemm)");
+  static_assert(R >= 1 && R <= 8, "gemv: ROWS_PER_WARP must be 1..8");
+  static_assert(WARPS >= 1 && WARPS <= 32, "gemv: WARPS must be 1..32");
+  static_assert(!Epi::kPairs || R % 2 == 0, "gemv: this epilogue needs W rows in pairs, so ROWS_PER_WARP must be even");
+  constexpr int RPP = Epi::kPairs ? 2 : 1;
+  using G = RingGeometry<K, WARPS, R, RPP>;
+  // Steps unrolled together: about 8 shared loads per lane in flight, MAX_M activation vectors beside them.
+  constexpr int kUnroll = cmax(1, cmin(G::kSteps, cmin(cmax(1, 8 / RPP), cmax(1, 16 / MAX_M))));
+  constexpr int kFull = G::kSteps / kUnroll, kRest = G::kSteps % kUnroll;
+  __shared__ float2 proStats[Pro::kActive ? MAX_M : 1];
+  __shared__ float proScratch[Pro::kActive ? WARPS : 1][MAX_M];
+  __shared__ unsigned long long blockBest[Epi::kArgmax ? MAX_M : 1];
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int first = tile.x * R * WARPS;
+  wait();
+  const int rows = min(M, MAX_M);
+  if constexpr (Pro::kActive) Pro::template blockStats<K, WARPS, MAX_M>(A, rows, proStats, proScratch, epi);
+  float acc[MAX_M][R];
+#pragma unroll
+  for (int m = 0; m < MAX_M; ++m)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
+
+#pragma unroll
+  for (int g = 0; g < G::kGroups; ++g) {
+    // The group's rows of W (none past the end of a last tile); rows past N read row valid - 1, unstored.
+    const int valid = max(0, min(G::kGroupRows, N - (first + g * G::kGroupRows)));
+#pragma unroll 1
+    for (int c = 0; c < G::kChunks; ++c) {
+      const unsigned piece = ring.wait(static_cast<unsigned>(valid) * G::KP * 2);
+      if (valid > 0) {
+        unsigned wRow[RPP];
+#pragma unroll
+        for (int i = 0; i < RPP; ++i) wRow[i] = piece + (min(warp * RPP + i, valid - 1) * G::KP + lane * 8) * 2;
+        const bf16 *aCols = A + c * G::KP + lane * 8;
+        // U steps from the piece's s0-th: the shared loads first, then activations, then the FMAs. Columns
+        // past K (the last chunk's tail) count as zeros.
+        auto steps = [&](int s0, auto unroll) {
+          constexpr int U = decltype(unroll)::value;
+          uint4 w[U][RPP];
+          bool ok[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u) {
+            ok[u] = (K % G::KP == 0 && G::KP % 256 == 0) || c * G::KP + (s0 + u) * 256 + lane * 8 < K;
+#pragma unroll
+            for (int i = 0; i < RPP; ++i) w[u][i] = ok[u] ? loadShared16(wRow[i] + (s0 + u) * 512) : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int m = 0; m < MAX_M; ++m) {
+            if (m < rows) {
+#pragma unroll
+              for (int u = 0; u < U; ++u) {
+                float a[8];
+                unpack8(a, ok[u] ? loadCached(aCols + static_cast<long long>(m) * K + (s0 + u) * 256) : make_uint4(0, 0, 0, 0));
+                if (Pro::kActive && ok[u]) Pro::apply8(a, c * G::KP + (s0 + u) * 256 + lane * 8, proStats[m], epi);
+#pragma unroll
+                for (int i = 0; i < RPP; ++i) acc[m][g * RPP + i] = dot8(acc[m][g * RPP + i], a, w[u][i]);
+              }
+            }
+          }
+        };
+#pragma unroll 1
+        for (int s = 0; s < kFull; ++s) steps(s * kUnroll, IntConstant<kUnroll>{});
+        if constexpr (kRest > 0) steps(kFull * kUnroll, IntConstant<kRest>{});
+      }
+      ring.release();
+    }
+  }
+  storeRows<N, MAX_M, R, Epi, RPP, G::kGroupRows>(C, acc, first + warp * RPP, 0, rows, blockBest, epi);
+}
+
 // The kernels, and the same bodies as tasks of the persistent decode kernel (persistent.cuh).
 template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro = ProNone>
 __global__ void __launch_bounds__(WARPS * 32) gemv(const MatmulParams p) {
@@ -439,6 +565,25 @@ template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, clas
   // The tile's rows of W into L2 (the tile's weights do not depend on any task).
   __device__ __forceinline__ static void prefetch(const Params &p, const Tile &t) {
     gemv_detail::prefetchRowsL2<N, K, kThreads>(p.W, t.x * WARPS * ROWS_PER_WARP, WARPS * ROWS_PER_WARP);
+  }
+};
+// gemv as a task whose W streams through the persistent kernel's weight ring (sm_90: cp.async.bulk), tiles of
+// ROWS_PER_WARP * WARPS rows; piece(p, t, j) tells the kernel what to copy for piece j of tile t.
+template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro> struct GemvRingTask {
+  using Params = MatmulParams;
+  static constexpr int kThreads = WARPS * 32;
+  using Geometry = gemv_detail::RingGeometry<K, WARPS, ROWS_PER_WARP, Epi::kPairs ? 2 : 1>;
+  static constexpr int kPieces = Geometry::kPieces;
+  static constexpr unsigned kMaxPieceBytes = Geometry::kGroupRows * Geometry::KP * 2u;
+  template <class Wait, class Ring>
+  __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w, Ring &ring) {
+    gemvRingTile<N, K, MAX_M, ROWS_PER_WARP, WARPS, Epi, Pro>(p, t, w, ring);
+  }
+  __device__ __forceinline__ static RingPiece piece(const Params &p, const Tile &t, int j) {
+    const int g = j / Geometry::kChunks, k0 = (j % Geometry::kChunks) * Geometry::KP;
+    const int row = t.x * ROWS_PER_WARP * WARPS + g * Geometry::kGroupRows;
+    return {p.W + static_cast<long long>(row) * K + k0, max(0, min(Geometry::kGroupRows, N - row)),
+            static_cast<unsigned>(min(Geometry::KP, K - k0)) * 2u, K * 2u, Geometry::KP * 2u};
   }
 };
 template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, int LOADS> struct GemvMmaTask {

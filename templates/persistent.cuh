@@ -22,8 +22,13 @@
 //
 // Status (H200, bench/NOTES.md session 9): correct on every golden model, but 0.58-0.79x the speed of the
 // launches: its 4 blocks an SM (the registers of its largest body) keep too few weight loads in flight, and
-// each of the ~6 hops a layer costs 3-6 us. Streaming the weights through shared memory and fewer hops are
-// the next steps; MINFER_PERSISTENT_TRACE=FILE (runtime/Session.h) gives each task's time.
+// each of the ~6 hops a layer costs 3-6 us. MINFER_PERSISTENT_TRACE=FILE (runtime/Session.h) gives each
+// task's time.
+//
+// The weight ring (WeightRing below, PlanOptions::weightRing, off by default): the matmul tasks' W streams
+// into shared memory ahead of the tasks, across their dependencies (session 15). Under ncu the tiles no
+// longer wait for W; they wait for the tasks before them and on their own FMAs (4 warps a block, 2 blocks an
+// SM), and the step is 2.1x slower than without. A tensor-core consumer and fewer hops are the next steps.
 //
 // Data written by an earlier task is read with plain loads (MINFER_TASKS_SHARE_MEMORY: common.cuh's
 // loadProduced), never through the read-only path, which may hold lines from before the write.
@@ -38,6 +43,7 @@
 #include "common.cuh"
 #include "embedding.cuh"
 #include "gemv.cuh"
+#include "hopper.cuh"
 #include "norm.cuh"
 #include "pointwise.cuh"
 #include "ptx.cuh"
@@ -63,38 +69,80 @@ struct PersistentParams {
   int num_tasks;
 };
 
-// Waits until task `i - 1` has finished all its tiles (task 0: the kernel before this one).
+// Waits until task `task - 1` has finished all its tiles (task 0: the kernel before this one). `known` is the
+// calling thread's last task it saw finished (-2: none yet, -1: the kernel before): a block's second and
+// later tiles of a task return at once instead of polling the counter again.
 struct TaskWait {
-  const unsigned *counter; // counters[i - 1]; null for task 0
-  unsigned tiles;          // task i - 1's tiles
+  const unsigned *counter; // counters[task - 1]; null for task 0
+  unsigned tiles;          // task - 1's tiles
+  int task;
+  int *known;
   __device__ __forceinline__ void operator()() const {
+    if (*known >= task - 1) return;
     if (!counter) {
       gridDependencyWait();
-      return;
+    } else {
+      // One lane per warp polls; __syncwarp hands what its acquire made visible to the other lanes.
+      if (threadIdx.x % kWarpSize == 0)
+        while (loadAcquireGpu(counter) < tiles) __nanosleep(32);
+      __syncwarp();
     }
-    // One lane per warp polls; __syncwarp hands what its acquire made visible to the other lanes.
-    if (threadIdx.x % kWarpSize == 0)
-      while (loadAcquireGpu(counter) < tiles) __nanosleep(32);
-    __syncwarp();
+    *known = task - 1;
   }
 };
 
+// A task whose weights stream through the kernel's weight ring (gemv.cuh GemvRingTask): it has kPieces
+// pieces a tile, describes each (piece), and its body takes the ring.
+template <class T>
+concept StreamsWeights = requires { T::kPieces; };
+
 namespace persistent_detail {
 
+template <class T, class Ring>
+__device__ __forceinline__ void runOne(const unsigned char *params, const Tile &tile, const TaskWait &wait, Ring &ring) {
+  const auto &p = *reinterpret_cast<const typename T::Params *>(params);
+  if constexpr (StreamsWeights<T>) T::run(p, tile, wait, ring);
+  else T::run(p, tile, wait);
+}
 // Runs Tasks...[kind]'s body on `tile`.
-template <class... Tasks>
-__device__ __forceinline__ void runTask(int kind, const unsigned char *params, const Tile &tile, const TaskWait &wait) {
+template <class... Tasks, class Ring>
+__device__ __forceinline__ void runTask(int kind, const unsigned char *params, const Tile &tile, const TaskWait &wait,
+                                        Ring &ring) {
   int k = 0;
-  (void)((kind == k++ ? (Tasks::run(*reinterpret_cast<const typename Tasks::Params *>(params), tile, wait), true)
-                      : false) ||
-         ...);
+  (void)((kind == k++ ? (runOne<Tasks>(params, tile, wait, ring), true) : false) || ...);
 }
 
-// Starts Tasks...[kind]'s weights for `tile` towards L2 (nothing for tasks without weights).
+template <class T> __device__ __forceinline__ void prefetchOne(const unsigned char *params, const Tile &tile) {
+  if constexpr (!StreamsWeights<T>) T::prefetch(*reinterpret_cast<const typename T::Params *>(params), tile);
+}
+// Starts Tasks...[kind]'s weights for `tile` towards L2 (nothing for tasks without weights, or whose weights
+// stream through the ring).
 template <class... Tasks> __device__ __forceinline__ void prefetchTask(int kind, const unsigned char *params, const Tile &tile) {
   int k = 0;
-  (void)((kind == k++ ? (Tasks::prefetch(*reinterpret_cast<const typename Tasks::Params *>(params), tile), true) : false) ||
-         ...);
+  (void)((kind == k++ ? (prefetchOne<Tasks>(params, tile), true) : false) || ...);
+}
+
+template <class T> __host__ __device__ constexpr int piecesOne() {
+  if constexpr (StreamsWeights<T>) return T::kPieces;
+  else return 0;
+}
+// Pieces a tile of Tasks...[kind] streams through the ring (0: none).
+template <class... Tasks> __device__ __forceinline__ int piecesOf(int kind) {
+  int k = 0, n = 0;
+  (void)((kind == k++ ? (n = piecesOne<Tasks>(), true) : false) || ...);
+  return n;
+}
+template <class T>
+__device__ __forceinline__ RingPiece pieceOne(const unsigned char *params, const Tile &tile, int j) {
+  if constexpr (StreamsWeights<T>) return T::piece(*reinterpret_cast<const typename T::Params *>(params), tile, j);
+  else return RingPiece{nullptr, 0, 0, 0, 0};
+}
+template <class... Tasks>
+__device__ __forceinline__ RingPiece pieceOf(int kind, const unsigned char *params, const Tile &tile, int j) {
+  RingPiece r{nullptr, 0, 0, 0, 0};
+  int k = 0;
+  (void)((kind == k++ ? (r = pieceOne<Tasks>(params, tile, j), true) : false) || ...);
+  return r;
 }
 
 __device__ __forceinline__ int tilesOf(const PersistentTask &t) { return t.nx * t.ny * t.nz; }
@@ -131,32 +179,143 @@ __device__ __forceinline__ bool advance(const PersistentParams &p, int self, int
   return seek(p, self, blocks, c.task + 1, (c.start + tiles) % blocks, c);
 }
 
+// The weight ring: RING_BYTES of the block's dynamic shared memory that the weights of its streaming tiles
+// (StreamsWeights) pass through, in the order the block runs them, as pieces of at most RING_BYTES / 2.
+// Thread 0 is the producer: it walks the block's tiles ahead of the block on its own cursor and issues each
+// piece's copies (cp.async.bulk onto one of kEntries mbarriers) as soon as the ring has room, whatever
+// the task's dependencies, so a block's next weights stream in while it waits for a task before or runs
+// one without weights. The body is the consumer: wait(bytes) for each piece in order, release() when the
+// block is done with it (a block barrier; thread 0 then frees it and tops the ring up).
+//
+// Both sides place piece i at the same offset: at the next free byte, or at the ring's start when it would
+// not fit before the end (`place`), on a position that only grows (offset = position % RING_BYTES). The
+// producer issues a piece only where it ends within RING_BYTES of the consumer's released position and
+// fewer than kEntries pieces are in flight, so a piece never lands on bytes still being read; since no
+// piece is larger than half the ring, the piece the consumer waits for always fits once every piece before
+// it is released, so the consumer never waits on a piece that cannot be issued.
+template <int RING_BYTES, class... Tasks> struct WeightRing {
+  static constexpr unsigned kEntries = 16;
+  const PersistentParams &p;
+  int self, blocks;
+  unsigned base, bars; // shared addresses: the ring, kEntries mbarriers
+  // The consumer (every thread keeps the same copy).
+  unsigned consumed = 0;
+  unsigned long long cpos = 0, cend = 0;
+  // The producer (thread 0's copy is the one that counts).
+  Cursor pc{};
+  bool pHave = false;
+  int pPiece = 0;
+  unsigned issued = 0;
+  unsigned long long ppos = 0, head = 0;
+
+  __device__ __forceinline__ static unsigned long long place(unsigned long long pos, unsigned bytes) {
+    const unsigned long long off = pos % RING_BYTES;
+    return off + bytes > RING_BYTES ? pos + (RING_BYTES - off) : pos;
+  }
+  // The consumer's next piece, `bytes` long (rows x stride, as the task's piece() says): waits until it has
+  // landed and returns its shared address.
+  __device__ __forceinline__ unsigned wait(unsigned bytes) {
+    const unsigned long long start = place(cpos, bytes);
+    cend = start + bytes;
+    mbarWait(bars + (consumed % kEntries) * 8, (consumed / kEntries) & 1);
+    return base + static_cast<unsigned>(start % RING_BYTES);
+  }
+  // The block is done with the piece wait() returned last: every thread's reads of it are in (the barrier),
+  // thread 0 frees it and issues what now fits.
+  __device__ __forceinline__ void release() {
+    __syncthreads();
+    cpos = cend;
+    ++consumed;
+    if (threadIdx.x == 0) {
+      head = cend;
+      topUp();
+    }
+  }
+  // Thread 0: issues the block's next pieces while they fit.
+  __device__ __forceinline__ void topUp() {
+    while (pHave) {
+      const PersistentTask &t = p.tasks[pc.task];
+      const int pieces = piecesOf<Tasks...>(t.kind);
+      if (pieces == 0) { // a tile without streamed weights: nothing to issue
+        pHave = advance(p, self, blocks, pc);
+        continue;
+      }
+      const RingPiece piece = pieceOf<Tasks...>(t.kind, t.params, tileAt(t, pc.tile), pPiece);
+      const unsigned bytes = static_cast<unsigned>(piece.rows) * piece.stride;
+      const unsigned long long start = place(ppos, bytes);
+      if (start + bytes - head > RING_BYTES || issued - consumed >= kEntries) return;
+      const unsigned bar = bars + (issued % kEntries) * 8, dst = base + static_cast<unsigned>(start % RING_BYTES);
+      mbarArriveExpectTx(bar, static_cast<unsigned>(piece.rows) * piece.bytes);
+      if (piece.bytes == piece.srcStride && piece.stride == piece.srcStride) { // whole rows: one run of W
+        if (piece.rows > 0) bulkLoad(dst, piece.src, static_cast<unsigned>(piece.rows) * piece.bytes, bar);
+      } else {
+        for (int r = 0; r < piece.rows; ++r)
+          bulkLoad(dst + r * piece.stride, static_cast<const char *>(piece.src) + static_cast<long long>(r) * piece.srcStride,
+                   piece.bytes, bar);
+      }
+      ppos = start + bytes;
+      ++issued;
+      if (++pPiece == pieces) {
+        pPiece = 0;
+        pHave = advance(p, self, blocks, pc);
+      }
+    }
+  }
+};
+
 } // namespace persistent_detail
 
+template <class T> __host__ __device__ constexpr unsigned pieceBytesOne() {
+  if constexpr (StreamsWeights<T>) return T::kMaxPieceBytes;
+  else return 0;
+}
+
 // Grid: at most the blocks the device holds at once (the runtime's occupancy check); block THREADS;
-// dynamic shared memory: the most any task's launch takes. Each block runs its tiles in task order; before
-// running one, it starts the weights of the one after it towards L2, so they stream in while this tile and
-// the wait for the task before it take their time.
-template <int THREADS, class... Tasks>
+// dynamic shared memory: RING_OFFSET (the most any task's launch takes, rounded up to 128) and, from there,
+// the weight ring's RING_BYTES (0: no task streams its weights). Each block runs its tiles in task order;
+// before running one, it starts the weights of the one after it towards L2 (tasks without the ring), so
+// they stream in while this tile and the wait for the task before it take their time.
+template <int THREADS, int RING_OFFSET, int RING_BYTES, class... Tasks>
 __global__ void __launch_bounds__(THREADS) persistent_decode(const PersistentParams p) {
   using namespace persistent_detail;
   static_assert(sizeof...(Tasks) >= 1, "persistent_decode: no tasks");
   static_assert(((Tasks::kThreads == THREADS || Tasks::kThreads == 0) && ...),
                 "persistent_decode: every task's body must be instantiated for the kernel's block size");
   static_assert(((sizeof(typename Tasks::Params) <= kTaskParamsBytes) && ...), "persistent_decode: Params too large");
+  static_assert(RING_OFFSET % 128 == 0 && RING_BYTES % 128 == 0 && RING_BYTES >= 0, "persistent_decode: ring layout");
+  static_assert(((2 * pieceBytesOne<Tasks>() <= static_cast<unsigned>(RING_BYTES)) && ...),
+                "persistent_decode: a streamed piece is larger than half the weight ring");
   const int blocks = gridDim.x, self = blockIdx.x;
   if (p.trace && self == 0 && threadIdx.x == 0) p.trace[p.num_tasks] = globalNanoseconds();
+  extern __shared__ __align__(128) unsigned char persistentShared[];
+  using Ring = WeightRing<(RING_BYTES > 0 ? RING_BYTES : 1), Tasks...>;
+  __shared__ __align__(8) unsigned long long ringBars[RING_BYTES > 0 ? Ring::kEntries : 1];
+  Ring ring{p, self, blocks, smemAddress(persistentShared) + RING_OFFSET, smemAddress(ringBars)};
   Cursor cur;
   bool have = seek(p, self, blocks, 0, 0, cur);
+  if constexpr (RING_BYTES > 0) {
+    requireDynamicShared(RING_OFFSET + RING_BYTES);
+    if (threadIdx.x == 0) {
+      for (unsigned i = 0; i < ring.kEntries; ++i) mbarInit(ring.bars + 8 * i, 1);
+      mbarInitFence();
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) { // the producer starts where the block does
+      ring.pc = cur;
+      ring.pHave = have;
+      ring.topUp();
+    }
+  }
   if (have) prefetchTask<Tasks...>(p.tasks[cur.task].kind, p.tasks[cur.task].params, tileAt(p.tasks[cur.task], cur.tile));
+  int known = -2; // the last task this thread saw finished (TaskWait)
   while (have) {
     Cursor next = cur;
     const bool more = advance(p, self, blocks, next);
     if (more) prefetchTask<Tasks...>(p.tasks[next.task].kind, p.tasks[next.task].params, tileAt(p.tasks[next.task], next.tile));
     const PersistentTask &task = p.tasks[cur.task];
     const TaskWait wait{cur.task ? p.counters + cur.task - 1 : nullptr,
-                        cur.task ? static_cast<unsigned>(tilesOf(p.tasks[cur.task - 1])) : 0u};
-    runTask<Tasks...>(task.kind, task.params, tileAt(task, cur.tile), wait);
+                        cur.task ? static_cast<unsigned>(tilesOf(p.tasks[cur.task - 1])) : 0u, cur.task, &known};
+    runTask<Tasks...>(task.kind, task.params, tileAt(task, cur.tile), wait, ring);
     __syncthreads(); // every thread's writes of the tile are in, and the shared memory is free again
     if (threadIdx.x == 0) {
       if (!p.trace) {

@@ -96,6 +96,7 @@ std::string GemvSpec::instance(const char *fma, const char *mma) const {
 std::string GemvSpec::entry() const { return instance("minfer::gemv", "minfer::gemvMma"); }
 std::string GemvSpec::taskType() const {
   if (tile.wgmma) return ""; // no task form
+  if (stream) return instance("minfer::GemvRingTask", "");
   std::string t = instance("minfer::GemvTask", "minfer::GemvMmaTask");
   return t.substr(0, t.size() - 1) + ", " + std::to_string(loads) + ">";
 }
@@ -124,6 +125,22 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
     return nullptr;
   }
   return t;
+}
+
+std::shared_ptr<KernelSpec> GemvSpec::asStreamingTask(int64_t maxRows) const {
+  if (!tile.fma() || tile.maxM < maxRows) return nullptr;
+  auto t = std::make_shared<GemvSpec>(*this);
+  t->stream = true;
+  return t;
+}
+
+int64_t GemvSpec::ringPieceBytes() const {
+  if (!stream) return 0;
+  // gemv.cuh RingGeometry: groups of warps x (1, or 2 for a pairs epilogue) rows; whole rows where a group's
+  // fit 16 KB, else about 16 KB of 256-column steps.
+  const int64_t rows = int64_t(tile.warps) * (epi.pairs() ? 2 : 1);
+  const int64_t cols = rows * k * 2 <= 16384 ? k : std::min<int64_t>(k, std::max<int64_t>(256, 16384 / (rows * 2) / 256 * 256));
+  return rows * cols * 2;
 }
 
 int64_t GemvSpec::sharedBytes() const {

@@ -76,6 +76,8 @@ struct GemvSpec : KernelSpec {
   // W loads per lane in flight: 8 as a kernel of its own (not in the name); a task's own (taskType).
   int loads = 8;
   static constexpr int kTaskLoads = 8;
+  // As a task: W streams through the persistent kernel's weight ring (GemvRingTask) instead of global loads.
+  bool stream = false;
 
   GemvSpec() = default;
   GemvSpec(int64_t n, int64_t k, Epilogue epi, GemvTile tile, Prologue pro = {})
@@ -108,7 +110,11 @@ struct GemvSpec : KernelSpec {
   // those loads on a short K and for one round of tiles over `grid` blocks, up to 8; when gemv.cuh takes it.
   // A wgmma tile's task is the tensor-core kernel's (gemvMma) with the same maxM.
   std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
-  std::string taskType() const override; // minfer::GemvTask<...>, minfer::GemvMmaTask<...>
+  std::string taskType() const override; // minfer::GemvTask<...>, minfer::GemvMmaTask<...>, minfer::GemvRingTask<...>
+  // The FMA task (tile.maxM >= maxRows: every row of A in the ring's one pass over W) as GemvRingTask.
+  std::shared_ptr<KernelSpec> asStreamingTask(int64_t maxRows) const override;
+  // The largest piece (gemv.cuh RingGeometry): a group of rows x the columns of a piece, 2 bytes each.
+  int64_t ringPieceBytes() const override;
 
 private:
   std::string instance(const char *fma, const char *mma) const; // entry() and taskType() with these names

@@ -94,6 +94,12 @@ public:
   // The C++ type of the task (templates/persistent.cuh), e.g. "minfer::GemvTask<2048, 2048, 1, 2, 4, ...>";
   // empty for a family without a task form. The persistent kernel instantiates asTask's results' types.
   virtual std::string taskType() const { return ""; }
+  // This task (an asTask result) reading its weights from the persistent kernel's weight ring, which streams
+  // them ahead of the task (templates/persistent.cuh WeightRing: cp.async.bulk, sm_90 and later), for up to
+  // `maxRows` rows of A; nullptr where the family has no such form.
+  virtual std::shared_ptr<KernelSpec> asStreamingTask(int64_t /*maxRows*/) const { return nullptr; }
+  // The bytes of the largest piece a tile of this task puts in the ring (0: it streams nothing).
+  virtual int64_t ringPieceBytes() const { return 0; }
 };
 
 // The kernel templates (templates/*.cuh), embedded in the binary at build time (cmake/EmbedTemplates.cmake).

@@ -42,18 +42,26 @@ struct PersistentDecodeSpec : KernelSpec {
   // Blocks an SM the plan expects when it shapes the tasks' tiles (the runtime finds the real number): 128
   // registers a thread (head dim 64; ~170 at 128) and attention's 37 KB rings leave room for 4.
   static constexpr int kBlocksPerSmEstimate = 4;
+  // With the weight ring (sm_90 and later): blocks an SM the plan sizes the ring for, each with its own
+  // ring in the shared memory the SM has left after the tasks' share.
+  static constexpr int kRingBlocksPerSm = 2;
 
   int threads = kThreads;
   std::vector<std::string> taskTypes; // the bodies, by kind (KernelSpec::taskType of each distinct task spec)
   unsigned sharedBytes = 0;           // dynamic shared memory: the most any task's launch takes
+  // The weight ring (templates/persistent.cuh WeightRing), after the tasks' shared memory: ringBytes from
+  // ringOffset (sharedBytes rounded up to 128). 0 when no task streams its weights.
+  unsigned ringOffset = 0, ringBytes = 0;
 
-  // persistent_decode_t128_k7_3f2a9c10: block size, number of bodies, and a hash of their types.
+  // persistent_decode_t128_k7_3f2a9c10: block size, number of bodies, and a hash of their types (and ring
+  // layout); persistent_decode_t128_ring73728_k7_... with a weight ring of 73728 bytes.
   std::string name() const override;
   std::string header() const override { return "persistent.cuh"; }
   const ParamsLayout &params() const override { return PersistentParams::layout(); }
-  std::string entry() const override; // minfer::persistent_decode<128, minfer::EmbeddingTask<...>, ...>
-  // Block `threads`, the dynamic shared memory; grid.x 1: the runtime sets the grid from the device's
-  // occupancy (blocks per SM x SMs), which is not known here.
+  // minfer::persistent_decode<128, RING_OFFSET, RING_BYTES, minfer::EmbeddingTask<...>, ...>
+  std::string entry() const override;
+  // Block `threads`, the dynamic shared memory (the tasks' and the ring); grid.x 1: the runtime sets the grid
+  // from the device's occupancy (blocks per SM x SMs), which is not known here.
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
   llvm::Error validate(const Target &) const override;

@@ -99,6 +99,9 @@ struct EngineOptions {
   unsigned compileJobs = 0;   // NVRTC worker processes; 0: one per core
   bool useCache = true;       // the disk cache of compiled kernels
   bool fuse = true;           // the fusion pass; false launches one kernel per IR op (for comparison)
+  // The persistent decode kernel (DecodePath::Persistent) streams its matmul weights through a ring in shared
+  // memory (sm_90 and later). Experimental: slower than without today (bench/NOTES.md, session 15).
+  bool persistentWeightRing = false;
 };
 
 struct SessionOptions {

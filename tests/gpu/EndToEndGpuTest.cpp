@@ -338,11 +338,15 @@ TEST(Session, SamplingWithASeedIsReproducibleAndGraphAgnostic) {
 // attention grid's batch side above), on a GQA Llama and on GPT-2 (learned positions, LayerNorm, biases).
 // The task forms run with other block sizes (a norm over 128 threads instead of 96-256, gemvMma's K split
 // over 4 warps), so the logits may differ in the last bits, never by more than a rounding; the tokens agree.
+// Both with the tasks' own weight loads and with EngineOptions::persistentWeightRing, planned for 2 sequences
+// and given 1 and 2 (on sm_90 the matmul tasks, FMA gemvs up to 2 rows, then read W from the shared-memory
+// ring; the planned batch of 8 takes the tensor-core gemv's task, which the ring does not serve).
 TEST(Session, PersistentDecodeAgreesWithTheLaunchesAtEveryBatch) {
   MINFER_REQUIRE_GPU();
-  for (const char *fixture : {"llama_gqa", "gpt2"}) {
-    SCOPED_TRACE(fixture);
-    OPEN_FIXTURE_SESSION(fixture, eo.maxBatch = 8, eo.maxSeq = 64);
+  for (auto [fixture, ring] : {std::pair{"llama_gqa", false}, std::pair{"gpt2", false}, std::pair{"llama_gqa", true},
+                               std::pair{"gpt2", true}}) {
+    SCOPED_TRACE(std::string(fixture) + (ring ? ", weight ring" : ""));
+    OPEN_FIXTURE_SESSION(fixture, eo.maxBatch = ring ? 2 : 8, eo.maxSeq = 64, eo.persistentWeightRing = ring);
     SessionOptions so;
     so.keepLogits = true;
     API_TRY(kept, engine->createSession(so));
@@ -352,7 +356,7 @@ TEST(Session, PersistentDecodeAgreesWithTheLaunchesAtEveryBatch) {
       p.push_back(static_cast<int32_t>((37 * i + 11) % engine->vocabSize()));
       all.push_back(p);
     }
-    for (size_t batch : {1u, 3u, 8u}) {
+    for (size_t batch : ring ? std::vector<size_t>{1, 2} : std::vector<size_t>{1, 3, 8}) {
       SCOPED_TRACE("batch " + std::to_string(batch));
       std::vector<std::vector<int32_t>> prompts(all.begin(), all.begin() + batch);
       GenerationOptions go;
@@ -365,7 +369,9 @@ TEST(Session, PersistentDecodeAgreesWithTheLaunchesAtEveryBatch) {
       for (size_t b = 0; b < batch; ++b) {
         double err = test::relError(persistent->logits[b], launches->logits[b]);
         EXPECT_LT(err, 1e-2) << "sequence " << b;
-        if (b == 0) std::cout << "[ e2e ] " << fixture << " batch " << batch << ": persistent vs launches logits rel err " << err << "\n";
+        if (b == 0)
+          std::cout << "[ e2e ] " << fixture << (ring ? " (weight ring)" : "") << " batch " << batch
+                    << ": persistent vs launches logits rel err " << err << "\n";
       }
       // Sampling: the lm_head's argmax keys are not bound, the sample kernel runs after the persistent one,
       // and the same seed draws the same tokens from the same logits.

@@ -20,7 +20,8 @@ using namespace minfer;
 
 namespace {
 
-Plan planExample(const std::string &name, int64_t batch, bool fuse = true, const char *target = "sm_90a") {
+Plan planExample(const std::string &name, int64_t batch, bool fuse = true, const char *target = "sm_90a",
+                 bool weightRing = false) {
   auto m = test::parseVerified(test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/" + name + ".ir"));
   EXPECT_TRUE(m);
   if (!m) return Plan();
@@ -30,6 +31,7 @@ Plan planExample(const std::string &name, int64_t batch, bool fuse = true, const
   PlanOptions po;
   po.maxBatch = batch;
   po.maxSeq = 256;
+  po.weightRing = weightRing;
   auto plan = buildPlan(*m, *parseTarget(target), po);
   EXPECT_TRUE(bool(plan)) << (plan ? "" : llvm::toString(plan.takeError()));
   return plan ? std::move(*plan) : Plan();
@@ -139,6 +141,67 @@ TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   EXPECT_EQ(addTask->launch(1).grid[0], 1u); // 96 vectors, one a thread
   EXPECT_EQ(EmbeddingSpec(768, ir::DType::F32).asTask(128, 396)->taskType(), "minfer::EmbeddingTask<768, float>");
   EXPECT_EQ(ArgmaxSpec(32000).asTask(128, 396), nullptr) << "select stays a launch";
+}
+
+// With PlanOptions::weightRing on sm_90 the matmul tasks stream W through the kernel's weight ring
+// (GemvRingTask): the ring sits after the tasks' shared memory, holds two of the largest piece, and leaves
+// room for two blocks an SM. sm_89 has no cp.async.bulk and keeps the global loads, as does every target
+// without the option; a batch the FMA task's maxM does not cover keeps them too.
+TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
+  for (const char *model : {"tinyllama-1.1b", "gpt2-124m", "llama-2-7b"}) {
+    SCOPED_TRACE(model);
+    Plan p = planExample(model, 1, true, "sm_90a", /*weightRing=*/true);
+    ASSERT_TRUE(p.persistent.built()) << p.persistent.why;
+    const auto &spec = static_cast<const PersistentDecodeSpec &>(*p.kernels[p.persistent.kernel]);
+    int64_t largest = 0, streamed = 0;
+    for (const PersistentDecode::Task &t : p.persistent.tasks) {
+      const auto *g = dynamic_cast<const GemvSpec *>(t.spec.get());
+      if (!g) continue;
+      ++streamed;
+      EXPECT_TRUE(g->stream);
+      EXPECT_EQ(g->taskType().rfind("minfer::GemvRingTask<", 0), 0u) << g->taskType();
+      largest = std::max(largest, g->ringPieceBytes());
+    }
+    EXPECT_GT(streamed, 0);
+    EXPECT_GE(int64_t(spec.ringBytes), 2 * largest);
+    EXPECT_EQ(spec.ringOffset % 128, 0u);
+    EXPECT_GE(spec.ringOffset, spec.sharedBytes);
+    const unsigned shared = spec.launch(1).sharedBytes;
+    EXPECT_EQ(shared, spec.ringOffset + spec.ringBytes);
+    EXPECT_LE(2 * (shared + 1024 + 4096), unsigned(p.target.sharedBytesPerSm())) << "two blocks an SM";
+    EXPECT_NE(spec.name().find("_ring" + std::to_string(spec.ringBytes) + "_"), std::string::npos) << spec.name();
+    EXPECT_NE(spec.entry().find("persistent_decode<128, " + std::to_string(spec.ringOffset) + ", " +
+                                std::to_string(spec.ringBytes) + ", "),
+              std::string::npos);
+  }
+  for (auto [target, ring] : {std::pair{"sm_89", true}, std::pair{"sm_90a", false}}) {
+    SCOPED_TRACE(std::string(target) + (ring ? " with" : " without") + " the option");
+    Plan plain = planExample("tinyllama-1.1b", 1, true, target, ring);
+    ASSERT_TRUE(plain.persistent.built()) << plain.persistent.why;
+    const auto &spec = static_cast<const PersistentDecodeSpec &>(*plain.kernels[plain.persistent.kernel]);
+    EXPECT_EQ(spec.ringBytes, 0u);
+    EXPECT_EQ(spec.name().find("_ring"), std::string::npos);
+    for (const std::string &t : spec.taskTypes) EXPECT_EQ(t.find("GemvRingTask"), std::string::npos) << t;
+  }
+
+  // The piece sizes mirror gemv.cuh's RingGeometry: a group of a row a warp (two with a pairs epilogue),
+  // whole rows up to 16 KB, else about 16 KB of whole 256-column steps.
+  auto piece = [](int64_t n, int64_t k, GemvTile tile, Epilogue e = Epilogue{}) {
+    GemvSpec s(n, k, e, tile);
+    auto streamed = s.asStreamingTask(1);
+    return streamed ? streamed->ringPieceBytes() : -1;
+  };
+  EXPECT_EQ(piece(2048, 2048, GemvTile{1, 1, 4, false}), 4 * 2048 * 2); // 4 whole rows, one copy
+  EXPECT_EQ(piece(2048, 5632, GemvTile{1, 1, 4, false}), 4 * 2048 * 2); // 4 rows, 3 pieces along K
+  EXPECT_EQ(piece(32000, 2048, GemvTile{1, 8, 4, false}), 4 * 2048 * 2); // 8 groups of 4 whole rows a tile
+  EXPECT_EQ(piece(11264, 2048, GemvTile{1, 2, 4, false}, Epilogue::gated(Activation::Silu)), 8 * 1024 * 2); // pairs: 8 rows of 1024
+  EXPECT_EQ(piece(11008, 4096, GemvTile{1, 2, 4, false}, Epilogue::gated(Activation::Silu)), 8 * 1024 * 2); // 64 KB rows: split
+  EXPECT_EQ(piece(768, 768, GemvTile{1, 1, 4, false}), 4 * 768 * 2);
+  EXPECT_EQ(piece(321, 200, GemvTile{1, 2, 4, false}), 4 * 200 * 2);
+  EXPECT_EQ(GemvSpec(2048, 2048, Epilogue{}, GemvTile{1, 1, 4, false}).ringPieceBytes(), 0) << "not streamed";
+  EXPECT_EQ(piece(2048, 2048, GemvTile{8, 1, 4, true}), -1) << "the tensor-core task keeps its loads";
+  EXPECT_EQ(GemvSpec(2048, 2048, Epilogue{}, GemvTile{2, 1, 4, false}).asStreamingTask(3), nullptr)
+      << "maxM 2 cannot take 3 rows in the ring's one pass over W";
 }
 
 // --emit=plan shows the task graph: each task, the launch it replaces, its tiles, what it waits for and the

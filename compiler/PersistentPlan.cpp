@@ -3,8 +3,6 @@
 #include "compiler/Plan.h"
 #include "compiler/kernels/Persistent.h"
 
-#include "llvm/Support/MathExtras.h"
-
 #include <algorithm>
 #include <map>
 
@@ -63,9 +61,8 @@ void planPersistentDecode(Plan &plan) {
     // share, the SM's 1 KB a block reserved, and ~4 KB of the bodies' static shared memory; it must hold two
     // of the largest piece (persistent.cuh: a piece is at most half the ring).
     constexpr int64_t kStaticEstimate = 4096;
-    spec->ringOffset = static_cast<unsigned>(llvm::alignTo(spec->sharedBytes, 128));
     const int64_t perBlock = plan.target.sharedBytesPerSm() / PersistentDecodeSpec::kRingBlocksPerSm - 1024 - kStaticEstimate;
-    const int64_t bytes = (perBlock - spec->ringOffset) / 128 * 128;
+    const int64_t bytes = (perBlock - spec->ringOffset()) / 128 * 128;
     if (bytes < 2 * piece)
       return refuse("its weight ring would have " + std::to_string(bytes) + " bytes a block beside the tasks' " +
                     std::to_string(spec->sharedBytes) + "; it needs two pieces of " + std::to_string(piece));

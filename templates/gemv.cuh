@@ -117,6 +117,28 @@ template <int N, int K> __device__ __forceinline__ void checkShape() {
   static_assert(K % 8 == 0, "gemv: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
 }
 
+// acc[m][R0 + r] += (row m of A, the lane's 8 columns of step u) . w[u][r] for every row m < rows of A, U steps
+// of 32 lanes x 8 columns, step u's columns from col0 + 256 u (this lane's), through the prologue; a step
+// not ok (past K) adds nothing. Both gemv bodies call it with their W already in registers.
+template <int K, int MAX_M, int R, int U, int RR, class Pro>
+__device__ __forceinline__ void fmaSteps(float (&acc)[MAX_M][R], int R0, const uint4 (&w)[U][RR], const bool (&ok)[U],
+                                         const bf16 *A, int col0, int rows, const float2 *proStats, const EpiParams &epi) {
+#pragma unroll
+  for (int m = 0; m < MAX_M; ++m) {
+    if (m < rows) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int col = col0 + u * 256;
+        float a[8];
+        unpack8(a, ok[u] ? loadCached(A + static_cast<long long>(m) * K + col) : make_uint4(0, 0, 0, 0));
+        if (Pro::kActive && ok[u]) Pro::apply8(a, col, proStats[m], epi);
+#pragma unroll
+        for (int r = 0; r < RR; ++r) acc[m][R0 + r] = dot8(acc[m][R0 + r], a, w[u][r]);
+      }
+    }
+  }
+}
+
 // The end of a gemv tile: each warp's sums for its R rows of W (from row0) and `rows` rows of A (from m0)
 // reduced across its lanes and stored through the epilogue; with the argmax epilogue, also the block's best
 // key per row of A into epi.argmax. Every thread of the block calls it (the argmax's barriers).
@@ -230,7 +252,6 @@ __device__ __forceinline__ void gemvTile(const MatmulParams &p, const Tile &tile
 
   for (int m0 = 0; m0 < M; m0 += MAX_M) {
     const int rows = min(M - m0, MAX_M);
-    const bf16 *aRows = A + static_cast<long long>(m0) * K + lane * 8;
     float acc[MAX_M][R];
 #pragma unroll
     for (int m = 0; m < MAX_M; ++m)
@@ -245,6 +266,9 @@ __device__ __forceinline__ void gemvTile(const MatmulParams &p, const Tile &tile
     auto steps = [&](int step0, auto unroll, bool preloaded) {
       constexpr int U = decltype(unroll)::value;
       uint4 w[U][R];
+      bool ok[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) ok[u] = kChunks % 32 == 0 || (step0 + u) * 32 + lane < kChunks; // lane's chunk
       if (preloaded) {
 #pragma unroll
         for (int u = 0; u < U; ++u)
@@ -252,28 +276,12 @@ __device__ __forceinline__ void gemvTile(const MatmulParams &p, const Tile &tile
           for (int r = 0; r < R; ++r) w[u][r] = first[u][r];
       } else {
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int chunk = (step0 + u) * 32; // this lane's chunk is chunk + lane
-          const bool ok = kChunks % 32 == 0 || chunk + lane < kChunks;
+        for (int u = 0; u < U; ++u)
 #pragma unroll
-          for (int r = 0; r < R; ++r) w[u][r] = ok ? loadStreaming(wRow[r] + chunk * 8) : make_uint4(0, 0, 0, 0);
-        }
+          for (int r = 0; r < R; ++r) w[u][r] = ok[u] ? loadStreaming(wRow[r] + (step0 + u) * 256) : make_uint4(0, 0, 0, 0);
       }
-#pragma unroll
-      for (int m = 0; m < MAX_M; ++m) {
-        if (m < rows) {
-#pragma unroll
-          for (int u = 0; u < U; ++u) {
-            const int chunk = (step0 + u) * 32;
-            const bool ok = kChunks % 32 == 0 || chunk + lane < kChunks;
-            float a[8];
-            unpack8(a, ok ? loadCached(aRows + static_cast<long long>(m) * K + chunk * 8) : make_uint4(0, 0, 0, 0));
-            if (Pro::kActive && ok) Pro::apply8(a, (chunk + lane) * 8, proStats[m], epi);
-#pragma unroll
-            for (int r = 0; r < R; ++r) acc[m][r] = dot8(acc[m][r], a, w[u][r]);
-          }
-        }
-      }
+      fmaSteps<K, MAX_M, R, U, R, Pro>(acc, 0, w, ok, A + static_cast<long long>(m0) * K, step0 * 256 + lane * 8, rows,
+                                       proStats, epi);
     };
     // kGroups >= 1 (kUnroll <= kIters): the first group of the first rows of A uses the early loads.
     steps(0, IntConstant<kUnroll>{}, m0 == 0);
@@ -437,8 +445,9 @@ namespace gemv_detail {
 
 // How a tile of R * WARPS rows of W [N, K] travels through the persistent kernel's weight ring: in groups of
 // kGroupRows = WARPS * RPP consecutive rows (RPP: rows a warp takes from a group, 2 where the epilogue wants
-// W rows in pairs), each group in kChunks pieces of KP columns. Where a group's whole rows fit kPieceBytes, KP = K and a piece is one contiguous run of W (one copy); otherwise KP is a whole number of the
-// 256-column steps a warp takes, about kPieceBytes a piece, one copy a row. Row r of a piece sits at
+// W rows in pairs), each group in kChunks pieces of KP columns. Where a group's whole rows fit kPieceBytes,
+// KP = K and a piece is one contiguous run of W (one copy); otherwise KP is a whole number of the 256-column
+// steps a warp takes, about kPieceBytes a piece, one copy a row. Row r of a piece sits at
 // r * KP * 2 bytes of its entry.
 template <int K, int WARPS, int R, int RPP> struct RingGeometry {
   static constexpr int kPieceBytes = 16384;
@@ -508,7 +517,6 @@ __device__ __forceinline__ void gemvRingTile(const MatmulParams &p, const Tile &
         unsigned wRow[RPP];
 #pragma unroll
         for (int i = 0; i < RPP; ++i) wRow[i] = piece + (min(warp * RPP + i, valid - 1) * G::KP + lane * 8) * 2;
-        const bf16 *aCols = A + c * G::KP + lane * 8;
         // U steps from the piece's s0-th: the shared loads first, then activations, then the FMAs. Columns
         // past K (the last chunk's tail) count as zeros.
         auto steps = [&](int s0, auto unroll) {
@@ -521,19 +529,7 @@ __device__ __forceinline__ void gemvRingTile(const MatmulParams &p, const Tile &
 #pragma unroll
             for (int i = 0; i < RPP; ++i) w[u][i] = ok[u] ? loadShared16(wRow[i] + (s0 + u) * 512) : make_uint4(0, 0, 0, 0);
           }
-#pragma unroll
-          for (int m = 0; m < MAX_M; ++m) {
-            if (m < rows) {
-#pragma unroll
-              for (int u = 0; u < U; ++u) {
-                float a[8];
-                unpack8(a, ok[u] ? loadCached(aCols + static_cast<long long>(m) * K + (s0 + u) * 256) : make_uint4(0, 0, 0, 0));
-                if (Pro::kActive && ok[u]) Pro::apply8(a, c * G::KP + (s0 + u) * 256 + lane * 8, proStats[m], epi);
-#pragma unroll
-                for (int i = 0; i < RPP; ++i) acc[m][g * RPP + i] = dot8(acc[m][g * RPP + i], a, w[u][i]);
-              }
-            }
-          }
+          fmaSteps<K, MAX_M, R, U, RPP, Pro>(acc, g * RPP, w, ok, A, c * G::KP + s0 * 256 + lane * 8, rows, proStats, epi);
         };
 #pragma unroll 1
         for (int s = 0; s < kFull; ++s) steps(s * kUnroll, IntConstant<kUnroll>{});

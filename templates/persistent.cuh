@@ -98,50 +98,53 @@ concept StreamsWeights = requires { T::kPieces; };
 
 namespace persistent_detail {
 
-template <class T, class Ring>
-__device__ __forceinline__ void runOne(const unsigned char *params, const Tile &tile, const TaskWait &wait, Ring &ring) {
-  const auto &p = *reinterpret_cast<const typename T::Params *>(params);
-  if constexpr (StreamsWeights<T>) T::run(p, tile, wait, ring);
-  else T::run(p, tile, wait);
+template <class T> struct TypeTag {
+  using type = T;
+};
+// Calls f(TypeTag<T>{}) with T = Tasks...[kind].
+template <class... Tasks, class F> __device__ __forceinline__ void withTask(int kind, F &&f) {
+  int k = 0;
+  (void)((kind == k++ ? (f(TypeTag<Tasks>{}), true) : false) || ...);
 }
+template <class T> __device__ __forceinline__ const typename T::Params &paramsOf(const unsigned char *params) {
+  return *reinterpret_cast<const typename T::Params *>(params);
+}
+
 // Runs Tasks...[kind]'s body on `tile`.
 template <class... Tasks, class Ring>
 __device__ __forceinline__ void runTask(int kind, const unsigned char *params, const Tile &tile, const TaskWait &wait,
                                         Ring &ring) {
-  int k = 0;
-  (void)((kind == k++ ? (runOne<Tasks>(params, tile, wait, ring), true) : false) || ...);
-}
-
-template <class T> __device__ __forceinline__ void prefetchOne(const unsigned char *params, const Tile &tile) {
-  if constexpr (!StreamsWeights<T>) T::prefetch(*reinterpret_cast<const typename T::Params *>(params), tile);
+  withTask<Tasks...>(kind, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (StreamsWeights<T>) T::run(paramsOf<T>(params), tile, wait, ring);
+    else T::run(paramsOf<T>(params), tile, wait);
+  });
 }
 // Starts Tasks...[kind]'s weights for `tile` towards L2 (nothing for tasks without weights, or whose weights
 // stream through the ring).
 template <class... Tasks> __device__ __forceinline__ void prefetchTask(int kind, const unsigned char *params, const Tile &tile) {
-  int k = 0;
-  (void)((kind == k++ ? (prefetchOne<Tasks>(params, tile), true) : false) || ...);
-}
-
-template <class T> __host__ __device__ constexpr int piecesOne() {
-  if constexpr (StreamsWeights<T>) return T::kPieces;
-  else return 0;
+  withTask<Tasks...>(kind, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!StreamsWeights<T>) T::prefetch(paramsOf<T>(params), tile);
+  });
 }
 // Pieces a tile of Tasks...[kind] streams through the ring (0: none).
 template <class... Tasks> __device__ __forceinline__ int piecesOf(int kind) {
-  int k = 0, n = 0;
-  (void)((kind == k++ ? (n = piecesOne<Tasks>(), true) : false) || ...);
+  int n = 0;
+  withTask<Tasks...>(kind, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (StreamsWeights<T>) n = T::kPieces;
+  });
   return n;
 }
-template <class T>
-__device__ __forceinline__ RingPiece pieceOne(const unsigned char *params, const Tile &tile, int j) {
-  if constexpr (StreamsWeights<T>) return T::piece(*reinterpret_cast<const typename T::Params *>(params), tile, j);
-  else return RingPiece{nullptr, 0, 0, 0, 0};
-}
+// Piece j of `tile` of Tasks...[kind] (a task that streams).
 template <class... Tasks>
 __device__ __forceinline__ RingPiece pieceOf(int kind, const unsigned char *params, const Tile &tile, int j) {
   RingPiece r{nullptr, 0, 0, 0, 0};
-  int k = 0;
-  (void)((kind == k++ ? (r = pieceOne<Tasks>(params, tile, j), true) : false) || ...);
+  withTask<Tasks...>(kind, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (StreamsWeights<T>) r = T::piece(paramsOf<T>(params), tile, j);
+  });
   return r;
 }
 

@@ -12,14 +12,14 @@ MINFER_PARAMS_LAYOUT(PersistentParams, MINFER_FIELD(tasks, Ptr), MINFER_FIELD(co
 std::string PersistentDecodeSpec::name() const {
   std::string all;
   for (const std::string &t : taskTypes) all += t + ";";
-  if (ringBytes) all += "ring@" + std::to_string(ringOffset);
+  if (ringBytes) all += "ring@" + std::to_string(ringOffset());
   return "persistent_decode_t" + std::to_string(threads) + (ringBytes ? "_ring" + std::to_string(ringBytes) : "") + "_k" +
          std::to_string(taskTypes.size()) + "_" +
          llvm::utohexstr(llvm::xxHash64(all) & 0xffffffffu, /*LowerCase=*/true);
 }
 
 std::string PersistentDecodeSpec::entry() const {
-  std::string e = "minfer::persistent_decode<" + std::to_string(threads) + ", " + std::to_string(ringOffset) + ", " +
+  std::string e = "minfer::persistent_decode<" + std::to_string(threads) + ", " + std::to_string(ringOffset()) + ", " +
                   std::to_string(ringBytes);
   for (const std::string &t : taskTypes) e += ", " + t;
   return e + ">";
@@ -28,7 +28,7 @@ std::string PersistentDecodeSpec::entry() const {
 LaunchDims PersistentDecodeSpec::launch(int64_t /*rows*/) const {
   LaunchDims d;
   d.block = {static_cast<unsigned>(threads), 1, 1};
-  d.sharedBytes = ringBytes ? ringOffset + ringBytes : sharedBytes;
+  d.sharedBytes = ringBytes ? ringOffset() + ringBytes : sharedBytes;
   return d;
 }
 
@@ -38,7 +38,7 @@ llvm::json::Object PersistentDecodeSpec::toJSON() const {
   return llvm::json::Object{{"family", "persistent_decode"},
                             {"threads", threads},
                             {"shared_bytes", sharedBytes},
-                            {"ring_offset", ringOffset},
+                            {"ring_offset", ringOffset()},
                             {"ring_bytes", ringBytes},
                             {"bodies", std::move(tasks)}};
 }
@@ -48,9 +48,8 @@ llvm::Error PersistentDecodeSpec::validate(const Target &) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(), name() + ": a persistent kernel needs at least one task");
   if (threads < 32 || threads > 1024 || threads % 32)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), name() + ": threads must be 1..32 whole warps");
-  if (ringBytes && (ringOffset % 128 || ringBytes % 128 || ringOffset < sharedBytes))
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   name() + ": the weight ring must start after the tasks' shared memory, both 128-byte aligned");
+  if (ringBytes % 128)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), name() + ": the weight ring must be a multiple of 128 bytes");
   return llvm::Error::success();
 }
 

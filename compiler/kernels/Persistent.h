@@ -50,8 +50,9 @@ struct PersistentDecodeSpec : KernelSpec {
   std::vector<std::string> taskTypes; // the bodies, by kind (KernelSpec::taskType of each distinct task spec)
   unsigned sharedBytes = 0;           // dynamic shared memory: the most any task's launch takes
   // The weight ring (templates/persistent.cuh WeightRing), after the tasks' shared memory: ringBytes from
-  // ringOffset (sharedBytes rounded up to 128). 0 when no task streams its weights.
-  unsigned ringOffset = 0, ringBytes = 0;
+  // ringOffset(). 0 when no task streams its weights.
+  unsigned ringBytes = 0;
+  unsigned ringOffset() const { return (sharedBytes + 127) / 128 * 128; } // sharedBytes rounded up to 128
 
   // persistent_decode_t128_k7_3f2a9c10: block size, number of bodies, and a hash of their types (and ring
   // layout); persistent_decode_t128_ring73728_k7_... with a weight ring of 73728 bytes.

@@ -164,13 +164,13 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     }
     EXPECT_GT(streamed, 0);
     EXPECT_GE(int64_t(spec.ringBytes), 2 * largest);
-    EXPECT_EQ(spec.ringOffset % 128, 0u);
-    EXPECT_GE(spec.ringOffset, spec.sharedBytes);
+    EXPECT_EQ(spec.ringOffset() % 128, 0u);
+    EXPECT_GE(spec.ringOffset(), spec.sharedBytes);
     const unsigned shared = spec.launch(1).sharedBytes;
-    EXPECT_EQ(shared, spec.ringOffset + spec.ringBytes);
+    EXPECT_EQ(shared, spec.ringOffset() + spec.ringBytes);
     EXPECT_LE(2 * (shared + 1024 + 4096), unsigned(p.target.sharedBytesPerSm())) << "two blocks an SM";
     EXPECT_NE(spec.name().find("_ring" + std::to_string(spec.ringBytes) + "_"), std::string::npos) << spec.name();
-    EXPECT_NE(spec.entry().find("persistent_decode<128, " + std::to_string(spec.ringOffset) + ", " +
+    EXPECT_NE(spec.entry().find("persistent_decode<128, " + std::to_string(spec.ringOffset()) + ", " +
                                 std::to_string(spec.ringBytes) + ", "),
               std::string::npos);
   }

@@ -8,7 +8,10 @@
 
 namespace minfer {
 
-void planPersistentDecode(Plan &plan) {
+namespace {
+
+// The kernel, its matmul tasks streaming their weights through the ring where `ring` says so and it fits.
+void planTasks(Plan &plan, bool ring) {
   PersistentDecode &pd = plan.persistent;
   pd = {};
   auto refuse = [&](std::string why) {
@@ -19,9 +22,6 @@ void planPersistentDecode(Plan &plan) {
     return refuse("the decode batch is " + std::to_string(plan.options.maxBatch) + "; the persistent kernel is built for " +
                   "batches up to " + std::to_string(kMaxPersistentBatch));
   const int threads = PersistentDecodeSpec::kThreads;
-  // Matmul tasks stream their weights through a ring in shared memory where asked and the target has
-  // cp.async.bulk.
-  const bool ring = plan.options.weightRing && plan.target.major >= 9;
   // The grid the runtime will find (blocks resident at once), estimated for shaping tiles.
   const int grid = plan.target.nominalSmCount() *
                    (ring ? PersistentDecodeSpec::kRingBlocksPerSm : PersistentDecodeSpec::kBlocksPerSmEstimate);
@@ -63,9 +63,13 @@ void planPersistentDecode(Plan &plan) {
     constexpr int64_t kStaticEstimate = 4096;
     const int64_t perBlock = plan.target.sharedBytesPerSm() / PersistentDecodeSpec::kRingBlocksPerSm - 1024 - kStaticEstimate;
     const int64_t bytes = (perBlock - spec->ringOffset()) / 128 * 128;
-    if (bytes < 2 * piece)
-      return refuse("its weight ring would have " + std::to_string(bytes) + " bytes a block beside the tasks' " +
-                    std::to_string(spec->sharedBytes) + "; it needs two pieces of " + std::to_string(piece));
+    if (bytes < 2 * piece) { // the ring is an option: the tasks keep their own loads
+      planTasks(plan, false);
+      pd.ringWhy = "the tasks' " + std::to_string(spec->sharedBytes) + " bytes of shared memory leave the weight ring " +
+                   std::to_string(std::max<int64_t>(bytes, 0)) + " bytes a block; it needs two pieces of " +
+                   std::to_string(piece);
+      return;
+    }
     spec->ringBytes = static_cast<unsigned>(bytes);
   }
 
@@ -91,6 +95,17 @@ void planPersistentDecode(Plan &plan) {
   pd.table = workspace("persistent_tasks", n * sizeof(PersistentTaskHost), false);
   pd.counters = workspace("persistent_counters", (n + 1) * sizeof(uint32_t), true);
   pd.trace = workspace("persistent_trace", (n + 1) * sizeof(uint64_t), false);
+}
+
+} // namespace
+
+void planPersistentDecode(Plan &plan) {
+  // Matmul tasks stream their weights through a ring in shared memory where asked and the target has
+  // cp.async.bulk.
+  const bool ring = plan.options.weightRing && plan.target.major >= 9;
+  planTasks(plan, ring);
+  if (plan.options.weightRing && !ring && plan.persistent.built())
+    plan.persistent.ringWhy = plan.target.name + " has no cp.async.bulk (sm_90 and later)";
 }
 
 } // namespace minfer

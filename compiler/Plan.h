@@ -152,6 +152,9 @@ constexpr int64_t kMaxPersistentBatch = 8;
 struct PersistentDecode {
   int kernel = -1;   // the persistent_decode kernel in Plan::kernels; -1: not built, `why` says why
   std::string why;
+  // Why the matmul tasks keep their own weight loads although PlanOptions::weightRing asked for the ring
+  // (the target has no cp.async.bulk, or the tasks' shared memory leaves no room for it); empty otherwise.
+  std::string ringWhy;
   int threads = 0;   // its block size
   struct Task {
     int launch = -1;                    // index into decode.launches: the launch it replaces

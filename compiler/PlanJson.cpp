@@ -1,5 +1,6 @@
 // compiler/PlanJson.cpp — a Plan as JSON: --emit=plan, --dump-dir's plan.json and a bundle's manifest.
 #include "compiler/Plan.h"
+#include "compiler/kernels/Persistent.h"
 
 #include <algorithm>
 
@@ -125,8 +126,11 @@ llvm::json::Object persistentJSON(const Plan &plan) {
     if (l.layer >= 0) o["layer"] = l.layer;
     tasks.push_back(std::move(o));
   }
+  llvm::json::Object ring{{"bytes", static_cast<const PersistentDecodeSpec &>(*plan.kernels[pd.kernel]).ringBytes}};
+  if (!pd.ringWhy.empty()) ring["why_not"] = pd.ringWhy;
   return llvm::json::Object{{"path", "persistent"},
                             {"kernel", plan.kernels[pd.kernel]->name()},
+                            {"weight_ring", std::move(ring)},
                             {"threads", pd.threads},
                             {"weight_bytes", total},
                             {"weight_bytes_per_sm", total / std::max(plan.target.nominalSmCount(), 1)},

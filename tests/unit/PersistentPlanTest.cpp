@@ -164,6 +164,7 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     }
     EXPECT_GT(streamed, 0);
     EXPECT_GE(int64_t(spec.ringBytes), 2 * largest);
+    EXPECT_TRUE(p.persistent.ringWhy.empty()) << p.persistent.ringWhy;
     EXPECT_EQ(spec.ringOffset() % 128, 0u);
     EXPECT_GE(spec.ringOffset(), spec.sharedBytes);
     const unsigned shared = spec.launch(1).sharedBytes;
@@ -182,6 +183,27 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     EXPECT_EQ(spec.ringBytes, 0u);
     EXPECT_EQ(spec.name().find("_ring"), std::string::npos);
     for (const std::string &t : spec.taskTypes) EXPECT_EQ(t.find("GemvRingTask"), std::string::npos) << t;
+    // Asked for on a target without it, the plan says why it has none.
+    EXPECT_EQ(plain.persistent.ringWhy.empty(), !ring) << plain.persistent.ringWhy;
+    if (ring) {
+      EXPECT_NE(plain.persistent.ringWhy.find("sm_89 has no cp.async.bulk"), std::string::npos) << plain.persistent.ringWhy;
+    }
+  }
+  // sm_120 (RTX 50) has cp.async.bulk but 99 KB of shared memory a block: beside decode attention's 36 KB at
+  // two blocks an SM there is no room for a ring of two pieces. The kernel is built without it, and the plan
+  // JSON says why.
+  {
+    Plan rtx = planExample("tinyllama-1.1b", 1, true, "sm_120", /*weightRing=*/true);
+    ASSERT_TRUE(rtx.persistent.built()) << rtx.persistent.why;
+    const auto &spec = static_cast<const PersistentDecodeSpec &>(*rtx.kernels[rtx.persistent.kernel]);
+    EXPECT_EQ(spec.ringBytes, 0u);
+    for (const std::string &t : spec.taskTypes) EXPECT_EQ(t.find("GemvRingTask"), std::string::npos) << t;
+    EXPECT_NE(rtx.persistent.ringWhy.find("it needs two pieces of 16384"), std::string::npos) << rtx.persistent.ringWhy;
+    llvm::json::Object j = rtx.toJSON();
+    const llvm::json::Object *ringJson = j.getObject("decode")->getObject("persistent")->getObject("weight_ring");
+    ASSERT_NE(ringJson, nullptr);
+    EXPECT_EQ(*ringJson->getInteger("bytes"), 0);
+    EXPECT_EQ(ringJson->getString("why_not")->str(), rtx.persistent.ringWhy);
   }
 
   // The piece sizes mirror gemv.cuh's RingGeometry: a group of a row a warp (two with a pairs epilogue),
@@ -213,6 +235,8 @@ TEST(PersistentPlan, JsonShowsTheTaskGraphOrWhyNot) {
   ASSERT_NE(pj, nullptr);
   EXPECT_EQ(*pj->getString("path"), "persistent");
   EXPECT_EQ(*pj->getInteger("launches_after"), 2); // select, advance
+  EXPECT_EQ(*pj->getObject("weight_ring")->getInteger("bytes"), 0); // not asked for
+  EXPECT_FALSE(pj->getObject("weight_ring")->getString("why_not").hasValue());
   const llvm::json::Array *tasks = pj->getArray("tasks");
   ASSERT_NE(tasks, nullptr);
   ASSERT_EQ(tasks->size(), p.persistent.tasks.size());

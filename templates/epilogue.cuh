@@ -504,7 +504,7 @@ template <bool LAYER, typename WeightT> struct ProNorm {
         acc = warpSum(acc);
         if (lane == 0) scratch[warp][m] = acc;
       }
-      __syncthreads();
+      blockSync();
       if (static_cast<int>(threadIdx.x) < rows) {
         float total = 0.f;
 #pragma unroll
@@ -512,16 +512,19 @@ template <bool LAYER, typename WeightT> struct ProNorm {
         if (LAYER && pass == 0) st[threadIdx.x].x = total * (1.f / K);
         else st[threadIdx.x] = make_float2(LAYER ? st[threadIdx.x].x : 0.f, rsqrtf(total * (1.f / K) + p.eps));
       }
-      __syncthreads();
+      blockSync();
     }
   }
 
+  // k0 is a multiple of 8: gamma's (and beta's) 8 elements come in 16-byte loads.
   __device__ __forceinline__ static void apply8(float (&a)[8], int k0, float2 st, const EpiParams &p) {
-    const WeightT *g = static_cast<const WeightT *>(p.gamma) + k0;
+    float g[8], b[8];
+    gamma8(g, static_cast<const WeightT *>(p.gamma) + k0);
+    if constexpr (LAYER) gamma8(b, static_cast<const WeightT *>(p.beta) + k0);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      float v = (a[e] - st.x) * st.y * toFloat(g[e]);
-      if constexpr (LAYER) v += toFloat(static_cast<const WeightT *>(p.beta)[k0 + e]);
+      float v = (a[e] - st.x) * st.y * g[e];
+      if constexpr (LAYER) v += b[e];
       a[e] = toFloat(toBf16(v)); // what the norm kernel would have stored
     }
   }

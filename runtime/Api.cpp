@@ -2,6 +2,7 @@
 #include "minfer/minfer.hpp"
 
 #include "io/Tokenizer.h"
+#include "compiler/kernels/Persistent.h"
 #include "ir/Diagnostics.h"
 #include "runtime/Engine.h"
 #include "runtime/Session.h"
@@ -51,6 +52,9 @@ LoadInfo Engine::loadInfo() const {
   i.cacheHits = s.compile.hits;
   i.compiled = s.compile.misses;
   i.weightBytes = s.weightBytes;
+  const PersistentDecode &pd = impl->plan().persistent;
+  i.persistentDecode = pd.built();
+  if (pd.built()) i.weightRingBytes = static_cast<const PersistentDecodeSpec &>(*impl->plan().kernels[pd.kernel]).ringBytes;
   return i;
 }
 

@@ -161,7 +161,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
       bf16 *all = reinterpret_cast<bf16 *>(smemRaw);
       attn::zeroColumns<THREADS>(all, NW * STAGES * 2 * TILE, LDS, HEAD_DIM, HDP);
     }
-    __syncthreads(); // padding zeroed; the previous pass's merge is done reading the shared bytes
+    blockSync(); // padding zeroed; the previous pass's merge is done reading the shared bytes
 
     // Prologue: the first STAGES-1 tiles in flight before anything else, then the queries.
 #pragma unroll
@@ -213,7 +213,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
     st.finishSums();
 
     // Merge the warps. A warp with no tiles holds m = -inf, l = 0, O = 0 and gets weight 0 below.
-    __syncthreads(); // every warp is out of its ring
+    blockSync(); // every warp is out of its ring
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = g + r * 8;
@@ -227,7 +227,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
         mergeL[warp * 16 + row] = st.l[r];
       }
     }
-    __syncthreads();
+    blockSync();
     const int rowsInPass = min(16, GROUP - pass * 16);
     for (int i = tid; i < rowsInPass * HEAD_DIM; i += THREADS) {
       const int r = i / HEAD_DIM, d = i % HEAD_DIM;
@@ -288,7 +288,7 @@ __device__ __forceinline__ void attentionCombineTile(const AttentionCombineParam
   // Block max by hand: common.cuh's blockMax spells -inf as INFINITY, which NVRTC does not define.
   mx = warpMax(mx);
   if (threadIdx.x % kWarpSize == 0) scratch[threadIdx.x / kWarpSize] = mx;
-  __syncthreads();
+  blockSync();
   mx = scratch[0];
 #pragma unroll
   for (int w = 1; w < THREADS / kWarpSize; ++w) mx = fmaxf(mx, scratch[w]);
@@ -315,7 +315,7 @@ __device__ __forceinline__ void attentionCombineTile(const AttentionCombineParam
     }
     part[lane][vec] = acc;
   }
-  __syncthreads();
+  blockSync();
   if (lane == 0) {
     for (int l = 1; l < LANES; ++l) {
       const float4 o = part[l][vec];

@@ -80,6 +80,27 @@ struct GridWait {
   __device__ __forceinline__ void operator()() const { gridDependencyWait(); }
 };
 
+// The threads that run a body: the block as a kernel of its own; in the persistent decode kernel its first
+// MINFER_TASK_THREADS (after them the weight ring's producer warp may run, which takes no body's work).
+__device__ __forceinline__ int bodyThreads() {
+#ifdef MINFER_TASKS_SHARE_MEMORY
+  return MINFER_TASK_THREADS;
+#else
+  return static_cast<int>(blockDim.x);
+#endif
+}
+
+// The barrier of the threads that run a body: __syncthreads as a kernel of its own. In the persistent decode
+// kernel the bodies run on its first MINFER_TASK_THREADS threads, and a warp after them may be the weight
+// ring's producer, which never waits with them: there it is named barrier 1 over those threads only.
+__device__ __forceinline__ void blockSync() {
+#ifdef MINFER_TASKS_SHARE_MEMORY
+  asm volatile("bar.sync 1, %0;\n" ::"n"(MINFER_TASK_THREADS) : "memory");
+#else
+  __syncthreads();
+#endif
+}
+
 // A load of data an earlier kernel of the step wrote (activations, attention partials), through the
 // read-only path. In the persistent decode kernel an earlier task of the *same* kernel wrote it, which
 // the read-only path does not allow (it may serve a line cached before the write): persistent.cuh
@@ -118,9 +139,9 @@ template <class Op, int THREADS> __device__ __forceinline__ float blockReduce(fl
   v = warpReduce<Op>(v);
   if (kWarps == 1) return v;
   const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
-  __syncthreads(); // scratch may still be read by a previous call
+  blockSync(); // scratch may still be read by a previous call
   if (lane == 0) scratch[warp] = v;
-  __syncthreads();
+  blockSync();
   return warpReduce<Op>(lane < kWarps ? scratch[lane] : Op::identity());
 }
 template <int THREADS> __device__ __forceinline__ float blockSum(float v, float *scratch) {

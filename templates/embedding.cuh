@@ -44,11 +44,11 @@ __device__ __forceinline__ void embeddingTile(const EmbeddingParams &p, const Ti
     Pack<bf16, VEC> nan;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) nan.v[e] = bf16NaN();
-    for (int i = threadIdx.x; i < NV; i += blockDim.x) *reinterpret_cast<Pack<bf16, VEC> *>(o + i * VEC) = nan;
+    for (int i = threadIdx.x; i < NV; i += bodyThreads()) *reinterpret_cast<Pack<bf16, VEC> *>(o + i * VEC) = nan;
     return;
   }
   const WeightT *t = table + static_cast<long long>(id) * D;
-  for (int i = threadIdx.x; i < NV; i += blockDim.x) {
+  for (int i = threadIdx.x; i < NV; i += bodyThreads()) {
     float v[VEC];
     loadFloats<VEC>(t + i * VEC, v);
     storeBf16<VEC>(o + i * VEC, v);
@@ -61,7 +61,7 @@ template <int D, typename WeightT> __global__ void embedding(const EmbeddingPara
 }
 template <int D, typename WeightT> struct EmbeddingTask {
   using Params = EmbeddingParams;
-  static constexpr int kThreads = 0; // any: the row's vectors are strided by blockDim.x
+  static constexpr int kThreads = 0; // any: the row's vectors are strided by the block's (bodyThreads)
   template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
     embeddingTile<D, WeightT>(p, t, w);
   }

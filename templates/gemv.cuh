@@ -117,11 +117,11 @@ template <int N, int K> __device__ __forceinline__ void checkShape() {
   static_assert(K % 8 == 0, "gemv: K must be a multiple of 8 (rows are read 16 bytes = 8 bf16 at a time)");
 }
 
-// acc[m][R0 + r] += (row m of A, the lane's 8 columns of step u) . w[u][r] for every row m < rows of A, U steps
+// acc[m][r] += (row m of A, the lane's 8 columns of step u) . w[u][r] for every row m < rows of A, U steps
 // of 32 lanes x 8 columns, step u's columns from col0 + 256 u (this lane's), through the prologue; a step
-// not ok (past K) adds nothing. Both gemv bodies call it with their W already in registers.
-template <int K, int MAX_M, int R, int U, int RR, class Pro>
-__device__ __forceinline__ void fmaSteps(float (&acc)[MAX_M][R], int R0, const uint4 (&w)[U][RR], const bool (&ok)[U],
+// not ok (past K) adds nothing. W is already in registers.
+template <int K, int MAX_M, int R, int U, class Pro>
+__device__ __forceinline__ void fmaSteps(float (&acc)[MAX_M][R], const uint4 (&w)[U][R], const bool (&ok)[U],
                                          const bf16 *A, int col0, int rows, const float2 *proStats, const EpiParams &epi) {
 #pragma unroll
   for (int m = 0; m < MAX_M; ++m) {
@@ -133,7 +133,7 @@ __device__ __forceinline__ void fmaSteps(float (&acc)[MAX_M][R], int R0, const u
         unpack8(a, ok[u] ? loadCached(A + static_cast<long long>(m) * K + col) : make_uint4(0, 0, 0, 0));
         if (Pro::kActive && ok[u]) Pro::apply8(a, col, proStats[m], epi);
 #pragma unroll
-        for (int r = 0; r < RR; ++r) acc[m][R0 + r] = dot8(acc[m][R0 + r], a, w[u][r]);
+        for (int r = 0; r < R; ++r) acc[m][r] = dot8(acc[m][r], a, w[u][r]);
       }
     }
   }
@@ -142,17 +142,13 @@ __device__ __forceinline__ void fmaSteps(float (&acc)[MAX_M][R], int R0, const u
 // The end of a gemv tile: each warp's sums for its R rows of W (from row0) and `rows` rows of A (from m0)
 // reduced across its lanes and stored through the epilogue; with the argmax epilogue, also the block's best
 // key per row of A into epi.argmax. Every thread of the block calls it (the argmax's barriers).
-// The warp's row of W for acc[.][r] is row0 + r, or, where its rows come in groups of RPP every STRIDE rows
-// (gemvRingTile), row0 + (r / RPP) * STRIDE + r % RPP.
-template <int N, int MAX_M, int R, class Epi, int RPP = R, int STRIDE = 0>
+template <int N, int MAX_M, int R, class Epi>
 __device__ __forceinline__ void storeRows(bf16 *C, const float (&acc)[MAX_M][R], int row0, int m0, int rows,
                                           unsigned long long *blockBest, const EpiParams &epi) {
-  static_assert(R % RPP == 0 && (!Epi::kPairs || RPP % 2 == 0), "gemv: rows in whole groups (pairs kept together)");
-  auto rowOf = [&](int r) { return row0 + (r / RPP) * STRIDE + r % RPP; };
   const int lane = threadIdx.x % 32;
   if constexpr (Epi::kArgmax) {
     if (threadIdx.x < MAX_M) blockBest[threadIdx.x] = 0;
-    __syncthreads();
+    blockSync();
   }
 #pragma unroll
   for (int m = 0; m < MAX_M; ++m) {
@@ -165,15 +161,15 @@ __device__ __forceinline__ void storeRows(bf16 *C, const float (&acc)[MAX_M][R],
         unsigned long long best = 0;
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if (rowOf(r) < N) {
-            const unsigned long long key = argmaxKey(toFloat(toBf16(sum[r])), rowOf(r));
+          if ((row0 + r) < N) {
+            const unsigned long long key = argmaxKey(toFloat(toBf16(sum[r])), (row0 + r));
             best = key > best ? key : best;
           }
         if (lane == 0 && best) atomicMax(&blockBest[m], best);
       }
 #pragma unroll
       for (int r = 0; r < R; r += Epi::kPairs ? 2 : 1) {
-        const int n = rowOf(r), row = m0 + m;
+        const int n = row0 + r, row = m0 + m;
         // Lanes take turns storing, so the R * MAX_M results leave from different lanes.
         if (lane != (m * R + r) % 32 || n >= N) continue;
         if constexpr (Epi::kPairs) // n even (row0, r and the groups are), so n + 1 < N too
@@ -184,10 +180,10 @@ __device__ __forceinline__ void storeRows(bf16 *C, const float (&acc)[MAX_M][R],
     }
   }
   if constexpr (Epi::kArgmax) {
-    __syncthreads(); // every warp's best is in
+    blockSync(); // every warp's best is in
     // A null epi.argmax: the session samples this step and reads no key.
     if (epi.argmax && threadIdx.x < rows) atomicMax(&epi.argmax[m0 + threadIdx.x], blockBest[threadIdx.x]);
-    __syncthreads(); // blockBest is reset for the next group of rows
+    blockSync(); // blockBest is reset for the next group of rows
   }
 }
 
@@ -280,8 +276,8 @@ __device__ __forceinline__ void gemvTile(const MatmulParams &p, const Tile &tile
 #pragma unroll
           for (int r = 0; r < R; ++r) w[u][r] = ok[u] ? loadStreaming(wRow[r] + (step0 + u) * 256) : make_uint4(0, 0, 0, 0);
       }
-      fmaSteps<K, MAX_M, R, U, R, Pro>(acc, 0, w, ok, A + static_cast<long long>(m0) * K, step0 * 256 + lane * 8, rows,
-                                       proStats, epi);
+      fmaSteps<K, MAX_M, R, U, Pro>(acc, w, ok, A + static_cast<long long>(m0) * K, step0 * 256 + lane * 8, rows, proStats,
+                                    epi);
     };
     // kGroups >= 1 (kUnroll <= kIters): the first group of the first rows of A uses the early loads.
     steps(0, IntConstant<kUnroll>{}, m0 == 0);
@@ -427,13 +423,13 @@ __device__ __forceinline__ void gemvMmaTile(const MatmulParams &p, const Tile &t
         if (warp > 0)
 #pragma unroll
           for (int e = 0; e < 4; ++e) partial[warp - 1][lane][e] = acc[j][e];
-        __syncthreads();
+        blockSync();
         if (warp == 0)
 #pragma unroll
           for (int w = 0; w < WARPS - 1; ++w)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[j][e] += partial[w][lane][e];
-        __syncthreads(); // `partial` is written again by the next operand or group of MAX_M rows
+        blockSync(); // `partial` is written again by the next operand or group of MAX_M rows
       }
       // acc[j][e]: W row g (+8 for e >= 2), activation row 8j + 2t (+1 for odd e).
       if (warp == 0) storeFragmentT<N, Epi>(C, acc[j], row0, m0, 8 * j, rows, epi);
@@ -443,20 +439,25 @@ __device__ __forceinline__ void gemvMmaTile(const MatmulParams &p, const Tile &t
 
 namespace gemv_detail {
 
-// How a tile of R * WARPS rows of W [N, K] travels through the persistent kernel's weight ring: in groups of
-// kGroupRows = WARPS * RPP consecutive rows (RPP: rows a warp takes from a group, 2 where the epilogue wants
-// W rows in pairs), each group in kChunks pieces of KP columns. Where a group's whole rows fit kPieceBytes,
-// KP = K and a piece is one contiguous run of W (one copy); otherwise KP is a whole number of the 256-column
-// steps a warp takes, about kPieceBytes a piece, one copy a row. Row r of a piece sits at
-// r * KP * 2 bytes of its entry.
-template <int K, int WARPS, int R, int RPP> struct RingGeometry {
+// How a 16-row tile of W [N, K] travels through the persistent kernel's weight ring for the tensor-core body
+// (gemvMmaRingTile): kChunks pieces of KP columns (about kPieceBytes each), 16 rows a piece (fewer in a last
+// tile), one copy a row. Row r of a piece sits at r * kStride bytes of its entry; kStride is 64 modulo 128,
+// so the rows g and g + 1 that a quarter-warp reads 16 bytes of at the same column fall in different banks.
+template <int K> struct MmaRingGeometry {
   static constexpr int kPieceBytes = 16384;
-  static constexpr int kGroupRows = WARPS * RPP, kGroups = R / RPP;
-  static constexpr int KP = kGroupRows * K * 2 <= kPieceBytes ? K : cmin(K, cmax(256, kPieceBytes / (kGroupRows * 2) / 256 * 256));
+  static constexpr int KP = cmin((K + 31) / 32 * 32, kPieceBytes / 32);
   static constexpr int kChunks = (K + KP - 1) / KP;
-  static constexpr int kPieces = kGroups * kChunks;
-  static constexpr int kSteps = (KP + 255) / 256; // steps of 32 lanes x 8 columns a piece
-  static_assert(R % RPP == 0, "gemv: a warp's rows in whole groups");
+  static constexpr int kSlices = KP / 32; // 32-wide slices of K a piece: one mma pair each
+  static constexpr int kRowBytes = KP * 2;
+  static constexpr int kStride = kRowBytes % 128 == 64 ? kRowBytes : (kRowBytes + 127) / 128 * 128 + 64;
+};
+
+// gemvMmaRingTile's shared memory: warps 1.. hand their sums to warp 0 in `partial`; the norm prologue's
+// statistics. Its size is GemvSpec::sharedBytes of a streaming task.
+template <int MAX_M, int WARPS, bool PRO> struct MmaRingScratch {
+  float partial[WARPS > 1 ? WARPS - 1 : 1][32][4];
+  float2 proStats[PRO ? MAX_M : 1];
+  float proScratch[PRO ? WARPS : 1][MAX_M];
 };
 
 // 16 bytes of shared memory at shared address `addr`.
@@ -466,79 +467,131 @@ __device__ __forceinline__ uint4 loadShared16(unsigned addr) {
   return v;
 }
 
+// The argmax epilogue on one m16n8 fragment of C^T (as storeFragmentT lays it out): for each of the fragment's
+// rows of A, the best key (argmaxKey of the value as stored, bf16) over its W rows, atomically maxed into
+// keys[m0 + row]. A null `keys`: the session samples this step. The whole warp calls it.
+template <int N>
+__device__ __forceinline__ void argmaxFragmentT(const float (&v)[4], int n0, int m0, int j0, int rows,
+                                                unsigned long long *keys) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int odd = 0; odd < 2; ++odd) {
+    unsigned long long best = 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int n = n0 + g + 8 * h;
+      if (n < N) {
+        const unsigned long long key = argmaxKey(toFloat(toBf16(v[2 * h + odd])), n);
+        best = key > best ? key : best;
+      }
+    }
+#pragma unroll
+    for (int d = 4; d < 32; d *= 2) { // lanes of the same t hold the same row of A
+      const unsigned long long other = __shfl_xor_sync(0xffffffffu, best, d);
+      best = other > best ? other : best;
+    }
+    const int r = j0 + 2 * t + odd;
+    if (g == 0 && r < rows && keys && best) atomicMax(&keys[m0 + r], best);
+  }
+}
+
 } // namespace gemv_detail
 
-// gemv's body reading W from the persistent kernel's weight ring instead of global memory (GemvRingTask).
-// The kernel copies each tile's rows of W into the ring as pieces (RingGeometry) as soon as there is room,
-// whatever the task's dependencies: W is constant, so while a block waits for the task before, or runs
-// attention, the weights of its next matmul tiles are already arriving. The body waits for its
-// dependency, then for each piece: `ring.wait(bytes)` (the entry has landed; its shared address), the FMAs
-// of every row of A with the piece's columns, `ring.release()` (a block barrier, then the kernel refills
-// the entry). In group g of the tile, warp w takes rows w * RPP .. w * RPP + RPP - 1, so its R rows are
-// RPP at a time, kGroupRows apart. Every row of A is computed in the one pass over W the ring makes, so M
-// must not exceed MAX_M (the plan gives the task a MAX_M of at least the batch: GemvSpec::asStreamingTask).
-template <int N, int K, int MAX_M, int R, int WARPS, class Epi, class Pro, class Wait, class Ring>
-__device__ __forceinline__ void gemvRingTile(const MatmulParams &p, const Tile &tile, const Wait &wait, Ring &ring) {
+// gemvMma's body reading W from the persistent kernel's weight ring instead of global memory
+// (GemvMmaRingTask). The kernel's producer warp copies each tile's 16 rows of W into the ring as pieces
+// (MmaRingGeometry) as soon as there is room, whatever the task's dependencies: W is constant, so while a
+// block waits for the task before, or runs attention, the weights of its next matmul tiles are already
+// arriving. The body waits for its dependency, then for each piece: `ring.wait(bytes)` (the entry has landed;
+// its shared address), each warp's 16-byte fragments of its slices of the piece (slice s to warp s % WARPS,
+// lane (g, t) reading rows g and g + 8 as gemvMma does from global memory), `ring.release()` (the warp is
+// done with the entry), then the activations and the mmas from registers. At 1 row of A the mma wastes 7 of
+// its 8 columns, but a 16 x 16 slab of W costs two shared loads and one mma instead of 256 FMAs and their
+// conversions: the FMA body from the ring (session 15) was bound by those instructions at the 8 warps an SM
+// the ring leaves. Every row of A is computed in the one pass over W the ring makes, so M must not exceed
+// MAX_M (the plan gives the task a MAX_M of at least the batch: GemvSpec::asStreamingTask). Unlike gemvMma, it
+// also takes the argmax epilogue (argmaxFragmentT), so the lm_head streams too.
+template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, class Wait, class Ring>
+__device__ __forceinline__ void gemvMmaRingTile(const MatmulParams &p, const Tile &tile, const Wait &wait, Ring &ring) {
   const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K] (in the ring), M rows, the epilogue's arguments
   using namespace gemv_detail;
   checkShape<N, K>();
-  static_assert(MAX_M >= 1 && MAX_M <= 16, "gemv: MAX_M must be 1..16 (larger M belongs to gemm)");
-  static_assert(R >= 1 && R <= 8, "gemv: ROWS_PER_WARP must be 1..8");
-  static_assert(WARPS >= 1 && WARPS <= 32, "gemv: WARPS must be 1..32");
-  static_assert(!Epi::kPairs || R % 2 == 0, "gemv: this epilogue needs W rows in pairs, so ROWS_PER_WARP must be even");
-  constexpr int RPP = Epi::kPairs ? 2 : 1;
-  using G = RingGeometry<K, WARPS, R, RPP>;
-  // Steps unrolled together: about 8 shared loads per lane in flight, MAX_M activation vectors beside them.
-  constexpr int kUnroll = cmax(1, cmin(G::kSteps, cmin(cmax(1, 8 / RPP), cmax(1, 16 / MAX_M))));
-  constexpr int kFull = G::kSteps / kUnroll, kRest = G::kSteps % kUnroll;
-  __shared__ float2 proStats[Pro::kActive ? MAX_M : 1];
-  __shared__ float proScratch[Pro::kActive ? WARPS : 1][MAX_M];
-  __shared__ unsigned long long blockBest[Epi::kArgmax ? MAX_M : 1];
+  static_assert(MAX_M >= 1 && MAX_M <= 16,
+                "gemvMma: MAX_M must be 1..16 (the rows of A are mma's n8 operand, one or two of them)");
+  static_assert(WARPS >= 1 && WARPS <= 16, "gemvMma: WARPS must be 1..16");
+  using G = MmaRingGeometry<K>;
+  constexpr int kPerWarp = (G::kSlices + WARPS - 1) / WARPS; // slices a warp takes of each piece
+  constexpr int NT = (MAX_M + 7) / 8;
+  // In the kernel's dynamic shared memory before the ring (the task's launch reserves it: GemvSpec::sharedBytes),
+  // not static: static shared memory adds up over every body of the kernel and would cost the SM its second block.
+  using Scratch = MmaRingScratch<MAX_M, WARPS, Pro::kActive>;
+  static_assert(sizeof(Scratch) <= Ring::kScratchBytes, "gemvMmaRingTile: the kernel reserves too little shared memory");
+  auto &[partial, proStats, proScratch] = *reinterpret_cast<Scratch *>(ring.scratch);
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int first = tile.x * R * WARPS;
+  const int g = lane / 4, t = lane % 4;
+  const int row0 = tile.x * 16, valid = min(16, N - row0); // rows past N read row N - 1, never stored
+  const unsigned r0 = min(g, valid - 1) * G::kStride + t * 16, r1 = min(g + 8, valid - 1) * G::kStride + t * 16;
   wait();
   const int rows = min(M, MAX_M);
   if constexpr (Pro::kActive) Pro::template blockStats<K, WARPS, MAX_M>(A, rows, proStats, proScratch, epi);
-  float acc[MAX_M][R];
+  bool hasRow[NT];
+  const bf16 *x[NT];
 #pragma unroll
-  for (int m = 0; m < MAX_M; ++m)
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[m][r] = 0.f;
-
-#pragma unroll
-  for (int g = 0; g < G::kGroups; ++g) {
-    // The group's rows of W (none past the end of a last tile); rows past N read row valid - 1, unstored.
-    const int valid = max(0, min(G::kGroupRows, N - (first + g * G::kGroupRows)));
+  for (int j = 0; j < NT; ++j) {
+    hasRow[j] = 8 * j + g < rows; // lanes of the n8 operand's columns past M feed zeros
+    x[j] = A + static_cast<long long>(hasRow[j] ? 8 * j + g : 0) * K;
+  }
+  float acc[NT][4] = {};
 #pragma unroll 1
-    for (int c = 0; c < G::kChunks; ++c) {
-      const unsigned piece = ring.wait(static_cast<unsigned>(valid) * G::KP * 2);
-      if (valid > 0) {
-        unsigned wRow[RPP];
+  for (int c = 0; c < G::kChunks; ++c) {
+    const unsigned piece = ring.wait(static_cast<unsigned>(valid) * G::kStride);
+    uint4 wa[kPerWarp], wb[kPerWarp], xa[kPerWarp][NT];
+    bool ok[kPerWarp];
 #pragma unroll
-        for (int i = 0; i < RPP; ++i) wRow[i] = piece + (min(warp * RPP + i, valid - 1) * G::KP + lane * 8) * 2;
-        // U steps from the piece's s0-th: the shared loads first, then activations, then the FMAs. Columns
-        // past K (the last chunk's tail) count as zeros.
-        auto steps = [&](int s0, auto unroll) {
-          constexpr int U = decltype(unroll)::value;
-          uint4 w[U][RPP];
-          bool ok[U];
+    for (int u = 0; u < kPerWarp; ++u) {
+      const int s = u * WARPS + warp, col = c * G::KP + s * 32 + t * 8; // columns past K count as zeros
+      ok[u] = (G::kSlices % WARPS == 0 || s < G::kSlices) && (K % G::KP == 0 || col < K);
+      wa[u] = ok[u] ? loadShared16(piece + r0 + s * 64) : make_uint4(0, 0, 0, 0);
+      wb[u] = ok[u] ? loadShared16(piece + r1 + s * 64) : make_uint4(0, 0, 0, 0);
+    }
+    ring.release(); // this warp's W is in registers: the entry can be refilled
 #pragma unroll
-          for (int u = 0; u < U; ++u) {
-            ok[u] = (K % G::KP == 0 && G::KP % 256 == 0) || c * G::KP + (s0 + u) * 256 + lane * 8 < K;
+    for (int u = 0; u < kPerWarp; ++u) {
+      const int col = c * G::KP + (u * WARPS + warp) * 32 + t * 8;
 #pragma unroll
-            for (int i = 0; i < RPP; ++i) w[u][i] = ok[u] ? loadShared16(wRow[i] + (s0 + u) * 512) : make_uint4(0, 0, 0, 0);
-          }
-          fmaSteps<K, MAX_M, R, U, RPP, Pro>(acc, g * RPP, w, ok, A, c * G::KP + s0 * 256 + lane * 8, rows, proStats, epi);
-        };
-#pragma unroll 1
-        for (int s = 0; s < kFull; ++s) steps(s * kUnroll, IntConstant<kUnroll>{});
-        if constexpr (kRest > 0) steps(kFull * kUnroll, IntConstant<kRest>{});
+      for (int j = 0; j < NT; ++j) {
+        xa[u][j] = ok[u] && hasRow[j] ? loadCached(x[j] + col) : make_uint4(0, 0, 0, 0);
+        if (Pro::kActive && ok[u] && hasRow[j]) xa[u][j] = normalise<Pro>(xa[u][j], col, proStats[8 * j + g], epi);
       }
-      ring.release();
+    }
+#pragma unroll
+    for (int u = 0; u < kPerWarp; ++u)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma16816(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xa[u][j].x, xa[u][j].y); // k 8t..8t+3
+        mma16816(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xa[u][j].z, xa[u][j].w); // k 8t+4..8t+7
+      }
+  }
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    if constexpr (WARPS > 1) {
+      // Lane l holds the same four outputs in every warp: warp 0 adds the others'.
+      if (warp > 0)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) partial[warp - 1][lane][e] = acc[j][e];
+      blockSync();
+      if (warp == 0)
+#pragma unroll
+        for (int w = 0; w < WARPS - 1; ++w)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][e] += partial[w][lane][e];
+      blockSync(); // `partial` is written again by the next operand
+    }
+    if (warp == 0) {
+      storeFragmentT<N, Epi>(C, acc[j], row0, 0, 8 * j, rows, epi);
+      if constexpr (Epi::kArgmax) argmaxFragmentT<N>(acc[j], row0, 0, 8 * j, rows, epi.argmax);
     }
   }
-  storeRows<N, MAX_M, R, Epi, RPP, G::kGroupRows>(C, acc, first + warp * RPP, 0, rows, blockBest, epi);
 }
 
 // The kernels, and the same bodies as tasks of the persistent decode kernel (persistent.cuh).
@@ -563,25 +616,6 @@ template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, clas
     gemv_detail::prefetchRowsL2<N, K, kThreads>(p.W, t.x * WARPS * ROWS_PER_WARP, WARPS * ROWS_PER_WARP);
   }
 };
-// gemv as a task whose W streams through the persistent kernel's weight ring (sm_90: cp.async.bulk), tiles of
-// ROWS_PER_WARP * WARPS rows; piece(p, t, j) tells the kernel what to copy for piece j of tile t.
-template <int N, int K, int MAX_M, int ROWS_PER_WARP, int WARPS, class Epi, class Pro> struct GemvRingTask {
-  using Params = MatmulParams;
-  static constexpr int kThreads = WARPS * 32;
-  using Geometry = gemv_detail::RingGeometry<K, WARPS, ROWS_PER_WARP, Epi::kPairs ? 2 : 1>;
-  static constexpr int kPieces = Geometry::kPieces;
-  static constexpr unsigned kMaxPieceBytes = Geometry::kGroupRows * Geometry::KP * 2u;
-  template <class Wait, class Ring>
-  __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w, Ring &ring) {
-    gemvRingTile<N, K, MAX_M, ROWS_PER_WARP, WARPS, Epi, Pro>(p, t, w, ring);
-  }
-  __device__ __forceinline__ static RingPiece piece(const Params &p, const Tile &t, int j) {
-    const int g = j / Geometry::kChunks, k0 = (j % Geometry::kChunks) * Geometry::KP;
-    const int row = t.x * ROWS_PER_WARP * WARPS + g * Geometry::kGroupRows;
-    return {p.W + static_cast<long long>(row) * K + k0, max(0, min(Geometry::kGroupRows, N - row)),
-            static_cast<unsigned>(min(Geometry::KP, K - k0)) * 2u, K * 2u, Geometry::KP * 2u};
-  }
-};
 template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, int LOADS> struct GemvMmaTask {
   using Params = MatmulParams;
   static constexpr int kThreads = WARPS * 32;
@@ -590,6 +624,25 @@ template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, int LOADS> s
   }
   __device__ __forceinline__ static void prefetch(const Params &p, const Tile &t) {
     gemv_detail::prefetchRowsL2<N, K, kThreads>(p.W, t.x * 16, 16);
+  }
+};
+
+// gemvMma as a task whose W streams through the persistent kernel's weight ring (sm_90: cp.async.bulk), tiles
+// of 16 rows; piece(p, t, j) tells the kernel what to copy for piece j of tile t.
+template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro> struct GemvMmaRingTask {
+  using Params = MatmulParams;
+  static constexpr int kThreads = WARPS * 32;
+  using Geometry = gemv_detail::MmaRingGeometry<K>;
+  static constexpr int kPieces = Geometry::kChunks;
+  static constexpr unsigned kMaxPieceBytes = 16u * Geometry::kStride;
+  template <class Wait, class Ring>
+  __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w, Ring &ring) {
+    gemvMmaRingTile<N, K, MAX_M, WARPS, Epi, Pro>(p, t, w, ring);
+  }
+  __device__ __forceinline__ static RingPiece piece(const Params &p, const Tile &t, int j) {
+    const int row = t.x * 16, k0 = j * Geometry::KP;
+    return {p.W + static_cast<long long>(row) * K + k0, min(16, N - row), static_cast<unsigned>(min(Geometry::KP, K - k0)) * 2u,
+            K * 2u, static_cast<unsigned>(Geometry::kStride)};
   }
 };
 

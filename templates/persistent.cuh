@@ -26,9 +26,9 @@
 // task's time.
 //
 // The weight ring (WeightRing below, PlanOptions::weightRing, off by default): the matmul tasks' W streams
-// into shared memory ahead of the tasks, across their dependencies (session 15). Under ncu the tiles no
-// longer wait for W; they wait for the tasks before them and on their own FMAs (4 warps a block, 2 blocks an
-// SM), and the step is 2.1x slower than without. A tensor-core consumer and fewer hops are the next steps.
+// into shared memory ahead of the tasks, across their dependencies (session 15), and the tensor-core body
+// reads it from there (gemv.cuh GemvMmaRingTask, session 16). The first consumer, FMAs at 4 warps a block and
+// 2 blocks an SM, was bound by its instructions and made the step 2.1x slower than without the ring.
 //
 // Data written by an earlier task is read with plain loads (MINFER_TASKS_SHARE_MEMORY: common.cuh's
 // loadProduced), never through the read-only path, which may hold lines from before the write.
@@ -38,6 +38,7 @@
 #pragma once
 
 #define MINFER_TASKS_SHARE_MEMORY 1
+#define MINFER_TASK_THREADS 128 // the bodies' block (compiler/kernels/Persistent.h PersistentDecodeSpec::kThreads)
 
 #include "attention_decode.cuh"
 #include "common.cuh"
@@ -82,16 +83,20 @@ struct TaskWait {
     if (!counter) {
       gridDependencyWait();
     } else {
-      // One lane per warp polls; __syncwarp hands what its acquire made visible to the other lanes.
-      if (threadIdx.x % kWarpSize == 0)
-        while (loadAcquireGpu(counter) < tiles) __nanosleep(32);
+      // One lane per warp polls, relaxed, then acquires once: an acquire per poll invalidated the SM's L1
+      // each time, under the other block's running tile (its activations, gamma, the task table). __syncwarp
+      // hands what the acquire made visible to the other lanes.
+      if (threadIdx.x % kWarpSize == 0) {
+        while (loadRelaxedGpu(counter) < tiles) __nanosleep(32);
+        (void)loadAcquireGpu(counter); // reads the count just seen or a later one: all the tiles' releases
+      }
       __syncwarp();
     }
     *known = task - 1;
   }
 };
 
-// A task whose weights stream through the kernel's weight ring (gemv.cuh GemvRingTask): it has kPieces
+// A task whose weights stream through the kernel's weight ring (gemv.cuh GemvMmaRingTask): it has kPieces
 // pieces a tile, describes each (piece), and its body takes the ring.
 template <class T>
 concept StreamsWeights = requires { T::kPieces; };
@@ -184,83 +189,89 @@ __device__ __forceinline__ bool advance(const PersistentParams &p, int self, int
 
 // The weight ring: RING_BYTES of the block's dynamic shared memory that the weights of its streaming tiles
 // (StreamsWeights) pass through, in the order the block runs them, as pieces of at most RING_BYTES / 2.
-// Thread 0 is the producer: it walks the block's tiles ahead of the block on its own cursor and issues each
-// piece's copies (cp.async.bulk onto one of kEntries mbarriers) as soon as the ring has room, whatever
-// the task's dependencies, so a block's next weights stream in while it waits for a task before or runs
-// one without weights. The body is the consumer: wait(bytes) for each piece in order, release() when the
-// block is done with it (a block barrier; thread 0 then frees it and tops the ring up).
+// A warp of its own after the bodies' threads is the producer (one lane of it): it walks the block's tiles
+// ahead of the block on its own cursor and issues each piece's copies (cp.async.bulk onto the entry's `full`
+// mbarrier) as soon as the ring has room, whatever the task's dependencies, so a block's next weights stream
+// in while it waits for a task before or runs one without weights. The body is the consumer: wait(bytes)
+// for each piece in order, release() when the warp is done with it (each consumer warp arrives on the
+// entry's `empty` mbarrier; no block barrier, so the warps of a tile never wait for each other or for the
+// producer between pieces).
 //
 // Both sides place piece i at the same offset: at the next free byte, or at the ring's start when it would
 // not fit before the end (`place`), on a position that only grows (offset = position % RING_BYTES). The
-// producer issues a piece only where it ends within RING_BYTES of the consumer's released position and
-// fewer than kEntries pieces are in flight, so a piece never lands on bytes still being read; since no
-// piece is larger than half the ring, the piece the consumer waits for always fits once every piece before
-// it is released, so the consumer never waits on a piece that cannot be issued.
-template <int RING_BYTES, class... Tasks> struct WeightRing {
+// producer issues a piece only where it ends within RING_BYTES of the end of the last piece every consumer
+// warp has released, and with fewer than kEntries pieces in flight, so a piece never lands on bytes still
+// being read; since no piece is larger than half the ring, the piece the consumers wait for always fits once
+// every piece before it is released, so they never wait on a piece that cannot be issued.
+template <int RING_BYTES, int CONSUMERS, int SCRATCH, class... Tasks> struct WeightRing {
   static constexpr unsigned kEntries = 16;
+  static constexpr int kScratchBytes = SCRATCH;
   const PersistentParams &p;
   int self, blocks;
-  unsigned base, bars; // shared addresses: the ring, kEntries mbarriers
-  // The consumer (every thread keeps the same copy).
+  unsigned base, full, empty; // shared addresses: the ring, kEntries mbarriers each
+  unsigned char *scratch;     // the tasks' kScratchBytes of dynamic shared memory before the ring: a streaming
+                              // body's own (its launch's dynamic shared memory)
+  // The consumer (every consumer thread keeps the same copy).
   unsigned consumed = 0;
   unsigned long long cpos = 0, cend = 0;
-  // The producer (thread 0's copy is the one that counts).
-  Cursor pc{};
-  bool pHave = false;
-  int pPiece = 0;
-  unsigned issued = 0;
-  unsigned long long ppos = 0, head = 0;
 
   __device__ __forceinline__ static unsigned long long place(unsigned long long pos, unsigned bytes) {
     const unsigned long long off = pos % RING_BYTES;
     return off + bytes > RING_BYTES ? pos + (RING_BYTES - off) : pos;
+  }
+  // Before the kernel's first barrier, by one thread.
+  __device__ __forceinline__ void init() const {
+    for (unsigned i = 0; i < kEntries; ++i) {
+      mbarInit(full + 8 * i, 1);
+      mbarInit(empty + 8 * i, CONSUMERS / kWarpSize);
+    }
+    mbarInitFence();
   }
   // The consumer's next piece, `bytes` long (rows x stride, as the task's piece() says): waits until it has
   // landed and returns its shared address.
   __device__ __forceinline__ unsigned wait(unsigned bytes) {
     const unsigned long long start = place(cpos, bytes);
     cend = start + bytes;
-    mbarWait(bars + (consumed % kEntries) * 8, (consumed / kEntries) & 1);
+    mbarWait(full + (consumed % kEntries) * 8, (consumed / kEntries) & 1);
     return base + static_cast<unsigned>(start % RING_BYTES);
   }
-  // The block is done with the piece wait() returned last: every thread's reads of it are in (the barrier),
-  // thread 0 frees it and issues what now fits.
+  // The calling warp is done with the piece wait() returned last (its reads are in registers).
   __device__ __forceinline__ void release() {
-    __syncthreads();
+    __syncwarp();
+    if (threadIdx.x % kWarpSize == 0) mbarArrive(empty + (consumed % kEntries) * 8);
     cpos = cend;
     ++consumed;
-    if (threadIdx.x == 0) {
-      head = cend;
-      topUp();
-    }
   }
-  // Thread 0: issues the block's next pieces while they fit.
-  __device__ __forceinline__ void topUp() {
-    while (pHave) {
-      const PersistentTask &t = p.tasks[pc.task];
+  // The producer, one thread: every piece of the block's tiles from `c` on, in order.
+  __device__ __forceinline__ void produce(Cursor c, bool have) const {
+    unsigned issued = 0, released = 0;
+    unsigned long long pos = 0, head = 0; // where the next piece may go; the end of the last released piece
+    unsigned long long ends[kEntries];    // the end of each piece in flight, by entry
+    for (; have; have = advance(p, self, blocks, c)) {
+      const PersistentTask &t = p.tasks[c.task];
       const int pieces = piecesOf<Tasks...>(t.kind);
-      if (pieces == 0) { // a tile without streamed weights: nothing to issue
-        pHave = advance(p, self, blocks, pc);
-        continue;
-      }
-      const RingPiece piece = pieceOf<Tasks...>(t.kind, t.params, tileAt(t, pc.tile), pPiece);
-      const unsigned bytes = static_cast<unsigned>(piece.rows) * piece.stride;
-      const unsigned long long start = place(ppos, bytes);
-      if (start + bytes - head > RING_BYTES || issued - consumed >= kEntries) return;
-      const unsigned bar = bars + (issued % kEntries) * 8, dst = base + static_cast<unsigned>(start % RING_BYTES);
-      mbarArriveExpectTx(bar, static_cast<unsigned>(piece.rows) * piece.bytes);
-      if (piece.bytes == piece.srcStride && piece.stride == piece.srcStride) { // whole rows: one run of W
-        if (piece.rows > 0) bulkLoad(dst, piece.src, static_cast<unsigned>(piece.rows) * piece.bytes, bar);
-      } else {
-        for (int r = 0; r < piece.rows; ++r)
-          bulkLoad(dst + r * piece.stride, static_cast<const char *>(piece.src) + static_cast<long long>(r) * piece.srcStride,
-                   piece.bytes, bar);
-      }
-      ppos = start + bytes;
-      ++issued;
-      if (++pPiece == pieces) {
-        pPiece = 0;
-        pHave = advance(p, self, blocks, pc);
+      for (int j = 0; j < pieces; ++j) {
+        const RingPiece piece = pieceOf<Tasks...>(t.kind, t.params, tileAt(t, c.tile), j);
+        const unsigned bytes = static_cast<unsigned>(piece.rows) * piece.stride;
+        const unsigned long long start = place(pos, bytes);
+        while (issued - released >= kEntries || start + bytes - head > RING_BYTES) { // wait for the oldest
+          const unsigned e = released % kEntries;
+          mbarWait(empty + 8 * e, (released / kEntries) & 1);
+          head = ends[e];
+          ++released;
+        }
+        const unsigned e = issued % kEntries, bar = full + 8 * e, dst = base + static_cast<unsigned>(start % RING_BYTES);
+        mbarArriveExpectTx(bar, static_cast<unsigned>(piece.rows) * piece.bytes);
+        if (piece.bytes == piece.srcStride && piece.stride == piece.srcStride) { // whole rows: one run of W
+          if (piece.rows > 0) bulkLoad(dst, piece.src, static_cast<unsigned>(piece.rows) * piece.bytes, bar);
+        } else {
+          for (int r = 0; r < piece.rows; ++r)
+            bulkLoad(dst + r * piece.stride, static_cast<const char *>(piece.src) + static_cast<long long>(r) * piece.srcStride,
+                     piece.bytes, bar);
+        }
+        ends[e] = start + bytes;
+        pos = start + bytes;
+        ++issued;
       }
     }
   }
@@ -273,15 +284,17 @@ template <class T> __host__ __device__ constexpr unsigned pieceBytesOne() {
   else return 0;
 }
 
-// Grid: at most the blocks the device holds at once (the runtime's occupancy check); block THREADS;
-// dynamic shared memory: RING_OFFSET (the most any task's launch takes, rounded up to 128) and, from there,
-// the weight ring's RING_BYTES (0: no task streams its weights). Each block runs its tiles in task order;
-// before running one, it starts the weights of the one after it towards L2 (tasks without the ring), so
-// they stream in while this tile and the wait for the task before it take their time.
+// Grid: at most the blocks the device holds at once (the runtime's occupancy check); block THREADS, plus the
+// weight ring's producer warp when there is a ring; dynamic shared memory: RING_OFFSET (the most any task's
+// launch takes, rounded up to 128) and, from there, the weight ring's RING_BYTES (0: no task streams its
+// weights). Each block runs its tiles in task order; before running one, it starts the weights of the one
+// after it towards L2 (tasks without the ring), so they stream in while this tile and the wait for the task
+// before it take their time.
 template <int THREADS, int RING_OFFSET, int RING_BYTES, class... Tasks>
-__global__ void __launch_bounds__(THREADS) persistent_decode(const PersistentParams p) {
+__global__ void __launch_bounds__(THREADS + (RING_BYTES > 0 ? kWarpSize : 0)) persistent_decode(const PersistentParams p) {
   using namespace persistent_detail;
   static_assert(sizeof...(Tasks) >= 1, "persistent_decode: no tasks");
+  static_assert(THREADS == MINFER_TASK_THREADS, "persistent_decode: the bodies' barriers count MINFER_TASK_THREADS threads");
   static_assert(((Tasks::kThreads == THREADS || Tasks::kThreads == 0) && ...),
                 "persistent_decode: every task's body must be instantiated for the kernel's block size");
   static_assert(((sizeof(typename Tasks::Params) <= kTaskParamsBytes) && ...), "persistent_decode: Params too large");
@@ -291,22 +304,19 @@ __global__ void __launch_bounds__(THREADS) persistent_decode(const PersistentPar
   const int blocks = gridDim.x, self = blockIdx.x;
   if (p.trace && self == 0 && threadIdx.x == 0) p.trace[p.num_tasks] = globalNanoseconds();
   extern __shared__ __align__(128) unsigned char persistentShared[];
-  using Ring = WeightRing<(RING_BYTES > 0 ? RING_BYTES : 1), Tasks...>;
-  __shared__ __align__(8) unsigned long long ringBars[RING_BYTES > 0 ? Ring::kEntries : 1];
-  Ring ring{p, self, blocks, smemAddress(persistentShared) + RING_OFFSET, smemAddress(ringBars)};
+  using Ring = WeightRing<(RING_BYTES > 0 ? RING_BYTES : 1), THREADS, RING_OFFSET, Tasks...>;
+  __shared__ __align__(8) unsigned long long ringBars[RING_BYTES > 0 ? 2 * Ring::kEntries : 1];
+  Ring ring{p, self, blocks, smemAddress(persistentShared) + RING_OFFSET, smemAddress(ringBars),
+            smemAddress(ringBars) + 8 * Ring::kEntries, persistentShared};
   Cursor cur;
   bool have = seek(p, self, blocks, 0, 0, cur);
   if constexpr (RING_BYTES > 0) {
     requireDynamicShared(RING_OFFSET + RING_BYTES);
-    if (threadIdx.x == 0) {
-      for (unsigned i = 0; i < ring.kEntries; ++i) mbarInit(ring.bars + 8 * i, 1);
-      mbarInitFence();
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) { // the producer starts where the block does
-      ring.pc = cur;
-      ring.pHave = have;
-      ring.topUp();
+    if (threadIdx.x == 0) ring.init();
+    __syncthreads(); // the whole block, the producer warp included, once
+    if (threadIdx.x >= THREADS) { // the producer warp: one lane issues, the others have nothing to do
+      if (threadIdx.x == THREADS) ring.produce(cur, have);
+      return;
     }
   }
   if (have) prefetchTask<Tasks...>(p.tasks[cur.task].kind, p.tasks[cur.task].params, tileAt(p.tasks[cur.task], cur.tile));
@@ -319,7 +329,7 @@ __global__ void __launch_bounds__(THREADS) persistent_decode(const PersistentPar
     const TaskWait wait{cur.task ? p.counters + cur.task - 1 : nullptr,
                         cur.task ? static_cast<unsigned>(tilesOf(p.tasks[cur.task - 1])) : 0u, cur.task, &known};
     runTask<Tasks...>(task.kind, task.params, tileAt(task, cur.tile), wait, ring);
-    __syncthreads(); // every thread's writes of the tile are in, and the shared memory is free again
+    blockSync(); // every thread's writes of the tile are in, and the shared memory is free again
     if (threadIdx.x == 0) {
       if (!p.trace) {
         addReleaseGpu(p.counters + cur.task, 1);

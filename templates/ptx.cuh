@@ -74,8 +74,15 @@ __device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], c
   mma16816(d, a[0], a[1], a[2], a[3], b[0], b[1]);
 }
 
-// Counters in global memory shared by the blocks of one kernel (persistent.cuh): an acquire load at GPU
-// scope (what the releasing block wrote before its release is visible after it) and a release add.
+// Counters in global memory shared by the blocks of one kernel (persistent.cuh): a relaxed load at GPU scope
+// (sees other blocks' adds; to poll with), an acquire load at GPU scope (what the releasing block wrote before
+// its release is visible after it; it also invalidates the SM's L1, so a poll loop of them keeps emptying the
+// L1 of every other warp on the SM) and a release add.
+__device__ __forceinline__ unsigned loadRelaxedGpu(const unsigned *p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ unsigned loadAcquireGpu(const unsigned *p) {
   unsigned v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");

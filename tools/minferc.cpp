@@ -97,6 +97,10 @@ cl::opt<int64_t> maxBatch("max-batch", cl::desc("Sequences decoded together (pla
                           cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<int64_t> maxSeq("max-seq", cl::desc("Tokens a sequence may hold (default: the model's max_pos)"), cl::init(0),
                         cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<bool> weightRing("weight-ring",
+                         cl::desc("The persistent decode kernel streams its matmul weights through a shared-memory ring "
+                                  "(sm_90 and later; the plan's decode.persistent.weight_ring says what was built)"),
+                         cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<int64_t> maxPrefill("max-prefill-tokens",
                             cl::desc("Tokens of one prefill step (default: 2048, or what the caches hold)"), cl::init(0),
                             cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
@@ -163,6 +167,9 @@ cl::opt<rt::DecodePath> decodePath(
                clEnumValN(rt::DecodePath::Persistent, "persistent",
                           "one persistent kernel runs the step's ops (fused models, batch <= 8)")),
     cl::init(rt::DecodePath::Launches), cl::sub(runCmd), cl::cat(category));
+cl::opt<bool> runWeightRing("weight-ring",
+                            cl::desc("With --decode=persistent, stream the matmul weights through a shared-memory ring"),
+                            cl::sub(runCmd), cl::cat(category));
 cl::opt<std::string> runTarget("target", cl::desc("Expected GPU architecture (default: the GPU's own)"),
                                cl::value_desc("sm_XY"), cl::sub(runCmd), cl::cat(category));
 cl::opt<int64_t> runMaxSeq("max-seq", cl::desc("Cache positions per sequence (default: the model's max_pos)"),
@@ -257,6 +264,7 @@ PipelineOptions compileOptions() {
   o.plan.maxBatch = maxBatch;
   o.plan.maxSeq = maxSeq;
   o.plan.maxPrefillRows = maxPrefill;
+  o.plan.weightRing = weightRing;
   o.jobs = jobs;
   if (!dumpDir.empty()) o.compile.dumpDir = dumpDir;
   o.progress = cli::compileProgress();
@@ -593,6 +601,7 @@ int runGpu() {
   eo.target = runTarget;
   eo.plan.maxBatch = runBatch;
   eo.plan.maxSeq = runMaxSeq;
+  eo.plan.weightRing = runWeightRing;
   eo.fuse = !runNoFuse;
   eo.compileProgress = cli::compileProgress();
   // The checks that need the model but no GPU (ids against its vocabulary) before the driver is loaded; then

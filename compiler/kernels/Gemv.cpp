@@ -96,7 +96,7 @@ std::string GemvSpec::instance(const char *fma, const char *mma) const {
 std::string GemvSpec::entry() const { return instance("minfer::gemv", "minfer::gemvMma"); }
 std::string GemvSpec::taskType() const {
   if (tile.wgmma) return ""; // no task form
-  if (stream) return instance("minfer::GemvRingTask", "");
+  if (stream) return instance("", "minfer::GemvMmaRingTask");
   std::string t = instance("minfer::GemvTask", "minfer::GemvMmaTask");
   return t.substr(0, t.size() - 1) + ", " + std::to_string(loads) + ">";
 }
@@ -128,22 +128,34 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
 }
 
 std::shared_ptr<KernelSpec> GemvSpec::asStreamingTask(int64_t maxRows) const {
-  if (!tile.fma() || tile.maxM < maxRows) return nullptr;
+  if (tile.wgmma || maxRows < 1 || maxRows > kGemvMaxRows) return nullptr; // asTask first: it has no wgmma tile
   auto t = std::make_shared<GemvSpec>(*this);
+  t->tile = GemvTile{std::max(tile.maxM, gemvMaxM(maxRows)), 1, tile.warps, true};
   t->stream = true;
+  if (auto e = t->validate()) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
   return t;
 }
 
 int64_t GemvSpec::ringPieceBytes() const {
   if (!stream) return 0;
-  // gemv.cuh RingGeometry: groups of warps x (1, or 2 for a pairs epilogue) rows; whole rows where a group's
-  // fit 16 KB, else about 16 KB of 256-column steps.
-  const int64_t rows = int64_t(tile.warps) * (epi.pairs() ? 2 : 1);
-  const int64_t cols = rows * k * 2 <= 16384 ? k : std::min<int64_t>(k, std::max<int64_t>(256, 16384 / (rows * 2) / 256 * 256));
-  return rows * cols * 2;
+  // gemv.cuh MmaRingGeometry: 16 rows of up to 512 columns (rounded up to 32), each row's bytes padded to 64
+  // modulo 128.
+  const int64_t cols = std::min<int64_t>(llvm::divideCeil(k, 32) * 32, 512), rowBytes = cols * 2;
+  const int64_t stride = rowBytes % 128 == 64 ? rowBytes : llvm::divideCeil(rowBytes, 128) * 128 + 64;
+  return 16 * stride;
 }
 
 int64_t GemvSpec::sharedBytes() const {
+  if (stream) {
+    // gemv.cuh MmaRingScratch, rounded up to 16: the partial sums of warps 1.., the prologue's statistics.
+    const bool p = pro.kind != Prologue::Kind::None;
+    const int64_t bytes = int64_t(std::max(tile.warps - 1, 1)) * 32 * 4 * 4 + (p ? tile.maxM : 1) * 8 +
+                          int64_t(p ? tile.warps : 1) * tile.maxM * 4;
+    return llvm::divideCeil(bytes, 16) * 16;
+  }
   if (!tile.wgmma || pro.kind == Prologue::Kind::None) return tile.sharedBytes();
   // gemv_wgmma.cuh kGemvWgmmaGammaBytes: the block's share of gamma, padded to 16 bytes, and its barrier.
   int64_t perRank = llvm::divideCeil(llvm::divideCeil(k, tile.bk), tile.split);
@@ -202,9 +214,11 @@ llvm::Error GemvSpec::validate(const Target *target) const {
                                      "above the %lld a block can have",
                                      tile.str().c_str(), (long long)k, (long long)sharedBytes(), (long long)limit);
   }
-  if (epi.argmax && !tile.fma())
+  if (epi.argmax && !tile.fma() && !stream)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "gemv: the argmax epilogue runs in the FMA kernel only, not %s", tile.str().c_str());
+                                   "gemv: the argmax epilogue runs in the FMA kernel only (and in the "
+                                   "persistent kernel's weight-ring task), not %s",
+                                   tile.str().c_str());
   if (epi.pairs() && tile.fma() && tile.rowsPerWarp % 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the %s epilogue needs an even rowsPerWarp (W rows in pairs), got %d",

@@ -76,7 +76,8 @@ struct GemvSpec : KernelSpec {
   // W loads per lane in flight: 8 as a kernel of its own (not in the name); a task's own (taskType).
   int loads = 8;
   static constexpr int kTaskLoads = 8;
-  // As a task: W streams through the persistent kernel's weight ring (GemvRingTask) instead of global loads.
+  // As a task: W streams through the persistent kernel's weight ring (GemvMmaRingTask, the tensor-core body with
+  // every epilogue, argmax included) instead of global loads.
   bool stream = false;
 
   GemvSpec() = default;
@@ -89,7 +90,8 @@ struct GemvSpec : KernelSpec {
   const ParamsLayout &params() const override { return MatmulParams::layout(); }
   // minfer::gemv<2048, 2048, 4, 2, 4, minfer::EpiNone>, minfer::gemvMma<2048, 2048, 8, 8, minfer::EpiNone>
   std::string entry() const override;
-  // The tile's shared memory, plus, for the wgmma kernel with a norm prologue, the block's share of gamma.
+  // The tile's shared memory, plus, for the wgmma kernel with a norm prologue, the block's share of gamma; a
+  // streaming task's scratch (gemv.cuh MmaRingScratch) in the persistent kernel's dynamic shared memory.
   int64_t sharedBytes() const;
   // grid ceil(n / tile.rowsPerBlock()) (times the split), block 32 * warps, sharedBytes(); independent of
   // rows.
@@ -110,10 +112,11 @@ struct GemvSpec : KernelSpec {
   // those loads on a short K and for one round of tiles over `grid` blocks, up to 8; when gemv.cuh takes it.
   // A wgmma tile's task is the tensor-core kernel's (gemvMma) with the same maxM.
   std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
-  std::string taskType() const override; // minfer::GemvTask<...>, minfer::GemvMmaTask<...>, minfer::GemvRingTask<...>
-  // The FMA task (tile.maxM >= maxRows: every row of A in the ring's one pass over W) as GemvRingTask.
+  std::string taskType() const override; // minfer::GemvTask<...>, minfer::GemvMmaTask<...>, minfer::GemvMmaRingTask<...>
+  // A task of asTask's as GemvMmaRingTask: the tensor-core tile with the same warps and a maxM of at least
+  // maxRows (every row of A in the ring's one pass over W); null for more than kGemvMaxRows rows.
   std::shared_ptr<KernelSpec> asStreamingTask(int64_t maxRows) const override;
-  // The largest piece (gemv.cuh RingGeometry): a group of rows x the columns of a piece, 2 bytes each.
+  // The largest piece (gemv.cuh MmaRingGeometry): 16 rows of the padded stride of a piece's columns.
   int64_t ringPieceBytes() const override;
 
 private:

@@ -27,7 +27,7 @@ std::string PersistentDecodeSpec::entry() const {
 
 LaunchDims PersistentDecodeSpec::launch(int64_t /*rows*/) const {
   LaunchDims d;
-  d.block = {static_cast<unsigned>(threads), 1, 1};
+  d.block = {static_cast<unsigned>(blockThreads()), 1, 1};
   d.sharedBytes = ringBytes ? ringOffset() + ringBytes : sharedBytes;
   return d;
 }

@@ -53,6 +53,8 @@ struct PersistentDecodeSpec : KernelSpec {
   // ringOffset(). 0 when no task streams its weights.
   unsigned ringBytes = 0;
   unsigned ringOffset() const { return (sharedBytes + 127) / 128 * 128; } // sharedBytes rounded up to 128
+  // The block: `threads` for the bodies, and with a ring one more warp, its producer.
+  int blockThreads() const { return threads + (ringBytes ? 32 : 0); }
 
   // persistent_decode_t128_k7_3f2a9c10: block size, number of bodies, and a hash of their types (and ring
   // layout); persistent_decode_t128_ring73728_k7_... with a weight ring of 73728 bytes.
@@ -61,7 +63,7 @@ struct PersistentDecodeSpec : KernelSpec {
   const ParamsLayout &params() const override { return PersistentParams::layout(); }
   // minfer::persistent_decode<128, RING_OFFSET, RING_BYTES, minfer::EmbeddingTask<...>, ...>
   std::string entry() const override;
-  // Block `threads`, the dynamic shared memory (the tasks' and the ring); grid.x 1: the runtime sets the grid
+  // Block blockThreads(), the dynamic shared memory (the tasks' and the ring); grid.x 1: the runtime sets the grid
   // from the device's occupancy (blocks per SM x SMs), which is not known here.
   LaunchDims launch(int64_t rows) const override;
   llvm::json::Object toJSON() const override;

@@ -181,6 +181,8 @@ struct LoadInfo {
   double parseMs = 0, compileMs = 0, modulesMs = 0, weightsMs = 0;
   unsigned kernels = 0, cacheHits = 0, compiled = 0;
   uint64_t weightBytes = 0;
+  bool persistentDecode = false; // the plan has the persistent decode kernel (DecodePath::Persistent runs)
+  unsigned weightRingBytes = 0;  // its weight ring a block (EngineOptions::persistentWeightRing where it fits); 0: none
 };
 
 class Session;

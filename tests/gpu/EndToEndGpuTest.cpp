@@ -6,11 +6,13 @@
 // batch gets the tokens it gets alone, a prompt split over several prefill chunks gives the same tokens,
 // graph and non-graph decode agree, sampling with a seed is reproducible, and a stop token ends a sequence.
 #include "common/GoldenReference.h"
+#include "common/RandomBf16.h"
 #include "common/TestFiles.h"
 #include "common/TestModels.h"
 #include "gpu/GpuHarness.h"
 
 #include "io/Npy.h"
+#include "io/Safetensors.h"
 #include "minfer/minfer.hpp"
 
 #include "llvm/ADT/StringExtras.h"
@@ -20,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <regex>
@@ -333,20 +336,25 @@ TEST(Session, SamplingWithASeedIsReproducibleAndGraphAgnostic) {
   EXPECT_NE(a->tokens[0], g->tokens[0]) << "sampling at temperature 1.5 is not greedy decoding";
 }
 
+// Whether the target ("sm_90a", "sm_89") has cp.async.bulk, which the weight ring needs: sm_90 and later.
+bool hasBulkCopy(const std::string &target) { return target.size() > 3 && std::stoi(target.substr(3)) >= 90; }
+
 // The persistent decode kernel against the launches it replaces, at every batch it is built for: the engine
 // is planned for 8 sequences and given 1, 3 and 8 prompts (gemv at 1, the tensor-core gemv and the
 // attention grid's batch side above), on a GQA Llama and on GPT-2 (learned positions, LayerNorm, biases).
 // The task forms run with other block sizes (a norm over 128 threads instead of 96-256, gemvMma's K split
 // over 4 warps), so the logits may differ in the last bits, never by more than a rounding; the tokens agree.
 // Both with the tasks' own weight loads and with EngineOptions::persistentWeightRing, planned for 2 sequences
-// and given 1 and 2 (on sm_90 the matmul tasks, FMA gemvs up to 2 rows, then read W from the shared-memory
-// ring; the planned batch of 8 takes the tensor-core gemv's task, which the ring does not serve).
+// and given 1 and 2 (on sm_90 and later every matmul task then reads W from the shared-memory ring through
+// the tensor cores, GemvMmaRingTask).
 TEST(Session, PersistentDecodeAgreesWithTheLaunchesAtEveryBatch) {
   MINFER_REQUIRE_GPU();
   for (auto [fixture, ring] : {std::pair{"llama_gqa", false}, std::pair{"gpt2", false}, std::pair{"llama_gqa", true},
                                std::pair{"gpt2", true}}) {
     SCOPED_TRACE(std::string(fixture) + (ring ? ", weight ring" : ""));
     OPEN_FIXTURE_SESSION(fixture, eo.maxBatch = ring ? 2 : 8, eo.maxSeq = 64, eo.persistentWeightRing = ring);
+    EXPECT_EQ(engine->loadInfo().weightRingBytes > 0, ring && hasBulkCopy(engine->loadInfo().target))
+        << "sm_90 and later build the ring where asked";
     SessionOptions so;
     so.keepLogits = true;
     API_TRY(kept, engine->createSession(so));
@@ -383,6 +391,100 @@ TEST(Session, PersistentDecodeAgreesWithTheLaunchesAtEveryBatch) {
       go.decode = DecodePath::Launches;
       API_TRY(sampledLaunches, session->generate(prompts, go));
       EXPECT_EQ(sampledPersistent->tokens, sampledLaunches->tokens) << "sampled";
+    }
+  }
+}
+
+// llama_gqa widened to a hidden size of 1280 (its heads, head size, MLP width, vocabulary and layers kept),
+// with random weights: rows of 160 16-byte vectors, more than the persistent kernel's 128 body threads, and
+// matmuls whose K spans several of the weight ring's pieces. The golden fixtures' hidden sizes (64-128) are
+// a vector or less a thread, so a body that strides by the block instead of its threads, or a ring piece
+// that reads past its first, goes unseen there.
+std::string writeWideLlama(const test::TempDir &tmp) {
+  constexpr int64_t kHidden = 1280;
+  const std::string src = test::fixtureDir("llama_gqa");
+  std::string config = test::readFile(src + "/config.json");
+  const std::string from = "\"hidden_size\": 64", to = "\"hidden_size\": " + std::to_string(kHidden);
+  EXPECT_NE(config.find(from), std::string::npos) << config;
+  if (config.find(from) != std::string::npos) config.replace(config.find(from), from.size(), to);
+  tmp.write("config.json", config);
+  auto ckpt = Checkpoint::open(src + "/model.safetensors");
+  EXPECT_TRUE(bool(ckpt)) << (ckpt ? "" : llvm::toString(ckpt.takeError()));
+  if (!ckpt) return "";
+  std::vector<OwnedTensor> tensors;
+  unsigned seed = 1;
+  for (const std::string &name : ckpt->names()) {
+    std::vector<int64_t> shape = ckpt->find(name)->info->shape;
+    // The hidden side of each weight: the rows of o_proj and down_proj (and of the norms' vectors), the columns
+    // of the rest.
+    const bool rowsAreHidden = shape.size() == 1 || name.find("o_proj") != std::string::npos ||
+                               name.find("down_proj") != std::string::npos;
+    shape[rowsAreHidden ? 0 : 1] = kHidden;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    const bool norm = shape.size() == 1;
+    std::vector<uint16_t> bits = test::randomBf16Bits(size_t(n), seed++, norm ? 0.1f : 0.05f);
+    if (norm)
+      for (uint16_t &b : bits) b = floatToBf16(1.f + bf16ToFloat(b)); // gamma near 1
+    OwnedTensor t{name, StDType::BF16, shape, std::vector<uint8_t>(bits.size() * 2)};
+    std::memcpy(t.data.data(), bits.data(), t.data.size());
+    tensors.push_back(std::move(t));
+  }
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  if (llvm::Error e = writeSafetensors(os, tmp.file("model.safetensors"), tensors)) {
+    ADD_FAILURE() << llvm::toString(std::move(e));
+    return "";
+  }
+  os.flush();
+  tmp.write("model.safetensors", bytes);
+  return tmp.path();
+}
+
+// The persistent kernel, with and without the weight ring, against the launches on the wide model: the first
+// decode step's logits (both paths decode from the same prefill) within the golden tolerance, at batches 1
+// and 2. Only the first step: on random weights the greedy tokens of two summation orders may part at a
+// near-tie, and every later step's logits with them.
+TEST(Session, PersistentDecodeAgreesWithTheLaunchesOnAWideModel) {
+  MINFER_REQUIRE_GPU();
+  test::TempDir tmp;
+  const std::string dir = writeWideLlama(tmp);
+  ASSERT_FALSE(dir.empty());
+  for (bool ring : {false, true}) {
+    SCOPED_TRACE(ring ? "weight ring" : "tasks' own loads");
+    EngineOptions eo;
+    eo.maxBatch = 2;
+    eo.maxSeq = 64;
+    eo.persistentWeightRing = ring;
+    API_TRY(engine, Engine::load(dir, eo));
+    EXPECT_TRUE(engine->loadInfo().persistentDecode);
+    EXPECT_EQ(engine->loadInfo().weightRingBytes > 0, ring && hasBulkCopy(engine->loadInfo().target))
+        << "sm_90 and later build the ring where asked";
+    SessionOptions so;
+    so.keepLogits = true;
+    API_TRY(session, engine->createSession(so));
+    for (size_t batch : {1, 2}) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      std::vector<std::vector<int32_t>> prompts;
+      for (size_t b = 0; b < batch; ++b) prompts.push_back({int32_t(3 + b), 17, 250, int32_t(40 + 7 * b), 9});
+      GenerationOptions go;
+      go.maxNewTokens = 2; // the prefill's token, then one decode step
+      go.decode = DecodePath::Persistent;
+      API_TRY(persistent, session->generate(prompts, go));
+      go.decode = DecodePath::Launches;
+      API_TRY(launches, session->generate(prompts, go));
+      const size_t vocab = static_cast<size_t>(engine->vocabSize());
+      for (size_t b = 0; b < batch; ++b) {
+        ASSERT_EQ(persistent->logits[b].size(), launches->logits[b].size());
+        ASSERT_GE(persistent->logits[b].size(), vocab);
+        std::vector<float> p(persistent->logits[b].end() - vocab, persistent->logits[b].end()),
+            l(launches->logits[b].end() - vocab, launches->logits[b].end());
+        double err = test::relError(p, l);
+        EXPECT_LT(err, kLogitsTolerance) << "sequence " << b;
+        if (b == 0)
+          std::cout << "[ e2e ] wide llama" << (ring ? " (weight ring)" : "") << " batch " << batch
+                    << ": persistent vs launches, decode step logits rel err " << err << "\n";
+      }
     }
   }
 }

@@ -143,10 +143,10 @@ TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   EXPECT_EQ(ArgmaxSpec(32000).asTask(128, 396), nullptr) << "select stays a launch";
 }
 
-// With PlanOptions::weightRing on sm_90 the matmul tasks stream W through the kernel's weight ring
-// (GemvRingTask): the ring sits after the tasks' shared memory, holds two of the largest piece, and leaves
-// room for two blocks an SM. sm_89 has no cp.async.bulk and keeps the global loads, as does every target
-// without the option; a batch the FMA task's maxM does not cover keeps them too.
+// With PlanOptions::weightRing on sm_90 every matmul task streams W through the kernel's weight ring
+// (GemvMmaRingTask, the lm_head's argmax included): the ring sits after the tasks' shared memory, holds two
+// of the largest piece, and leaves room for two blocks an SM. sm_89 has no cp.async.bulk and keeps the global
+// loads, as does every target without the option.
 TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
   for (const char *model : {"tinyllama-1.1b", "gpt2-124m", "llama-2-7b"}) {
     SCOPED_TRACE(model);
@@ -159,7 +159,7 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
       if (!g) continue;
       ++streamed;
       EXPECT_TRUE(g->stream);
-      EXPECT_EQ(g->taskType().rfind("minfer::GemvRingTask<", 0), 0u) << g->taskType();
+      EXPECT_EQ(g->taskType().rfind("minfer::GemvMmaRingTask<", 0), 0u) << g->taskType();
       largest = std::max(largest, g->ringPieceBytes());
     }
     EXPECT_GT(streamed, 0);
@@ -169,6 +169,7 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     EXPECT_GE(spec.ringOffset(), spec.sharedBytes);
     const unsigned shared = spec.launch(1).sharedBytes;
     EXPECT_EQ(shared, spec.ringOffset() + spec.ringBytes);
+    EXPECT_EQ(spec.launch(1).block[0], 128u + 32u) << "the bodies' 4 warps and the ring's producer warp";
     EXPECT_LE(2 * (shared + 1024 + 4096), unsigned(p.target.sharedBytesPerSm())) << "two blocks an SM";
     EXPECT_NE(spec.name().find("_ring" + std::to_string(spec.ringBytes) + "_"), std::string::npos) << spec.name();
     EXPECT_NE(spec.entry().find("persistent_decode<128, " + std::to_string(spec.ringOffset()) + ", " +
@@ -181,8 +182,9 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     ASSERT_TRUE(plain.persistent.built()) << plain.persistent.why;
     const auto &spec = static_cast<const PersistentDecodeSpec &>(*plain.kernels[plain.persistent.kernel]);
     EXPECT_EQ(spec.ringBytes, 0u);
+    EXPECT_EQ(spec.launch(1).block[0], 128u) << "no producer warp without a ring";
     EXPECT_EQ(spec.name().find("_ring"), std::string::npos);
-    for (const std::string &t : spec.taskTypes) EXPECT_EQ(t.find("GemvRingTask"), std::string::npos) << t;
+    for (const std::string &t : spec.taskTypes) EXPECT_EQ(t.find("RingTask"), std::string::npos) << t;
     // Asked for on a target without it, the plan says why it has none.
     EXPECT_EQ(plain.persistent.ringWhy.empty(), !ring) << plain.persistent.ringWhy;
     if (ring) {
@@ -197,8 +199,8 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     ASSERT_TRUE(rtx.persistent.built()) << rtx.persistent.why;
     const auto &spec = static_cast<const PersistentDecodeSpec &>(*rtx.kernels[rtx.persistent.kernel]);
     EXPECT_EQ(spec.ringBytes, 0u);
-    for (const std::string &t : spec.taskTypes) EXPECT_EQ(t.find("GemvRingTask"), std::string::npos) << t;
-    EXPECT_NE(rtx.persistent.ringWhy.find("it needs two pieces of 16384"), std::string::npos) << rtx.persistent.ringWhy;
+    for (const std::string &t : spec.taskTypes) EXPECT_EQ(t.find("RingTask"), std::string::npos) << t;
+    EXPECT_NE(rtx.persistent.ringWhy.find("it needs two pieces of 17408"), std::string::npos) << rtx.persistent.ringWhy;
     llvm::json::Object j = rtx.toJSON();
     const llvm::json::Object *ringJson = j.getObject("decode")->getObject("persistent")->getObject("weight_ring");
     ASSERT_NE(ringJson, nullptr);
@@ -206,24 +208,36 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     EXPECT_EQ(ringJson->getString("why_not")->str(), rtx.persistent.ringWhy);
   }
 
-  // The piece sizes mirror gemv.cuh's RingGeometry: a group of a row a warp (two with a pairs epilogue),
-  // whole rows up to 16 KB, else about 16 KB of whole 256-column steps.
-  auto piece = [](int64_t n, int64_t k, GemvTile tile, Epilogue e = Epilogue{}) {
+  // The piece sizes mirror gemv.cuh's MmaRingGeometry: 16 rows of up to 512 columns (K rounded up to 32),
+  // each row padded to 64 bytes modulo 128, whatever the tile's FMA shape or epilogue.
+  auto piece = [](int64_t n, int64_t k, GemvTile tile, Epilogue e = Epilogue{}, int64_t rows = 1) {
     GemvSpec s(n, k, e, tile);
-    auto streamed = s.asStreamingTask(1);
+    auto streamed = s.asStreamingTask(rows);
     return streamed ? streamed->ringPieceBytes() : -1;
   };
-  EXPECT_EQ(piece(2048, 2048, GemvTile{1, 1, 4, false}), 4 * 2048 * 2); // 4 whole rows, one copy
-  EXPECT_EQ(piece(2048, 5632, GemvTile{1, 1, 4, false}), 4 * 2048 * 2); // 4 rows, 3 pieces along K
-  EXPECT_EQ(piece(32000, 2048, GemvTile{1, 8, 4, false}), 4 * 2048 * 2); // 8 groups of 4 whole rows a tile
-  EXPECT_EQ(piece(11264, 2048, GemvTile{1, 2, 4, false}, Epilogue::gated(Activation::Silu)), 8 * 1024 * 2); // pairs: 8 rows of 1024
-  EXPECT_EQ(piece(11008, 4096, GemvTile{1, 2, 4, false}, Epilogue::gated(Activation::Silu)), 8 * 1024 * 2); // 64 KB rows: split
-  EXPECT_EQ(piece(768, 768, GemvTile{1, 1, 4, false}), 4 * 768 * 2);
-  EXPECT_EQ(piece(321, 200, GemvTile{1, 2, 4, false}), 4 * 200 * 2);
+  EXPECT_EQ(piece(2048, 2048, GemvTile{1, 1, 4, false}), 16 * (1024 + 64)); // 4 pieces along K
+  EXPECT_EQ(piece(2048, 5632, GemvTile{1, 1, 4, false}), 16 * (1024 + 64)); // 11 pieces
+  EXPECT_EQ(piece(11264, 2048, GemvTile{1, 2, 4, false}, Epilogue::gated(Activation::Silu)), 16 * (1024 + 64));
+  EXPECT_EQ(piece(768, 768, GemvTile{1, 1, 4, false}), 16 * (1024 + 64));   // 512 + 256 columns
+  EXPECT_EQ(piece(321, 200, GemvTile{1, 2, 4, false}), 16 * 448); // K 200 -> 224 columns: 448 bytes, 64 mod 128
+  EXPECT_EQ(piece(64, 32, GemvTile{1, 1, 4, false}), 16 * 64);              // one 64-byte row: already 64 mod 128
+  EXPECT_EQ(piece(2048, 2048, GemvTile{8, 1, 4, true}, Epilogue{}, 8), 16 * (1024 + 64)) << "the tensor-core task too";
   EXPECT_EQ(GemvSpec(2048, 2048, Epilogue{}, GemvTile{1, 1, 4, false}).ringPieceBytes(), 0) << "not streamed";
-  EXPECT_EQ(piece(2048, 2048, GemvTile{8, 1, 4, true}), -1) << "the tensor-core task keeps its loads";
-  EXPECT_EQ(GemvSpec(2048, 2048, Epilogue{}, GemvTile{2, 1, 4, false}).asStreamingTask(3), nullptr)
-      << "maxM 2 cannot take 3 rows in the ring's one pass over W";
+  {
+    Epilogue lmHead;
+    lmHead.argmax = true;
+    auto streamed = GemvSpec(32000, 2048, lmHead, GemvTile{1, 8, 4, false}).asStreamingTask(1);
+    ASSERT_NE(streamed, nullptr) << "the lm_head's argmax streams too";
+    EXPECT_EQ(streamed->taskType(), "minfer::GemvMmaRingTask<32000, 2048, 1, 4, minfer::EpiArgmax, minfer::ProNone>");
+    llvm::Error launched = GemvSpec(32000, 2048, lmHead, GemvTile{1, 1, 4, true}).validate();
+    ASSERT_TRUE(bool(launched)) << "as a launch, the tensor-core gemv still has no argmax";
+    EXPECT_NE(llvm::toString(std::move(launched)).find("argmax epilogue runs in the FMA kernel"), std::string::npos);
+  }
+  auto three = GemvSpec(2048, 2048, Epilogue{}, GemvTile{2, 1, 4, false}).asStreamingTask(3);
+  ASSERT_NE(three, nullptr);
+  EXPECT_EQ(static_cast<const GemvSpec &>(*three).tile.maxM, 4) << "maxM covers the ring's one pass over 3 rows";
+  EXPECT_EQ(GemvSpec(2048, 2048, Epilogue{}, GemvTile{16, 1, 4, true}).asStreamingTask(17), nullptr)
+      << "17 rows are above the tensor-core gemv's 16";
 }
 
 // --emit=plan shows the task graph: each task, the launch it replaces, its tiles, what it waits for and the
@@ -262,12 +276,14 @@ TEST(PersistentPlan, JsonShowsTheTaskGraphOrWhyNot) {
   EXPECT_TRUE(why->getString("why")->contains("batches up to 8"));
 }
 
-// NVRTC compiles the kernel for Hopper and for Ada (no GPU needed); its entry names every body.
+// NVRTC compiles the kernel for Hopper (with and without the weight ring) and for Ada (no GPU needed); its
+// entry names every body.
 TEST(PersistentPlan, TheKernelCompilesForSm90aAndSm89) {
-  for (const char *target : {"sm_90a", "sm_89"}) {
-    SCOPED_TRACE(target);
-    Plan p = planExample("gpt2-124m", 1, true, target);
+  for (auto [target, ring] : {std::pair{"sm_90a", false}, std::pair{"sm_89", false}, std::pair{"sm_90a", true}}) {
+    SCOPED_TRACE(std::string(target) + (ring ? " with the weight ring" : ""));
+    Plan p = planExample("gpt2-124m", 1, true, target, ring);
     ASSERT_TRUE(p.persistent.built()) << p.persistent.why;
+    EXPECT_EQ(static_cast<const PersistentDecodeSpec &>(*p.kernels[p.persistent.kernel]).ringBytes > 0, ring);
     const KernelSpec &k = *p.kernels[p.persistent.kernel];
     for (const std::string &t : static_cast<const PersistentDecodeSpec &>(k).taskTypes)
       EXPECT_NE(k.entry().find(t), std::string::npos) << t;

@@ -115,14 +115,18 @@ template <class T> __device__ __forceinline__ const typename T::Params &paramsOf
   return *reinterpret_cast<const typename T::Params *>(params);
 }
 
-// Runs Tasks...[kind]'s body on `tile`.
+// Runs Tasks...[kind]'s body on `tile`, with its Params copied out of the task table first: read through a
+// reference, every use of a field after a barrier, an mbarrier wait or any other asm with a memory clobber
+// was a load from the table in global memory again (the norm prologue's gamma pointer, twice a ring piece,
+// each behind the L1 invalidation of the last acquire); a kernel of its own has them in the constant bank.
 template <class... Tasks, class Ring>
 __device__ __forceinline__ void runTask(int kind, const unsigned char *params, const Tile &tile, const TaskWait &wait,
                                         Ring &ring) {
   withTask<Tasks...>(kind, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (StreamsWeights<T>) T::run(paramsOf<T>(params), tile, wait, ring);
-    else T::run(paramsOf<T>(params), tile, wait);
+    const typename T::Params local = paramsOf<T>(params);
+    if constexpr (StreamsWeights<T>) T::run(local, tile, wait, ring);
+    else T::run(local, tile, wait);
   });
 }
 // Starts Tasks...[kind]'s weights for `tile` towards L2 (nothing for tasks without weights, or whose weights

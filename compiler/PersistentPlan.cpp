@@ -44,7 +44,7 @@ void planTasks(Plan &plan, bool ring) {
     if (!task)
       return refuse(kernel.name() + " (" + l.op + ") has no task form for blocks of " + std::to_string(threads) + " threads");
     if (ring)
-      if (std::shared_ptr<KernelSpec> streamed = task->asStreamingTask(plan.options.maxBatch)) task = std::move(streamed);
+      if (std::shared_ptr<KernelSpec> streamed = task->asStreamingTask(plan.options.maxBatch, grid)) task = std::move(streamed);
     auto [it, fresh] = kindOf.try_emplace(task->taskType(), static_cast<int>(kindOf.size()));
     if (fresh) spec->taskTypes.push_back(it->first);
     spec->sharedBytes = std::max(spec->sharedBytes, task->launch(plan.options.maxBatch).sharedBytes);

@@ -439,23 +439,27 @@ __device__ __forceinline__ void gemvMmaTile(const MatmulParams &p, const Tile &t
 
 namespace gemv_detail {
 
-// How a 16-row tile of W [N, K] travels through the persistent kernel's weight ring for the tensor-core body
-// (gemvMmaRingTile): kChunks pieces of KP columns (about kPieceBytes each), 16 rows a piece (fewer in a last
-// tile), one copy a row. Row r of a piece sits at r * kStride bytes of its entry; kStride is 64 modulo 128,
-// so the rows g and g + 1 that a quarter-warp reads 16 bytes of at the same column fall in different banks.
-template <int K> struct MmaRingGeometry {
+// How a tile of GROUPS x 16 rows of W [N, K] travels through the persistent kernel's weight ring for the
+// tensor-core body (gemvMmaRingTile): per chunk of KP columns (about kPieceBytes a piece; kChunks of them), one
+// piece per group of 16 rows (fewer, or none, in a last tile), one copy a row; piece j is chunk j / GROUPS of
+// group j % GROUPS, so each chunk of the activations is read and normalised once for all the tile's groups.
+// Row r of a piece sits at r * kStride bytes of its entry; kStride is 64 modulo 128, so the rows g and g + 1
+// that a quarter-warp reads 16 bytes of at the same column fall in different banks.
+template <int K, int GROUPS> struct MmaRingGeometry {
   static constexpr int kPieceBytes = 16384;
   static constexpr int KP = cmin((K + 31) / 32 * 32, kPieceBytes / 32);
   static constexpr int kChunks = (K + KP - 1) / KP;
+  static constexpr int kPieces = kChunks * GROUPS;
   static constexpr int kSlices = KP / 32; // 32-wide slices of K a piece: one mma pair each
   static constexpr int kRowBytes = KP * 2;
   static constexpr int kStride = kRowBytes % 128 == 64 ? kRowBytes : (kRowBytes + 127) / 128 * 128 + 64;
+  static_assert(GROUPS >= 1 && GROUPS <= 8, "gemvMmaRingTile: 1..8 groups of 16 rows a tile");
 };
 
-// gemvMmaRingTile's shared memory: warps 1.. hand their sums to warp 0 in `partial`; the norm prologue's
-// statistics. Its size is GemvSpec::sharedBytes of a streaming task.
-template <int MAX_M, int WARPS, bool PRO> struct MmaRingScratch {
-  float partial[WARPS > 1 ? WARPS - 1 : 1][32][4];
+// gemvMmaRingTile's shared memory: warps 1.. hand their sums (every group's, every n8 operand's) to warp 0 in
+// `partial`; the norm prologue's statistics. Its size is GemvSpec::sharedBytes of a streaming task.
+template <int MAX_M, int WARPS, int GROUPS, bool PRO> struct MmaRingScratch {
+  float partial[GROUPS][(MAX_M + 7) / 8][WARPS > 1 ? WARPS - 1 : 1][32][4];
   float2 proStats[PRO ? MAX_M : 1];
   float proScratch[PRO ? WARPS : 1][MAX_M];
 };
@@ -510,7 +514,7 @@ __device__ __forceinline__ void argmaxFragmentT(const float (&v)[4], int n0, int
 // the ring leaves. Every row of A is computed in the one pass over W the ring makes, so M must not exceed
 // MAX_M (the plan gives the task a MAX_M of at least the batch: GemvSpec::asStreamingTask). Unlike gemvMma, it
 // also takes the argmax epilogue (argmaxFragmentT), so the lm_head streams too.
-template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, class Wait, class Ring>
+template <int N, int K, int MAX_M, int WARPS, int GROUPS, class Epi, class Pro, class Wait, class Ring>
 __device__ __forceinline__ void gemvMmaRingTile(const MatmulParams &p, const Tile &tile, const Wait &wait, Ring &ring) {
   const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K] (in the ring), M rows, the epilogue's arguments
   using namespace gemv_detail;
@@ -518,19 +522,27 @@ __device__ __forceinline__ void gemvMmaRingTile(const MatmulParams &p, const Til
   static_assert(MAX_M >= 1 && MAX_M <= 16,
                 "gemvMma: MAX_M must be 1..16 (the rows of A are mma's n8 operand, one or two of them)");
   static_assert(WARPS >= 1 && WARPS <= 16, "gemvMma: WARPS must be 1..16");
-  using G = MmaRingGeometry<K>;
+  using G = MmaRingGeometry<K, GROUPS>;
   constexpr int kPerWarp = (G::kSlices + WARPS - 1) / WARPS; // slices a warp takes of each piece
   constexpr int NT = (MAX_M + 7) / 8;
   // In the kernel's dynamic shared memory before the ring (the task's launch reserves it: GemvSpec::sharedBytes),
   // not static: static shared memory adds up over every body of the kernel and would cost the SM its second block.
-  using Scratch = MmaRingScratch<MAX_M, WARPS, Pro::kActive>;
+  using Scratch = MmaRingScratch<MAX_M, WARPS, GROUPS, Pro::kActive>;
   static_assert(sizeof(Scratch) <= Ring::kScratchBytes, "gemvMmaRingTile: the kernel reserves too little shared memory");
   auto &[partial, proStats, proScratch] = *reinterpret_cast<Scratch *>(ring.scratch);
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, t = lane % 4;
-  const int row0 = tile.x * 16, valid = min(16, N - row0); // rows past N read row N - 1, never stored
-  const unsigned r0 = min(g, valid - 1) * G::kStride + t * 16, r1 = min(g + 8, valid - 1) * G::kStride + t * 16;
+  const int row0 = tile.x * 16 * GROUPS;
+  // Group q's rows of W (none for a group past N in a last tile); rows past N read the group's last, unstored.
+  int valid[GROUPS];
+  unsigned r0[GROUPS], r1[GROUPS];
+#pragma unroll
+  for (int q = 0; q < GROUPS; ++q) {
+    valid[q] = max(0, min(16, N - (row0 + 16 * q)));
+    r0[q] = max(0, min(g, valid[q] - 1)) * G::kStride + t * 16;
+    r1[q] = max(0, min(g + 8, valid[q] - 1)) * G::kStride + t * 16;
+  }
   wait();
   const int rows = min(M, MAX_M);
   if constexpr (Pro::kActive) Pro::template blockStats<K, WARPS, MAX_M>(A, rows, proStats, proScratch, epi);
@@ -541,23 +553,16 @@ __device__ __forceinline__ void gemvMmaRingTile(const MatmulParams &p, const Til
     hasRow[j] = 8 * j + g < rows; // lanes of the n8 operand's columns past M feed zeros
     x[j] = A + static_cast<long long>(hasRow[j] ? 8 * j + g : 0) * K;
   }
-  float acc[NT][4] = {};
+  float acc[GROUPS][NT][4] = {};
 #pragma unroll 1
   for (int c = 0; c < G::kChunks; ++c) {
-    const unsigned piece = ring.wait(static_cast<unsigned>(valid) * G::kStride);
-    uint4 wa[kPerWarp], wb[kPerWarp], xa[kPerWarp][NT];
+    // This warp's slices of the chunk's activations, through the prologue, once for every group.
+    uint4 xa[kPerWarp][NT];
     bool ok[kPerWarp];
 #pragma unroll
     for (int u = 0; u < kPerWarp; ++u) {
       const int s = u * WARPS + warp, col = c * G::KP + s * 32 + t * 8; // columns past K count as zeros
       ok[u] = (G::kSlices % WARPS == 0 || s < G::kSlices) && (K % G::KP == 0 || col < K);
-      wa[u] = ok[u] ? loadShared16(piece + r0 + s * 64) : make_uint4(0, 0, 0, 0);
-      wb[u] = ok[u] ? loadShared16(piece + r1 + s * 64) : make_uint4(0, 0, 0, 0);
-    }
-    ring.release(); // this warp's W is in registers: the entry can be refilled
-#pragma unroll
-    for (int u = 0; u < kPerWarp; ++u) {
-      const int col = c * G::KP + (u * WARPS + warp) * 32 + t * 8;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         xa[u][j] = ok[u] && hasRow[j] ? loadCached(x[j] + col) : make_uint4(0, 0, 0, 0);
@@ -565,32 +570,51 @@ __device__ __forceinline__ void gemvMmaRingTile(const MatmulParams &p, const Til
       }
     }
 #pragma unroll
-    for (int u = 0; u < kPerWarp; ++u)
+    for (int q = 0; q < GROUPS; ++q) {
+      const unsigned piece = ring.wait(static_cast<unsigned>(valid[q]) * G::kStride);
+      uint4 wa[kPerWarp], wb[kPerWarp];
+#pragma unroll
+      for (int u = 0; u < kPerWarp; ++u) {
+        const bool load = ok[u] && valid[q] > 0;
+        wa[u] = load ? loadShared16(piece + r0[q] + (u * WARPS + warp) * 64) : make_uint4(0, 0, 0, 0);
+        wb[u] = load ? loadShared16(piece + r1[q] + (u * WARPS + warp) * 64) : make_uint4(0, 0, 0, 0);
+      }
+      ring.release(); // this warp's W is in registers: the entry can be refilled
+#pragma unroll
+      for (int u = 0; u < kPerWarp; ++u)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          mma16816(acc[q][j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xa[u][j].x, xa[u][j].y); // k 8t..8t+3
+          mma16816(acc[q][j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xa[u][j].z, xa[u][j].w); // k 8t+4..8t+7
+        }
+    }
+  }
+  // Lane l holds the same four outputs in every warp: warp 0 adds the others' and stores. The kernel's barrier
+  // after the tile keeps the next tile from writing `partial` before warp 0 has read it.
+  if constexpr (WARPS > 1) {
+    if (warp > 0)
+#pragma unroll
+      for (int q = 0; q < GROUPS; ++q)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) partial[q][j][warp - 1][lane][e] = acc[q][j][e];
+    blockSync();
+  }
+  if (warp == 0) {
+#pragma unroll
+    for (int q = 0; q < GROUPS; ++q)
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        mma16816(acc[j], wa[u].x, wb[u].x, wa[u].y, wb[u].y, xa[u][j].x, xa[u][j].y); // k 8t..8t+3
-        mma16816(acc[j], wa[u].z, wb[u].z, wa[u].w, wb[u].w, xa[u][j].z, xa[u][j].w); // k 8t+4..8t+7
-      }
-  }
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    if constexpr (WARPS > 1) {
-      // Lane l holds the same four outputs in every warp: warp 0 adds the others'.
-      if (warp > 0)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) partial[warp - 1][lane][e] = acc[j][e];
-      blockSync();
-      if (warp == 0)
 #pragma unroll
         for (int w = 0; w < WARPS - 1; ++w)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[j][e] += partial[w][lane][e];
-      blockSync(); // `partial` is written again by the next operand
-    }
-    if (warp == 0) {
-      storeFragmentT<N, Epi>(C, acc[j], row0, 0, 8 * j, rows, epi);
-      if constexpr (Epi::kArgmax) argmaxFragmentT<N>(acc[j], row0, 0, 8 * j, rows, epi.argmax);
-    }
+          for (int e = 0; e < 4; ++e) acc[q][j][e] += partial[q][j][w][lane][e];
+        if (valid[q] > 0) {
+          storeFragmentT<N, Epi>(C, acc[q][j], row0 + 16 * q, 0, 8 * j, rows, epi);
+          if constexpr (Epi::kArgmax) argmaxFragmentT<N>(acc[q][j], row0 + 16 * q, 0, 8 * j, rows, epi.argmax);
+        }
+      }
   }
 }
 
@@ -628,21 +652,21 @@ template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro, int LOADS> s
 };
 
 // gemvMma as a task whose W streams through the persistent kernel's weight ring (sm_90: cp.async.bulk), tiles
-// of 16 rows; piece(p, t, j) tells the kernel what to copy for piece j of tile t.
-template <int N, int K, int MAX_M, int WARPS, class Epi, class Pro> struct GemvMmaRingTask {
+// of GROUPS x 16 rows; piece(p, t, j) tells the kernel what to copy for piece j of tile t.
+template <int N, int K, int MAX_M, int WARPS, int GROUPS, class Epi, class Pro> struct GemvMmaRingTask {
   using Params = MatmulParams;
   static constexpr int kThreads = WARPS * 32;
-  using Geometry = gemv_detail::MmaRingGeometry<K>;
-  static constexpr int kPieces = Geometry::kChunks;
+  using Geometry = gemv_detail::MmaRingGeometry<K, GROUPS>;
+  static constexpr int kPieces = Geometry::kPieces;
   static constexpr unsigned kMaxPieceBytes = 16u * Geometry::kStride;
   template <class Wait, class Ring>
   __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w, Ring &ring) {
-    gemvMmaRingTile<N, K, MAX_M, WARPS, Epi, Pro>(p, t, w, ring);
+    gemvMmaRingTile<N, K, MAX_M, WARPS, GROUPS, Epi, Pro>(p, t, w, ring);
   }
   __device__ __forceinline__ static RingPiece piece(const Params &p, const Tile &t, int j) {
-    const int row = t.x * 16, k0 = j * Geometry::KP;
-    return {p.W + static_cast<long long>(row) * K + k0, min(16, N - row), static_cast<unsigned>(min(Geometry::KP, K - k0)) * 2u,
-            K * 2u, static_cast<unsigned>(Geometry::kStride)};
+    const int row = (t.x * GROUPS + j % GROUPS) * 16, k0 = (j / GROUPS) * Geometry::KP;
+    return {p.W + static_cast<long long>(min(row, N - 1)) * K + k0, max(0, min(16, N - row)),
+            static_cast<unsigned>(min(Geometry::KP, K - k0)) * 2u, K * 2u, static_cast<unsigned>(Geometry::kStride)};
   }
 };
 

@@ -76,8 +76,8 @@ llvm::Error checkGemvTile(const GemvTile &t, int64_t k, const Target *target) {
 }
 
 std::string GemvSpec::name() const {
-  return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_" + tile.str() + "_epi_" +
-         epi.suffix() + pro.suffix();
+  return "gemv_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_" + tile.str() +
+         (stream ? "_ring_g" + std::to_string(ringGroups) : "") + "_epi_" + epi.suffix() + pro.suffix();
 }
 
 std::string GemvSpec::instance(const char *fma, const char *mma) const {
@@ -96,7 +96,10 @@ std::string GemvSpec::instance(const char *fma, const char *mma) const {
 std::string GemvSpec::entry() const { return instance("minfer::gemv", "minfer::gemvMma"); }
 std::string GemvSpec::taskType() const {
   if (tile.wgmma) return ""; // no task form
-  if (stream) return instance("", "minfer::GemvMmaRingTask");
+  if (stream) // GemvMmaRingTask<N, K, MAX_M, WARPS, GROUPS, Epi, Pro>
+    return "minfer::GemvMmaRingTask<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.maxM) +
+           ", " + std::to_string(tile.warps) + ", " + std::to_string(ringGroups) + ", " + epi.policy() + ", " +
+           pro.policy() + ">";
   std::string t = instance("minfer::GemvTask", "minfer::GemvMmaTask");
   return t.substr(0, t.size() - 1) + ", " + std::to_string(loads) + ">";
 }
@@ -127,11 +130,12 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
   return t;
 }
 
-std::shared_ptr<KernelSpec> GemvSpec::asStreamingTask(int64_t maxRows) const {
+std::shared_ptr<KernelSpec> GemvSpec::asStreamingTask(int64_t maxRows, int grid) const {
   if (tile.wgmma || maxRows < 1 || maxRows > kGemvMaxRows) return nullptr; // asTask first: it has no wgmma tile
   auto t = std::make_shared<GemvSpec>(*this);
   t->tile = GemvTile{std::max(tile.maxM, gemvMaxM(maxRows)), 1, tile.warps, true};
   t->stream = true;
+  t->ringGroups = static_cast<int>(std::clamp<int64_t>(llvm::divideCeil(llvm::divideCeil(n, 16), std::max(grid, 1)), 1, 8));
   if (auto e = t->validate()) {
     llvm::consumeError(std::move(e));
     return nullptr;
@@ -150,10 +154,11 @@ int64_t GemvSpec::ringPieceBytes() const {
 
 int64_t GemvSpec::sharedBytes() const {
   if (stream) {
-    // gemv.cuh MmaRingScratch, rounded up to 16: the partial sums of warps 1.., the prologue's statistics.
+    // gemv.cuh MmaRingScratch, rounded up to 16: the partial sums of warps 1.. (every group's, every n8
+    // operand's), the prologue's statistics.
     const bool p = pro.kind != Prologue::Kind::None;
-    const int64_t bytes = int64_t(std::max(tile.warps - 1, 1)) * 32 * 4 * 4 + (p ? tile.maxM : 1) * 8 +
-                          int64_t(p ? tile.warps : 1) * tile.maxM * 4;
+    const int64_t bytes = int64_t(ringGroups) * llvm::divideCeil(tile.maxM, 8) * std::max(tile.warps - 1, 1) * 32 * 4 * 4 +
+                          (p ? tile.maxM : 1) * 8 + int64_t(p ? tile.warps : 1) * tile.maxM * 4;
     return llvm::divideCeil(bytes, 16) * 16;
   }
   if (!tile.wgmma || pro.kind == Prologue::Kind::None) return tile.sharedBytes();
@@ -165,7 +170,8 @@ int64_t GemvSpec::sharedBytes() const {
 LaunchDims GemvSpec::launch(int64_t rows) const {
   (void)rows; // every block loops over the rows of A
   LaunchDims d;
-  d.grid = {static_cast<unsigned>(llvm::divideCeil(n, tile.rowsPerBlock()) * (tile.wgmma ? tile.split : 1)), 1, 1};
+  const int64_t rowsPerBlock = stream ? 16 * ringGroups : tile.rowsPerBlock();
+  d.grid = {static_cast<unsigned>(llvm::divideCeil(n, rowsPerBlock) * (tile.wgmma ? tile.split : 1)), 1, 1};
   d.block = {static_cast<unsigned>(tile.threads()), 1, 1};
   d.sharedBytes = static_cast<unsigned>(sharedBytes());
   return d;

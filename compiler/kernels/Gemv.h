@@ -79,6 +79,8 @@ struct GemvSpec : KernelSpec {
   // As a task: W streams through the persistent kernel's weight ring (GemvMmaRingTask, the tensor-core body with
   // every epilogue, argmax included) instead of global loads.
   bool stream = false;
+  // A streaming task's tile: this many groups of 16 rows of W (1..8), so that its tiles go once round the grid.
+  int ringGroups = 1;
 
   GemvSpec() = default;
   GemvSpec(int64_t n, int64_t k, Epilogue epi, GemvTile tile, Prologue pro = {})
@@ -114,8 +116,10 @@ struct GemvSpec : KernelSpec {
   std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
   std::string taskType() const override; // minfer::GemvTask<...>, minfer::GemvMmaTask<...>, minfer::GemvMmaRingTask<...>
   // A task of asTask's as GemvMmaRingTask: the tensor-core tile with the same warps and a maxM of at least
-  // maxRows (every row of A in the ring's one pass over W); null for more than kGemvMaxRows rows.
-  std::shared_ptr<KernelSpec> asStreamingTask(int64_t maxRows) const override;
+  // maxRows (every row of A in the ring's one pass over W), and as many groups of 16 rows a tile (up to 8) as
+  // take the tiles once round `grid` blocks: each block then normalises its activations once a task, and no
+  // block gets a tile more than another but for a last, shorter round; null for more than kGemvMaxRows rows.
+  std::shared_ptr<KernelSpec> asStreamingTask(int64_t maxRows, int grid) const override;
   // The largest piece (gemv.cuh MmaRingGeometry): 16 rows of the padded stride of a piece's columns.
   int64_t ringPieceBytes() const override;
 

@@ -96,8 +96,8 @@ public:
   virtual std::string taskType() const { return ""; }
   // This task (an asTask result) reading its weights from the persistent kernel's weight ring, which streams
   // them ahead of the task (templates/persistent.cuh WeightRing: cp.async.bulk, sm_90 and later), for up to
-  // `maxRows` rows of A; nullptr where the family has no such form.
-  virtual std::shared_ptr<KernelSpec> asStreamingTask(int64_t /*maxRows*/) const { return nullptr; }
+  // `maxRows` rows of A, its tiles shaped for `grid` blocks; nullptr where the family has no such form.
+  virtual std::shared_ptr<KernelSpec> asStreamingTask(int64_t /*maxRows*/, int /*grid*/) const { return nullptr; }
   // The bytes of the largest piece a tile of this task puts in the ring (0: it streams nothing).
   virtual int64_t ringPieceBytes() const { return 0; }
 };

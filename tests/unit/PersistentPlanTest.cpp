@@ -212,7 +212,7 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
   // each row padded to 64 bytes modulo 128, whatever the tile's FMA shape or epilogue.
   auto piece = [](int64_t n, int64_t k, GemvTile tile, Epilogue e = Epilogue{}, int64_t rows = 1) {
     GemvSpec s(n, k, e, tile);
-    auto streamed = s.asStreamingTask(rows);
+    auto streamed = s.asStreamingTask(rows, 264);
     return streamed ? streamed->ringPieceBytes() : -1;
   };
   EXPECT_EQ(piece(2048, 2048, GemvTile{1, 1, 4, false}), 16 * (1024 + 64)); // 4 pieces along K
@@ -226,17 +226,39 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
   {
     Epilogue lmHead;
     lmHead.argmax = true;
-    auto streamed = GemvSpec(32000, 2048, lmHead, GemvTile{1, 8, 4, false}).asStreamingTask(1);
+    auto streamed = GemvSpec(32000, 2048, lmHead, GemvTile{1, 8, 4, false}).asStreamingTask(1, 264);
     ASSERT_NE(streamed, nullptr) << "the lm_head's argmax streams too";
-    EXPECT_EQ(streamed->taskType(), "minfer::GemvMmaRingTask<32000, 2048, 1, 4, minfer::EpiArgmax, minfer::ProNone>");
+    // 2000 groups of 16 rows over 264 blocks: 8 groups a tile, 250 tiles, one round.
+    EXPECT_EQ(streamed->taskType(), "minfer::GemvMmaRingTask<32000, 2048, 1, 4, 8, minfer::EpiArgmax, minfer::ProNone>");
+    EXPECT_EQ(streamed->launch(1).grid[0], 250u);
     llvm::Error launched = GemvSpec(32000, 2048, lmHead, GemvTile{1, 1, 4, true}).validate();
     ASSERT_TRUE(bool(launched)) << "as a launch, the tensor-core gemv still has no argmax";
     EXPECT_NE(llvm::toString(std::move(launched)).find("argmax epilogue runs in the FMA kernel"), std::string::npos);
   }
-  auto three = GemvSpec(2048, 2048, Epilogue{}, GemvTile{2, 1, 4, false}).asStreamingTask(3);
+  // Groups a tile: as few as take the tiles once round the grid, 1..8 (TinyLlama at 264 blocks: qkv 160 groups
+  // -> 1, gate/up 704 -> 3, 235 tiles; Llama-3.2-1B's lm_head 8016 -> 8, 1002 tiles in four rounds).
+  auto groupsOf = [](int64_t n, int grid) {
+    auto t = GemvSpec(n, 2048, Epilogue{}, GemvTile{1, 1, 4, false}).asStreamingTask(1, grid);
+    return t ? static_cast<const GemvSpec &>(*t).ringGroups : -1;
+  };
+  EXPECT_EQ(groupsOf(2560, 264), 1);
+  EXPECT_EQ(groupsOf(11264, 264), 3);
+  EXPECT_EQ(groupsOf(128256, 264), 8);
+  EXPECT_EQ(groupsOf(32, 0), 2) << "a grid of 0 counts as 1";
+  {
+    GemvSpec gated(11264, 2048, Epilogue::gated(Activation::Silu), GemvTile{1, 2, 4, false});
+    gated.pro = Prologue{Prologue::Kind::Rms};
+    auto t = gated.asStreamingTask(1, 264);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->launch(1).grid[0], 235u);
+    // MmaRingScratch: 3 groups x 3 warps' partial sums (3 x 3 x 512 bytes), gamma's statistics (8), the
+    // prologue's scratch (4 warps x 4 bytes), rounded up to 16.
+    EXPECT_EQ(t->launch(1).sharedBytes, 4608u + 32u);
+  }
+  auto three = GemvSpec(2048, 2048, Epilogue{}, GemvTile{2, 1, 4, false}).asStreamingTask(3, 264);
   ASSERT_NE(three, nullptr);
   EXPECT_EQ(static_cast<const GemvSpec &>(*three).tile.maxM, 4) << "maxM covers the ring's one pass over 3 rows";
-  EXPECT_EQ(GemvSpec(2048, 2048, Epilogue{}, GemvTile{16, 1, 4, true}).asStreamingTask(17), nullptr)
+  EXPECT_EQ(GemvSpec(2048, 2048, Epilogue{}, GemvTile{16, 1, 4, true}).asStreamingTask(17, 264), nullptr)
       << "17 rows are above the tensor-core gemv's 16";
 }
 

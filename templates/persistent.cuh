@@ -193,7 +193,7 @@ __device__ __forceinline__ bool advance(const PersistentParams &p, int self, int
 
 // The weight ring: RING_BYTES of the block's dynamic shared memory that the weights of its streaming tiles
 // (StreamsWeights) pass through, in the order the block runs them, as pieces of at most RING_BYTES / 2.
-// A warp of its own after the bodies' threads is the producer (one lane of it): it walks the block's tiles
+// A warp of its own after the bodies' threads is the producer: it walks the block's tiles
 // ahead of the block on its own cursor and issues each piece's copies (cp.async.bulk onto the entry's `full`
 // mbarrier) as soon as the ring has room, whatever the task's dependencies, so a block's next weights stream
 // in while it waits for a task before or runs one without weights. The body is the consumer: wait(bytes)
@@ -246,16 +246,20 @@ template <int RING_BYTES, int CONSUMERS, int SCRATCH, class... Tasks> struct Wei
     cpos = cend;
     ++consumed;
   }
-  // The producer, one thread: every piece of the block's tiles from `c` on, in order.
+  // The producer, a whole warp: every piece of the block's tiles from `c` on, in order. The lanes walk the
+  // tiles together; lane 0 arms the entry's mbarrier, then each lane issues its rows' copies (a piece's 16
+  // copies one after another from a single thread held a block's stream to ~10 GB/s).
   __device__ __forceinline__ void produce(Cursor c, bool have) const {
+    const int lane = threadIdx.x % kWarpSize;
     unsigned issued = 0, released = 0;
     unsigned long long pos = 0, head = 0; // where the next piece may go; the end of the last released piece
     unsigned long long ends[kEntries];    // the end of each piece in flight, by entry
     for (; have; have = advance(p, self, blocks, c)) {
       const PersistentTask &t = p.tasks[c.task];
       const int pieces = piecesOf<Tasks...>(t.kind);
+      const Tile tile = tileAt(t, c.tile);
       for (int j = 0; j < pieces; ++j) {
-        const RingPiece piece = pieceOf<Tasks...>(t.kind, t.params, tileAt(t, c.tile), j);
+        const RingPiece piece = pieceOf<Tasks...>(t.kind, t.params, tile, j);
         const unsigned bytes = static_cast<unsigned>(piece.rows) * piece.stride;
         const unsigned long long start = place(pos, bytes);
         while (issued - released >= kEntries || start + bytes - head > RING_BYTES) { // wait for the oldest
@@ -265,11 +269,12 @@ template <int RING_BYTES, int CONSUMERS, int SCRATCH, class... Tasks> struct Wei
           ++released;
         }
         const unsigned e = issued % kEntries, bar = full + 8 * e, dst = base + static_cast<unsigned>(start % RING_BYTES);
-        mbarArriveExpectTx(bar, static_cast<unsigned>(piece.rows) * piece.bytes);
+        if (lane == 0) mbarArriveExpectTx(bar, static_cast<unsigned>(piece.rows) * piece.bytes);
+        __syncwarp(); // the entry is armed before any of its bytes can land
         if (piece.bytes == piece.srcStride && piece.stride == piece.srcStride) { // whole rows: one run of W
-          if (piece.rows > 0) bulkLoad(dst, piece.src, static_cast<unsigned>(piece.rows) * piece.bytes, bar);
+          if (lane == 0 && piece.rows > 0) bulkLoad(dst, piece.src, static_cast<unsigned>(piece.rows) * piece.bytes, bar);
         } else {
-          for (int r = 0; r < piece.rows; ++r)
+          for (int r = lane; r < piece.rows; r += kWarpSize)
             bulkLoad(dst + r * piece.stride, static_cast<const char *>(piece.src) + static_cast<long long>(r) * piece.srcStride,
                      piece.bytes, bar);
         }
@@ -318,8 +323,8 @@ __global__ void __launch_bounds__(THREADS + (RING_BYTES > 0 ? kWarpSize : 0)) pe
     requireDynamicShared(RING_OFFSET + RING_BYTES);
     if (threadIdx.x == 0) ring.init();
     __syncthreads(); // the whole block, the producer warp included, once
-    if (threadIdx.x >= THREADS) { // the producer warp: one lane issues, the others have nothing to do
-      if (threadIdx.x == THREADS) ring.produce(cur, have);
+    if (threadIdx.x >= THREADS) { // the producer warp
+      ring.produce(cur, have);
       return;
     }
   }

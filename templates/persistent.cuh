@@ -20,15 +20,17 @@
 // (Task::prefetch). Task 0 waits for the kernel before this one (griddepcontrol.wait): the step's inputs
 // come from there.
 //
-// Status (H200, bench/NOTES.md session 9): correct on every golden model, but 0.58-0.79x the speed of the
-// launches: its 4 blocks an SM (the registers of its largest body) keep too few weight loads in flight, and
-// each of the ~6 hops a layer costs 3-6 us. MINFER_PERSISTENT_TRACE=FILE (runtime/Session.h) gives each
-// task's time.
+// Status (H200, bench/NOTES.md sessions 9 and 16): correct on every golden model, but slower than the
+// launches: 0.73-0.76x at batch 1 (TinyLlama 1.214 ms against 0.916). Its 4 blocks an SM (the registers of
+// its largest body) keep too few weight loads in flight, and each of the ~6 hops a layer costs 2-6 us.
+// MINFER_PERSISTENT_TRACE=FILE (runtime/Session.h) gives each task's time.
 //
 // The weight ring (WeightRing below, PlanOptions::weightRing, off by default): the matmul tasks' W streams
-// into shared memory ahead of the tasks, across their dependencies (session 15), and the tensor-core body
-// reads it from there (gemv.cuh GemvMmaRingTask, session 16). The first consumer, FMAs at 4 warps a block and
-// 2 blocks an SM, was bound by its instructions and made the step 2.1x slower than without the ring.
+// into shared memory ahead of the tasks, across their dependencies, fed by a producer warp, and the
+// tensor-core body reads it from there (gemv.cuh GemvMmaRingTask). TinyLlama 1.263 ms at batch 1, 1.319 at
+// batch 2 (launches 1.232); Llama-3.2-1B at batch 2 level with the launches. What holds it back (session 16):
+// the blocks' streams (~11 GB/s a block with ~50 KB in flight), and the tasks whose tiles fill only half the
+// grid (o and down projections: 128 tiles of 16 rows on 264 blocks).
 //
 // Data written by an earlier task is read with plain loads (MINFER_TASKS_SHARE_MEMORY: common.cuh's
 // loadProduced), never through the read-only path, which may hold lines from before the write.

@@ -176,8 +176,8 @@ struct PlanOptions {
   int64_t maxSeq = 0;         // 0: the module's `max_pos` dim (an error when it has none)
   const TuningDb *tuning = nullptr; // tuned tiles (compiler/Tuning.h); without an entry, the heuristic default
   // The persistent decode kernel's matmul tasks stream W through a ring in shared memory (sm_90 and later;
-  // templates/persistent.cuh WeightRing). Off by default: slower than the tasks' own loads today
-  // (bench/NOTES.md, session 15).
+  // templates/persistent.cuh WeightRing). Off by default: from batch 2 it beats the tasks' own loads, but not
+  // the launches (bench/NOTES.md, session 16).
   bool weightRing = false;
 };
 

@@ -1,8 +1,8 @@
 // runtime/Api.cpp — the public C++ API (include/minfer/minfer.hpp) over rt::Engine and rt::Session.
 #include "minfer/minfer.hpp"
 
-#include "io/Tokenizer.h"
 #include "compiler/kernels/Persistent.h"
+#include "io/Tokenizer.h"
 #include "ir/Diagnostics.h"
 #include "runtime/Engine.h"
 #include "runtime/Session.h"

@@ -161,8 +161,8 @@ __device__ __forceinline__ void storeRows(bf16 *C, const float (&acc)[MAX_M][R],
         unsigned long long best = 0;
 #pragma unroll
         for (int r = 0; r < R; ++r)
-          if ((row0 + r) < N) {
-            const unsigned long long key = argmaxKey(toFloat(toBf16(sum[r])), (row0 + r));
+          if (row0 + r < N) {
+            const unsigned long long key = argmaxKey(toFloat(toBf16(sum[r])), row0 + r);
             best = key > best ? key : best;
           }
         if (lane == 0 && best) atomicMax(&blockBest[m], best);
@@ -172,7 +172,7 @@ __device__ __forceinline__ void storeRows(bf16 *C, const float (&acc)[MAX_M][R],
         const int n = row0 + r, row = m0 + m;
         // Lanes take turns storing, so the R * MAX_M results leave from different lanes.
         if (lane != (m * R + r) % 32 || n >= N) continue;
-        if constexpr (Epi::kPairs) // n even (row0, r and the groups are), so n + 1 < N too
+        if constexpr (Epi::kPairs) // n even (row0 and r are), so n + 1 < N too
           Epi::template store2<N>(C, make_float2(sum[r], sum[r + 1]), row, n, epi);
         else
           Epi::template store1<N>(C, sum[r], row, n, epi);
@@ -502,18 +502,18 @@ __device__ __forceinline__ void argmaxFragmentT(const float (&v)[4], int n0, int
 } // namespace gemv_detail
 
 // gemvMma's body reading W from the persistent kernel's weight ring instead of global memory
-// (GemvMmaRingTask). The kernel's producer warp copies each tile's 16 rows of W into the ring as pieces
-// (MmaRingGeometry) as soon as there is room, whatever the task's dependencies: W is constant, so while a
-// block waits for the task before, or runs attention, the weights of its next matmul tiles are already
-// arriving. The body waits for its dependency, then for each piece: `ring.wait(bytes)` (the entry has landed;
-// its shared address), each warp's 16-byte fragments of its slices of the piece (slice s to warp s % WARPS,
-// lane (g, t) reading rows g and g + 8 as gemvMma does from global memory), `ring.release()` (the warp is
-// done with the entry), then the activations and the mmas from registers. At 1 row of A the mma wastes 7 of
-// its 8 columns, but a 16 x 16 slab of W costs two shared loads and one mma instead of 256 FMAs and their
-// conversions: the FMA body from the ring (session 15) was bound by those instructions at the 8 warps an SM
-// the ring leaves. Every row of A is computed in the one pass over W the ring makes, so M must not exceed
-// MAX_M (the plan gives the task a MAX_M of at least the batch: GemvSpec::asStreamingTask). Unlike gemvMma, it
-// also takes the argmax epilogue (argmaxFragmentT), so the lm_head streams too.
+// (GemvMmaRingTask), a tile of GROUPS x 16 rows. The kernel's producer warp copies the tile's W into the ring
+// as pieces (MmaRingGeometry) as soon as there is room, whatever the task's dependencies: W is constant, so
+// while a block waits for the task before, or runs attention, the weights of its next matmul tiles are
+// already arriving. The body waits for its dependency, then for each chunk of K: the warp's slices of the
+// activations (slice s to warp s % WARPS) through the prologue, once; then for each group's piece
+// `ring.wait(bytes)` (the entry has landed; its shared address), the warp's 16-byte fragments of its slices
+// (lane (g, t) reading rows g and g + 8 as gemvMma does from global memory), `ring.release()` (the warp is
+// done with the entry), and the mmas from registers. At 1 row of A the mma wastes 7 of its 8 columns, but a
+// 16 x 16 slab of W costs two shared loads and one mma instead of 256 FMAs and their conversions. Every row
+// of A is computed in the one pass over W the ring makes, so M must not exceed MAX_M (the plan gives the task
+// a MAX_M of at least the batch: GemvSpec::asStreamingTask). Unlike gemvMma, it also takes the argmax
+// epilogue (argmaxFragmentT), so the lm_head streams too.
 template <int N, int K, int MAX_M, int WARPS, int GROUPS, class Epi, class Pro, class Wait, class Ring>
 __device__ __forceinline__ void gemvMmaRingTile(const MatmulParams &p, const Tile &tile, const Wait &wait, Ring &ring) {
   const auto &[C, A, W, M, epi] = p; // C [M, N], A [M, K], W [N, K] (in the ring), M rows, the epilogue's arguments

@@ -1,10 +1,11 @@
-// bench/AttentionBench.cpp — suite "attention": decode (split-K + combine) and causal prefill.
+// bench/AttentionBench.cpp — suite "attention": decode (split-K, the chunks merged in the same launch) and
+// causal prefill.
 //
 // Decode at context 4096, batch 1 and 16, with TinyLlama (32 heads / 4 kv heads / head dim 64) and
 // Llama-2-7B (32 / 32 / 128) heads: bytes are the KV cache read, 2 * B * ctx * kv_heads * head_dim * 2, and
-// the time covers both launches (attention_decode and attention_decode_combine) as a decode step runs them.
+// the time is the one launch (attention_decode; until session 17 a second launch merged the chunks).
 // Target: >= 70% of the device-to-device copy bandwidth. At batch 1 TinyLlama reads only 4 MiB (~1.5 us of
-// HBM time), so there the launch latency of two kernels dominates and the fraction is necessarily low.
+// HBM time), so there the launch latency dominates and the fraction is necessarily low.
 // Prefill at 512 and 2048 tokens (a fresh prompt, start_pos 0), same heads: flops are the causal half of
 // QK^T and PV, 4 * T^2 / 2 * heads * head_dim.
 //
@@ -12,9 +13,7 @@
 // context=4096"); prefill adds tokens=T and asks for the baseline kind "attention_prefill" (torch's
 // scaled_dot_product_attention with is_causal=True). Beside each default spec, the alternatives the
 // autotuner would weigh (other split lengths, other prefill tiles) are timed with baseline "attention_tuning",
-// which has no PyTorch counterpart: they are there to choose defaults from. MINFER_ATTN_BENCH_PARTS=1 also
-// times each decode launch alone (H200: the combine costs ~4-5 us of a decode step, most of it launch and
-// dependent-latency overhead).
+// which has no PyTorch counterpart: they are there to choose defaults from.
 #include "bench/Bench.h"
 #include "runtime/KernelLoader.h"
 #include "jit/KernelCache.h"
@@ -25,7 +24,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <sstream>
 
@@ -47,16 +45,12 @@ struct Heads {
 const Heads kModels[] = {{"TinyLlama", 32, 4, 64}, {"Llama-2-7B", 32, 32, 128}};
 
 // One decode step of `batch` sequences, all at `context`, with `splitTokens` (0: the session default).
-// `part` 0 times both launches, 1 only attention_decode, 2 only the combine (for tuning).
-llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int splitTokens, int smCount, int part = 0) {
+llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int splitTokens, int smCount) {
   AttentionDecodeSpec dec = AttentionDecodeSpec::forSession(h.heads, h.kvHeads, h.headDim, context, batch, smCount);
   if (splitTokens) dec.splitTokens = splitTokens;
-  AttentionCombineSpec comb = AttentionCombineSpec::forDecode(dec);
   if (auto e = dec.validate()) return e;
   auto dk = loadKernel(dec);
   if (!dk) return dk.takeError();
-  auto ck = loadKernel(comb);
-  if (!ck) return ck.takeError();
 
   const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
   const size_t cacheBytes = size_t(batch) * context * kvDim * 2; // one of K, V
@@ -76,35 +70,33 @@ llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int s
   if (!out) return out.takeError();
   auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, context));
   if (!ws) return ws.takeError();
+  auto arrivals = cuda::DeviceBuffer::alloc(dec.arrivalsBytes(batch));
+  if (!arrivals) return arrivals.takeError();
+  if (auto e = arrivals->fill(0)) return e; // the kernel leaves them zero for the next launch
   std::vector<int> lens(batch, context);
   auto ctx = cuda::DeviceBuffer::alloc(lens.size() * sizeof(int));
   if (!ctx) return ctx.takeError();
   if (auto e = ctx->upload(lens.data(), lens.size() * sizeof(int))) return e;
 
   cuda::DevicePtr partialOut = ws->ptr(), partialLse = ws->ptr() + dec.partialLseOffset(batch, context);
-  AttentionDecodeParams dp{.q = q->ptr(), .partial_out = partialOut, .partial_lse = partialLse,
-                           .context_len = ctx->ptr(), .max_seq = int(context),
+  AttentionDecodeParams dp{.q = q->ptr(), .out = out->ptr(), .partial_out = partialOut, .partial_lse = partialLse,
+                           .arrivals = arrivals->ptr(), .context_len = ctx->ptr(), .max_seq = int(context),
                            .scale = 1.0f / std::sqrt(float(h.headDim))};
-  AttentionCombineParams cp{.partial_out = partialOut, .partial_lse = partialLse, .context_len = ctx->ptr(),
-                            .out = out->ptr(), .num_splits = int(dec.numSplits()), .split_tokens = dec.splitTokens};
   auto ms = timeMedian([&](int i) -> llvm::Error {
     dp.k_cache = ks[i % copies].ptr();
     dp.v_cache = vs[i % copies].ptr();
-    if (part != 2)
-      if (auto e = launchKernel(dk->fn, dec, batch, dp)) return e;
-    return part != 1 ? launchKernel(ck->fn, comb, batch, cp) : llvm::Error::success();
+    return launchKernel(dk->fn, dec, batch, dp);
   });
   if (!ms) return ms.takeError();
   if (auto e = cuda::synchronize()) return e;
 
   Result r;
-  r.kernel = dec.name() + (part == 1 ? " (decode only)" : part == 2 ? " (combine only)" : "+combine") +
-             " splits=" + std::to_string(dec.numSplits());
+  r.kernel = dec.name() + " splits=" + std::to_string(dec.numSplits());
   r.shape = shape(batch, h.heads, h.kvHeads, h.headDim, context);
   r.ms = *ms;
   r.bytes = 2.0 * cacheBytes;
   r.flops = 4.0 * batch * h.heads * double(context) * h.headDim; // QK^T and PV, 2 FLOPs a multiply-add
-  r.baseline = splitTokens || part ? "attention_tuning" : "attention_decode";
+  r.baseline = splitTokens ? "attention_tuning" : "attention_decode";
   return r;
 }
 
@@ -168,9 +160,6 @@ llvm::Expected<std::vector<Result>> runAttention(const Ceilings &) {
         if (split >= 16 && split % 16 == 0 && llvm::divideCeil(kContext, split) <= AttentionDecodeSpec::kMaxSplits)
           if (auto e = add(benchDecode(h, batch, kContext, split, info->smCount), what + " split " + std::to_string(split)))
             return e;
-      if (std::getenv("MINFER_ATTN_BENCH_PARTS"))
-        for (int part : {1, 2})
-          if (auto e = add(benchDecode(h, batch, kContext, 0, info->smCount, part), what + " part")) return e;
     }
   }
   auto target = deviceTarget(); // sm_90a on Hopper: the wgmma tiles too, the default first

@@ -7,7 +7,7 @@
 // (11008, 4096), down (4096, 11008): W from 1 MB to 90 MB (lm_head 131 MB).
 //   gemm at M = 2048 (a 2048-token prefill): flops 2MNK, bytes (MK + NK + MN) * 2. Judged against the
 //        cuBLAS rate bench/torch_baseline.py measures on the same shapes.
-//   gemv at M = 1 and 4 (decode): bytes NK * 2 + (MK + MN) * 2, the weights dominating. Judged by the
+//   gemv at M = 1, 2 and 4 (decode): bytes NK * 2 + (MK + MN) * 2, the weights dominating. Judged by the
 //        fraction of device-to-device copy bandwidth (target >= 80% for W >= 8 MB at M = 1).
 // Each shape's default kernel (the heuristic tile, as a plan without an autotuner entry would use) reports
 // with baseline "gemm" / "gemv" and shape "M=2048 N=5632 K=2048", which bench/torch_baseline.py reads to
@@ -33,6 +33,8 @@ const Shape kShapes[] = {
     {2048, 2048}, {256, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}, // TinyLlama-1.1B
     {4096, 4096}, {11008, 4096}, {4096, 11008},                            // Llama-2-7B
 };
+// The gemv suite adds GPT-2's (its matrices are the smallest of the examples: how the kernels fill the SMs).
+const Shape kGpt2Shapes[] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
 
 std::string shapeString(int64_t m, int64_t n, int64_t k) {
   return "M=" + std::to_string(m) + " N=" + std::to_string(n) + " K=" + std::to_string(k);
@@ -183,8 +185,10 @@ llvm::Expected<std::vector<Result>> runGemv(const Ceilings &) {
   auto dev = device();
   if (!dev) return dev.takeError();
   std::vector<Result> out;
-  for (int64_t m : {1, 4}) {
-    for (const Shape &s : kShapes) {
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  shapes.insert(shapes.end(), std::begin(kGpt2Shapes), std::end(kGpt2Shapes));
+  for (int64_t m : {1, 2, 4}) {
+    for (const Shape &s : shapes) {
       GemvTile dflt = defaultGemvTile(dev->target, m, s.n, s.k, dev->smCount);
       if (llvm::Error e = addMatmul(out, GemvSpec(s.n, s.k, Epilogue::None, dflt), Epilogue::None, dev->target, m,
                                     s.n, s.k, "gemv"))

@@ -2,8 +2,8 @@
 // (Over 650 lines: one class, Lowering, whose per-op cases share its buffer and binding helpers; the plan
 // JSON is in PlanJson.cpp.)
 //
-// One op becomes one launch (attention: a KV write and the attention kernel, plus a combine in decode;
-// split: one copy writing every part), fused ops included: matmul, matmul_residual, gated_matmul and qkv
+// One op becomes one launch (attention: a KV write and the attention kernel; split: one copy writing every
+// part), fused ops included: matmul, matmul_residual, gated_matmul and qkv
 // are one gemm or gemv each with the matching epilogue (a qkv's k and v go straight into the KV cache of the
 // attention that reads them, which then skips its KV write). In decode, a norm marked `fold = decode` gets no
 // launch where gemvFoldsNorm says so (up to 2 rows; RMS norms up to 16 rows on sm_90a): the gemvs that read
@@ -333,7 +333,7 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   std::shared_ptr<KernelSpec> spec;
   int64_t rowsHint = decode ? plan.options.maxBatch : plan.options.maxPrefillRows;
   if (useGemv) {
-    GemvTile tile = defaultGemvTile(plan.target, rowsHint, n, k);
+    GemvTile tile = defaultGemvTile(plan.target, rowsHint, n, k, 0, pro.kind);
     if (epi.pairs() && tile.fma() && tile.rowsPerWarp % 2) tile.rowsPerWarp = std::min(tile.rowsPerWarp * 2, 8);
     // Greedy decode: the logits' gemv also folds each row's argmax, so the step needs no argmax launch. The
     // FMA kernel does it, on the plain product, in a fused module (--no-fuse keeps one kernel per op); a tuned
@@ -417,31 +417,28 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
       AttentionDecodeSpec::forSession(heads, kvHeads, headDim, plan.options.maxSeq, plan.options.maxBatch,
                                       plan.target.nominalSmCount()));
   // The split partials: [B, heads, splits, head_dim] fp32 outputs and [B, heads, splits] fp32 log-sum-exps,
-  // scratch of this step only, so every layer shares them.
+  // scratch of this step only, so every layer shares them; and the chunks' arrival counters, zero from the
+  // start and left zero by the kernel, shared too (one layer's attention ends before the next one's starts).
   int64_t lseOffset = static_cast<int64_t>(dec->partialLseOffset(plan.options.maxBatch, plan.options.maxSeq));
   PlanBuffer partOut = named("attn_partial_out", BufferKind::Workspace);
   partOut.fixedBytes = lseOffset;
   PlanBuffer partLse = named("attn_partial_lse", BufferKind::Workspace);
   partLse.fixedBytes = static_cast<int64_t>(dec->workspaceBytes(plan.options.maxBatch, plan.options.maxSeq)) - lseOffset;
-  int po = sharedBuffer(std::move(partOut)), pl = sharedBuffer(std::move(partLse));
-  int ctx = input("context_len");
+  PlanBuffer arrivals = named("attn_arrivals", BufferKind::Workspace);
+  arrivals.fixedBytes = static_cast<int64_t>(dec->arrivalsBytes(plan.options.maxBatch));
+  arrivals.zeroed = true;
+  int po = sharedBuffer(std::move(partOut)), pl = sharedBuffer(std::move(partLse)), ar = sharedBuffer(std::move(arrivals));
   emit(kernel(dec),
        {{"q", buf(q)},
         {"k_cache", buf(kc)},
         {"v_cache", buf(vc)},
+        {"out", buf(out)},
         {"partial_out", buf(po)},
         {"partial_lse", buf(pl)},
-        {"context_len", buf(ctx)},
+        {"arrivals", buf(ar)},
+        {"context_len", buf(input("context_len"))},
         {"max_seq", integer(plan.options.maxSeq)},
         {"scale", real(scale)}},
-       op);
-  emit(kernel(std::make_shared<AttentionCombineSpec>(AttentionCombineSpec::forDecode(*dec))),
-       {{"partial_out", buf(po)},
-        {"partial_lse", buf(pl)},
-        {"context_len", buf(ctx)},
-        {"out", buf(out)},
-        {"num_splits", integer(dec->numSplits())},
-        {"split_tokens", integer(dec->splitTokens)}},
        op);
   return llvm::Error::success();
 }

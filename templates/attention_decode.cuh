@@ -1,22 +1,27 @@
 // templates/attention_decode.cuh — split-K flash decoding: one new query per sequence against its KV cache.
 //
 // Decode attention is bound by reading the cache (2 * ctx * KV_HEADS * HEAD_DIM * 2 bytes a sequence), so
-// the design goal is reading every K/V byte once, with many loads in flight on every SM:
-//  - attention_decode: grid (num_splits = ceil(max_seq / SPLIT_TOKENS), KV_HEADS, B). A block takes one chunk
-//    of SPLIT_TOKENS positions of one kv head of one sequence and serves *all* GROUP = HEADS / KV_HEADS
-//    query heads that share it, so K/V come from HBM once per group. The group's query heads are the 16
-//    rows of an mma tile (zero rows pad a group below 16; groups above 16 take ceil(GROUP / 16) passes whose
-//    re-reads hit L2), which turns decode into the prefill warp tile of attention_prefill.cuh: QK^T and PV
-//    on tensor cores, online softmax.
-//    The block's warps take the chunk's 16-key tiles round-robin; each warp streams its tiles through its own
-//    cp.async ring of kStages slots (16-byte copies, no block barrier in the loop), keeps its own softmax
-//    state, and the warps merge through shared memory at the end. The block writes its normalised partial
-//    output and log-sum-exp per query head: partial_out [B, HEADS, num_splits, HEAD_DIM] fp32 and
-//    partial_lse [B, HEADS, num_splits] fp32 (log2 units). Blocks whose chunk starts at or past the
-//    sequence's context write nothing and exit.
-//  - attention_decode_combine: grid (HEADS, B). Merges the valid chunks of each (sequence, head) with
-//    weights 2^(lse_s - max lse) and writes bf16 out [B, HEADS * HEAD_DIM]; the chunks are read in parallel
-//    (warps over chunks, lanes over columns), not one after another.
+// the design goal is reading every K/V byte once, with many loads in flight on every SM. attention_decode:
+// grid (num_splits = ceil(max_seq / SPLIT_TOKENS), KV_HEADS, B). A block takes one chunk of SPLIT_TOKENS
+// positions of one kv head of one sequence and serves *all* GROUP = HEADS / KV_HEADS query heads that share
+// it, so K/V come from HBM once per group. The group's query heads are the 16 rows of an mma tile (zero rows
+// pad a group below 16; groups above 16 take ceil(GROUP / 16) passes whose re-reads hit L2), which turns
+// decode into the prefill warp tile of attention_prefill.cuh: QK^T and PV on tensor cores, online softmax.
+// The block's warps take the chunk's 16-key tiles round-robin; each warp streams its tiles through its own
+// cp.async ring of kStages slots (16-byte copies, no block barrier in the loop), keeps its own softmax state,
+// and the warps merge through shared memory at the end.
+//
+// The chunks of one (sequence, kv head) meet in the kernel itself, with no second launch:
+//  - a context of one chunk: its block writes the bf16 output straight away;
+//  - longer: each block writes its normalised partial output and log-sum-exp per query head (partial_out
+//    [B, HEADS, num_splits, HEAD_DIM] fp32, partial_lse [B, HEADS, num_splits] fp32, log2 units) and counts
+//    itself in arrivals[b * KV_HEADS + kv head] (a fence, then an atomic add: the release half of the
+//    fence-atomic pattern); the block that arrives last (the count reaches the chunks the context has) sets
+//    the counter back to zero, fences (the acquire half) and merges the group's heads: weights
+//    2^(lse_s - max lse), warps over heads, lanes over columns and chunks, reading the partials through L2
+//    (__ldcg: an earlier block on this SM may hold older lines of them in L1).
+// Blocks whose chunk starts at or past the sequence's context write nothing and exit (a context of 0: split 0
+// writes zeros). Folding the merge in saved the combine launch of every layer (session 17, bench/NOTES.md).
 // context_len[b] counts this step's token, which kv_write has already put into the cache: the query sits at
 // position context_len[b] - 1 and sees positions 0 .. context_len[b] - 1, so no causal mask is needed.
 #pragma once
@@ -31,26 +36,26 @@ struct AttentionDecodeParams {
   const bf16 *q;          // [batch, HEADS * HEAD_DIM]
   const bf16 *k_cache;    // [batch, max_seq, KV_HEADS * HEAD_DIM]
   const bf16 *v_cache;
+  bf16 *out;              // [batch, HEADS * HEAD_DIM]
   float *partial_out;     // [batch, HEADS, splits, HEAD_DIM]
   float *partial_lse;     // [batch, HEADS, splits]
+  unsigned *arrivals;     // [batch, KV_HEADS], zero at the start; the merging block leaves it zero
   const int *context_len; // [batch]
   int max_seq;
   float scale;
-};
-
-struct AttentionCombineParams {
-  const float *partial_out; // as AttentionDecodeParams
-  const float *partial_lse;
-  const int *context_len;   // [batch]
-  bf16 *out;                // [batch, HEADS * HEAD_DIM]
-  int num_splits;
-  int split_tokens;
 };
 
 namespace attn {
 
 // Keys per warp step: one 16-key tile (the mma k of PV, two n8 tiles of QK^T).
 inline constexpr int kDecodeTile = 16;
+
+// The most chunks a (sequence, kv head) has: the merging block stages their weights in shared memory, 1 KB a
+// warp.
+inline constexpr int kMaxSplits = 256;
+
+// Shared memory of the merge: each warp's chunk weights.
+__host__ __device__ constexpr int decodeMergeBytes(int threads) { return threads / 32 * kMaxSplits * 4; }
 
 // cp.async ring depth of each warp: as many 16-key K+V tiles as fit a ~64 KB budget for the block, between 2
 // and 4. With 4 warps that is 2 stages at head dim 128 (68 KB) and 3 at 64 (54 KB); either way 2-3 blocks
@@ -62,27 +67,98 @@ __host__ __device__ constexpr int decodeStages(int headDim, int warps, int budge
   return s < 2 ? 2 : (s > 4 ? 4 : s);
 }
 
-// Shared memory of attention_decode in bytes: the warps' rings, reused after the loop for the merge
-// (per warp: 16 rows x padded head dim of O, plus m and l of 16 rows, fp32).
+// Shared memory of attention_decode in bytes: the warps' rings, reused after the loop for the merge of the
+// warps (per warp: 16 rows x padded head dim of O, plus m and l of 16 rows, fp32), then of the chunks.
 __host__ __device__ constexpr int decodeSmemBytes(int headDim, int threads, int budget = 65536) {
   const int warps = threads / 32;
   const int ring = warps * decodeStages(headDim, warps, budget) * 2 * kDecodeTile * smemStride(paddedHeadDim(headDim)) * 2;
-  const int merge = warps * 16 * (paddedHeadDim(headDim) + 2) * 4;
-  return ring > merge ? ring : merge;
+  const int warpsMerge = warps * 16 * (paddedHeadDim(headDim) + 2) * 4;
+  const int most = ring > warpsMerge ? ring : warpsMerge;
+  return most > decodeMergeBytes(threads) ? most : decodeMergeBytes(threads);
 }
 
-// attention_decode_combine: 128 threads (4 warps) per (sequence, head). The most chunks it merges: the
-// log-sum-exps are staged in shared memory (1 KB).
-inline constexpr int kCombineThreads = 128;
-inline constexpr int kMaxSplits = 256;
+// The end of a chunk's block when its context has several (the file's head): counts the block in; the last
+// one in merges every chunk of the group's heads into outGroup. The whole block calls it, after writing its
+// partials; `smem` is the block's dynamic shared memory, free again.
+template <int HEADS, int KV_HEADS, int HEAD_DIM, int THREADS>
+__device__ __forceinline__ void mergeChunks(const AttentionDecodeParams &p, int b, int kvHead, int numSplits, int chunks,
+                                            bf16 *outGroup, unsigned char *smem) {
+  constexpr int GROUP = HEADS / KV_HEADS, NW = THREADS / kWarpSize;
+  constexpr int VECS = HEAD_DIM / 4;      // float4 columns of a head's row (2..32)
+  constexpr int LANES = kWarpSize / VECS; // chunks a warp reads side by side
+  __shared__ int lastIn;
+  blockSync(); // every thread's partials are written
+  if (threadIdx.x == 0) {
+    unsigned *arrived = p.arrivals + b * KV_HEADS + kvHead;
+    const bool last = fetchAddAcqRelGpu(arrived, 1u) == static_cast<unsigned>(chunks) - 1;
+    if (last) atomicExch(arrived, 0u); // every chunk has counted itself: zero for the next launch (or layer)
+    lastIn = last;
+  }
+  blockSync(); // thread 0's acquire is ordered before every thread's reads below
+  if (!lastIn) return;
+
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int vec = lane % VECS, grp = lane / VECS;
+  float *weight = reinterpret_cast<float *>(smem) + warp * kMaxSplits; // this warp's, one per chunk
+  for (int h = warp; h < GROUP; h += NW) {
+    const size_t base = ((size_t)b * HEADS + kvHead * GROUP + h) * numSplits;
+    float mx = negInf();
+    for (int s = lane; s < chunks; s += kWarpSize) {
+      weight[s] = __ldcg(p.partial_lse + base + s);
+      mx = fmaxf(mx, weight[s]);
+    }
+    mx = warpMax(mx);
+    float sum = 0.f;
+    for (int s = lane; s < chunks; s += kWarpSize) {
+      weight[s] = exp2f(weight[s] - mx);
+      sum += weight[s];
+    }
+    sum = warpSum(sum); // >= 1: the largest chunk weighs 2^0
+    __syncwarp();       // every lane's weights are in
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (grp < LANES) {
+      const float4 *src = reinterpret_cast<const float4 *>(p.partial_out + base * HEAD_DIM) + vec;
+#pragma unroll 4
+      for (int s = grp; s < chunks; s += LANES) {
+        const float4 o = __ldcg(src + (size_t)s * VECS);
+        const float w = weight[s];
+        acc.x += w * o.x;
+        acc.y += w * o.y;
+        acc.z += w * o.z;
+        acc.w += w * o.w;
+      }
+    }
+#pragma unroll
+    for (int g = 1; g < LANES; ++g) { // the lane groups' sums meet in group 0
+      const int from = lane + g * VECS;
+      const float x = __shfl_sync(0xffffffffu, acc.x, from), y = __shfl_sync(0xffffffffu, acc.y, from);
+      const float z = __shfl_sync(0xffffffffu, acc.z, from), w = __shfl_sync(0xffffffffu, acc.w, from);
+      if (grp == 0) {
+        acc.x += x;
+        acc.y += y;
+        acc.z += z;
+        acc.w += w;
+      }
+    }
+    if (grp == 0) {
+      const float inv = 1.f / sum;
+      __nv_bfloat162 *dst = reinterpret_cast<__nv_bfloat162 *>(outGroup + h * HEAD_DIM + vec * 4);
+      dst[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+      dst[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+    }
+    __syncwarp(); // the weights are read before the warp's next head writes them
+  }
+}
 
 } // namespace attn
 
 // q:            [B, HEADS * HEAD_DIM] bf16, this step's query of each sequence
 // k_cache:      [B, max_seq, KV_HEADS * HEAD_DIM] bf16; positions < context_len[b] are valid
 // v_cache:      [B, max_seq, KV_HEADS * HEAD_DIM] bf16, likewise
+// out:          [B, HEADS * HEAD_DIM] bf16
 // partial_out:  [B, HEADS, num_splits, HEAD_DIM] fp32 workspace (num_splits = gridDim.x)
 // partial_lse:  [B, HEADS, num_splits] fp32 workspace
+// arrivals:     [B, KV_HEADS] u32 workspace, zero at the start and at the end
 // context_len:  [B] int, including this step's token
 // Grid (ceil(max_seq / SPLIT_TOKENS), KV_HEADS, B), block THREADS, dynamic shared memory
 // attn::decodeSmemBytes(HEAD_DIM, THREADS) (the kernel traps when given less).
@@ -94,6 +170,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   const bf16 *__restrict__ q = p.q;
   const bf16 *__restrict__ k_cache = p.k_cache;
   const bf16 *__restrict__ v_cache = p.v_cache;
+  bf16 *__restrict__ out = p.out;
   float *__restrict__ partial_out = p.partial_out;
   float *__restrict__ partial_lse = p.partial_lse;
   const int *__restrict__ context_len = p.context_len;
@@ -124,8 +201,14 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   const int numSplits = tile.nx;
   const int ctx = min(loadProduced(context_len + b), max_seq);
   const int s0 = split * SPLIT_TOKENS;
-  if (s0 >= ctx) return; // past this sequence's context: the combine never reads this split
+  bf16 *outGroup = out + (size_t)b * Q_DIM + kvHead * GROUP * HEAD_DIM; // the group's heads, one after another
+  if (s0 >= ctx) { // past this sequence's context: no chunk's merge reads this one
+    if (ctx <= 0 && split == 0)
+      for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) outGroup[i] = toBf16(0.f);
+    return;
+  }
   const int s1 = min(s0 + SPLIT_TOKENS, ctx);
+  const int chunks = (ctx + SPLIT_TOKENS - 1) / SPLIT_TOKENS; // the chunks this context has: the ones that write
   const int numTiles = (s1 - s0 + TILE - 1) / TILE;
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
@@ -242,103 +325,22 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
         sum += wt * mergeL[w * 16 + r];
         acc += wt * mergeO[(w * 16 + r) * HDP + d];
       }
+      if (chunks == 1) { // the whole context: the output itself
+        outGroup[(pass * 16 + r) * HEAD_DIM + d] = toBf16(acc / sum);
+        continue;
+      }
       const size_t slot = ((size_t)b * HEADS + kvHead * GROUP + pass * 16 + r) * numSplits + split;
       partial_out[slot * HEAD_DIM + d] = acc / sum;
       if (d == 0) partial_lse[slot] = mx + log2f(sum);
     }
   }
-}
-
-// partial_out / partial_lse: as attention_decode wrote them; context_len: [B]; out: [B, HEADS * HEAD_DIM] bf16.
-// num_splits and split_tokens are the decode launch's grid.x (at most attn::kMaxSplits) and SPLIT_TOKENS.
-// Grid (HEADS, B), block THREADS (attn::kCombineThreads as a kernel of its own), no dynamic shared memory.
-// The partials are read through the read-only path (loadProduced), as in attention_decode.
-template <int HEADS, int HEAD_DIM, int THREADS, class Wait>
-__device__ __forceinline__ void attentionCombineTile(const AttentionCombineParams &p, const Tile &tile, const Wait &wait) {
-  const float *__restrict__ partial_out = p.partial_out;
-  const float *__restrict__ partial_lse = p.partial_lse;
-  const int *__restrict__ context_len = p.context_len;
-  bf16 *__restrict__ out = p.out;
-  const int num_splits = p.num_splits, split_tokens = p.split_tokens;
-  wait();
-  static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8 && HEAD_DIM <= 128, "HEAD_DIM: a multiple of 8, at most 128");
-  static_assert(THREADS % kWarpSize == 0 && THREADS >= HEAD_DIM / 4 && THREADS <= 1024,
-                "combine: THREADS must be whole warps, at least one thread per float4 of a row");
-  constexpr int VECS = HEAD_DIM / 4;       // float4 column groups of one row
-  // Chunks merged side by side (4 at head dim 128, 64 at 8); when VECS does not divide THREADS (head dim
-  // 24, 96, ...), the last THREADS % VECS threads have no lane and only take part in the barriers.
-  constexpr int LANES = THREADS / VECS;
-  __shared__ float weight[attn::kMaxSplits];
-  __shared__ float scratch[THREADS / kWarpSize];
-  __shared__ float4 part[LANES][VECS];
-
-  const int head = tile.x, b = tile.y;
-  if (num_splits > attn::kMaxSplits) __trap(); // a host/spec mismatch
-  const int ctx = loadProduced(context_len + b);
-  // The chunks attention_decode wrote: those starting before the context, clamped to the grid it had.
-  const int valid = ctx > 0 ? min((ctx + split_tokens - 1) / split_tokens, num_splits) : 0;
-  const size_t base = ((size_t)b * HEADS + head) * num_splits;
-
-  // Weights 2^(lse_s - max) of every chunk, and their sum.
-  float mx = attn::negInf();
-  for (int s = threadIdx.x; s < valid; s += THREADS) {
-    weight[s] = loadProduced(partial_lse + base + s);
-    mx = fmaxf(mx, weight[s]);
-  }
-  // Block max by hand: common.cuh's blockMax spells -inf as INFINITY, which NVRTC does not define.
-  mx = warpMax(mx);
-  if (threadIdx.x % kWarpSize == 0) scratch[threadIdx.x / kWarpSize] = mx;
-  blockSync();
-  mx = scratch[0];
-#pragma unroll
-  for (int w = 1; w < THREADS / kWarpSize; ++w) mx = fmaxf(mx, scratch[w]);
-  float sum = 0.f;
-  for (int s = threadIdx.x; s < valid; s += THREADS) {
-    weight[s] = exp2f(weight[s] - mx);
-    sum += weight[s];
-  }
-  sum = blockSum<THREADS>(sum, scratch); // its barriers also publish `weight`
-
-  // Lane group `lane` merges chunks lane, lane + LANES, ...; each thread one float4 of columns.
-  const int vec = threadIdx.x % VECS, lane = threadIdx.x / VECS;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  if (THREADS % VECS == 0 || lane < LANES) {
-    const float4 *src = reinterpret_cast<const float4 *>(partial_out + base * HEAD_DIM) + vec;
-#pragma unroll 4
-    for (int s = lane; s < valid; s += LANES) {
-      const float4 o = loadProduced(src + (size_t)s * VECS);
-      const float w = weight[s];
-      acc.x += w * o.x;
-      acc.y += w * o.y;
-      acc.z += w * o.z;
-      acc.w += w * o.w;
-    }
-    part[lane][vec] = acc;
-  }
-  blockSync();
-  if (lane == 0) {
-    for (int l = 1; l < LANES; ++l) {
-      const float4 o = part[l][vec];
-      acc.x += o.x;
-      acc.y += o.y;
-      acc.z += o.z;
-      acc.w += o.w;
-    }
-    const float inv = valid ? 1.f / sum : 0.f; // sum >= 1: the largest chunk weighs 2^0
-    __nv_bfloat162 *dst = reinterpret_cast<__nv_bfloat162 *>(out + (size_t)b * HEADS * HEAD_DIM + head * HEAD_DIM + vec * 4);
-    dst[0] = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-    dst[1] = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
-  }
+  if (chunks > 1) attn::mergeChunks<HEADS, KV_HEADS, HEAD_DIM, THREADS>(p, b, kvHead, numSplits, chunks, outGroup, smemRaw);
 }
 
 // The kernels, and the same bodies as tasks of the persistent decode kernel (persistent.cuh).
 template <int HEADS, int KV_HEADS, int HEAD_DIM, int SPLIT_TOKENS, int THREADS>
 __global__ void __launch_bounds__(THREADS) attention_decode(const AttentionDecodeParams p) {
   attentionDecodeTile<HEADS, KV_HEADS, HEAD_DIM, SPLIT_TOKENS, THREADS, 65536>(p, launchTile(), GridWait{});
-}
-template <int HEADS, int HEAD_DIM>
-__global__ void __launch_bounds__(attn::kCombineThreads) attention_decode_combine(const AttentionCombineParams p) {
-  attentionCombineTile<HEADS, HEAD_DIM, attn::kCombineThreads>(p, launchTile(), GridWait{});
 }
 // As a task, the rings take at most SMEM_BUDGET bytes (fewer stages): the persistent kernel's blocks all
 // reserve the shared memory of its largest task, and that limits the blocks an SM.
@@ -347,14 +349,6 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int SPLIT_TOKENS, int THREADS, 
   static constexpr int kThreads = THREADS;
   template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
     attentionDecodeTile<HEADS, KV_HEADS, HEAD_DIM, SPLIT_TOKENS, THREADS, SMEM_BUDGET>(p, t, w);
-  }
-  __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
-};
-template <int HEADS, int HEAD_DIM, int THREADS> struct AttentionCombineTask {
-  using Params = AttentionCombineParams;
-  static constexpr int kThreads = THREADS;
-  template <class Wait> __device__ __forceinline__ static void run(const Params &p, const Tile &t, const Wait &w) {
-    attentionCombineTile<HEADS, HEAD_DIM, THREADS>(p, t, w);
   }
   __device__ __forceinline__ static void prefetch(const Params &, const Tile &) {} // no weights to stream
 };

@@ -97,6 +97,13 @@ __device__ __forceinline__ unsigned fetchAddReleaseGpu(unsigned *p, unsigned v) 
   asm volatile("atom.release.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
   return old;
 }
+// The same with acquire too: what the blocks that added before wrote before their adds is visible after it
+// (attention_decode.cuh: the chunk that arrives last merges the others').
+__device__ __forceinline__ unsigned fetchAddAcqRelGpu(unsigned *p, unsigned v) {
+  unsigned old;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
 // The GPU's nanosecond clock (%globaltimer), comparable across SMs.
 __device__ __forceinline__ unsigned long long globalNanoseconds() {
   unsigned long long t;

@@ -224,19 +224,21 @@ llvm::Error AttentionDecodeSpec::validate() const {
   if (maxSeq <= 0) return specError(name(), "max_seq must be positive (set it at plan time)");
   if (numSplits() > kMaxSplits)
     return specError(name(), "max_seq " + llvm::Twine(maxSeq) + " makes " + llvm::Twine(numSplits()) +
-                                 " splits, more than the combine's " + llvm::Twine(kMaxSplits) + "; use longer splits");
+                                 " splits, more than the merge's " + llvm::Twine(kMaxSplits) + "; use longer splits");
   return llvm::Error::success();
 }
 
 unsigned AttentionDecodeSpec::sharedBytes() const {
   // Per warp a ring of `stages` 16-key K and V tiles (2..4 stages within ~64 KB for the block), reused after
-  // the loop for the merge (16 rows of fp32 O plus m and l per warp). Mirrors attn::decodeStages/SmemBytes.
+  // the loop for the merge of the warps (16 rows of fp32 O plus m and l per warp), then of the chunks (a
+  // weight per chunk per warp). Mirrors attn::decodeStages/SmemBytes.
   const int warps = threads / 32, stride = smemStride(headDim);
   const int perStage = warps * 2 * 16 * stride * 2;
   const int stages = std::clamp(smemBudget / perStage, 2, 4);
   const int ring = perStage * stages;
   const int merge = warps * 16 * (int(llvm::alignTo(headDim, 16)) + 2) * 4;
-  return static_cast<unsigned>(std::max(ring, merge));
+  const int chunkWeights = warps * kMaxSplits * 4; // the merge of the chunks: each warp's weights
+  return static_cast<unsigned>(std::max({ring, merge, chunkWeights}));
 }
 
 std::string AttentionDecodeSpec::name() const {
@@ -269,31 +271,6 @@ llvm::json::Object AttentionDecodeSpec::toJSON() const {
                             {"shared_bytes", sharedBytes()}};
 }
 
-// ---- combine -----------------------------------------------------------------------------------------------
-
-llvm::Error AttentionCombineSpec::validate() const {
-  if (heads <= 0) return specError(name(), "heads must be positive");
-  if (headDim < 8 || headDim > 128 || headDim % 8 != 0)
-    return specError(name(), "head_dim " + llvm::Twine(headDim) + " is not a multiple of 8 in 8..128");
-  if (threads != 128) return specError(name(), "threads must be 128 (attn::kCombineThreads) as a kernel of its own");
-  return llvm::Error::success();
-}
-
-std::string AttentionCombineSpec::name() const {
-  return "attention_decode_combine_bf16_h" + std::to_string(heads) + "_d" + std::to_string(headDim);
-}
-
-std::string AttentionCombineSpec::entry() const {
-  return "minfer::attention_decode_combine<" + std::to_string(heads) + ", " + std::to_string(headDim) + ">";
-}
-
-LaunchDims AttentionCombineSpec::launch(int64_t rows) const {
-  LaunchDims d;
-  d.grid = {static_cast<unsigned>(heads), static_cast<unsigned>(rows), 1};
-  d.block = {static_cast<unsigned>(threads), 1, 1}; // 128 (attn::kCombineThreads): 4 warps merge chunks side by side
-  return d;
-}
-
 std::shared_ptr<KernelSpec> AttentionDecodeSpec::asTask(int t, int /*grid*/) const {
   auto task = std::make_shared<AttentionDecodeSpec>(*this);
   task->threads = t;
@@ -311,22 +288,6 @@ std::string AttentionDecodeSpec::taskType() const {
          std::to_string(smemBudget) + ">";
 }
 
-std::shared_ptr<KernelSpec> AttentionCombineSpec::asTask(int t, int /*grid*/) const {
-  if (t % 32 != 0 || t < headDim / 4 || t > 1024) return nullptr;
-  auto task = std::make_shared<AttentionCombineSpec>(*this);
-  task->threads = t;
-  return task;
-}
-
-std::string AttentionCombineSpec::taskType() const {
-  return "minfer::AttentionCombineTask<" + std::to_string(heads) + ", " + std::to_string(headDim) + ", " +
-         std::to_string(threads) + ">";
-}
-
-llvm::json::Object AttentionCombineSpec::toJSON() const {
-  return llvm::json::Object{{"family", "attention_decode_combine"}, {"heads", heads}, {"head_dim", headDim}};
-}
-
 MINFER_PARAMS_LAYOUT(AttentionPrefillParams,
                      MINFER_FIELD(q, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
                      MINFER_FIELD(out, Ptr), MINFER_FIELD(rows, I32), MINFER_FIELD(start_pos, I32),
@@ -334,11 +295,8 @@ MINFER_PARAMS_LAYOUT(AttentionPrefillParams,
 
 MINFER_PARAMS_LAYOUT(AttentionDecodeParams,
                      MINFER_FIELD(q, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
-                     MINFER_FIELD(partial_out, Ptr), MINFER_FIELD(partial_lse, Ptr), MINFER_FIELD(context_len, Ptr),
-                     MINFER_FIELD(max_seq, I32), MINFER_FIELD(scale, F32))
-
-MINFER_PARAMS_LAYOUT(AttentionCombineParams,
-                     MINFER_FIELD(partial_out, Ptr), MINFER_FIELD(partial_lse, Ptr), MINFER_FIELD(context_len, Ptr),
-                     MINFER_FIELD(out, Ptr), MINFER_FIELD(num_splits, I32), MINFER_FIELD(split_tokens, I32))
+                     MINFER_FIELD(out, Ptr), MINFER_FIELD(partial_out, Ptr), MINFER_FIELD(partial_lse, Ptr),
+                     MINFER_FIELD(arrivals, Ptr), MINFER_FIELD(context_len, Ptr), MINFER_FIELD(max_seq, I32),
+                     MINFER_FIELD(scale, F32))
 
 } // namespace minfer

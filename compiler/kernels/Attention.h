@@ -3,13 +3,12 @@
 // Prefill runs one launch per sequence (the host offsets the cache pointers to that sequence's slab):
 //   attention_prefill(q [rows, heads*head_dim], k_cache, v_cache [max_seq, kv_dim], out [rows, heads*head_dim],
 //                     int rows, int start_pos, float scale)
-// Decode is two launches on the same stream, sharing a workspace of workspaceBytes(batch, maxSeq):
-//   attention_decode(q [B, heads*head_dim], k_cache, v_cache [B, max_seq, kv_dim],
+// Decode is one launch, with a workspace of workspaceBytes(batch, maxSeq) and arrivalsBytes(batch) zeroed
+// bytes (the kernel leaves them zero):
+//   attention_decode(q [B, heads*head_dim], k_cache, v_cache [B, max_seq, kv_dim], out [B, heads*head_dim],
 //                    float *partial_out = workspace, float *partial_lse = workspace + partialLseOffset(B, maxSeq),
-//                    const int *context_len [B], int max_seq, float scale)
-//   attention_decode_combine(const float *partial_out, const float *partial_lse, const int *context_len,
-//                            bf16 *out [B, heads*head_dim], int num_splits = decode.numSplits(),
-//                            int split_tokens = decode.splitTokens)
+//                    unsigned *arrivals [B, kv_heads], const int *context_len [B], int max_seq, float scale)
+// the block of a context's last chunk to finish merging the chunks (templates/attention_decode.cuh).
 // context_len counts this step's token (already written to the cache by kv_write); max_seq is the cache's
 // positions per sequence (its row stride).
 // `scale` is 1/sqrt(head_dim) unless the IR op says otherwise; the host passes it.
@@ -38,18 +37,13 @@ struct AttentionPrefillParams { // attention_prefill.cuh, launched once per sequ
 struct AttentionDecodeParams { // attention_decode.cuh: attention_decode
   uint64_t q = 0;                        // [batch, heads * head_dim]
   uint64_t k_cache = 0, v_cache = 0;     // [batch, max_seq, kv_heads * head_dim]
+  uint64_t out = 0;                      // [batch, heads * head_dim]
   uint64_t partial_out = 0;              // f32 [batch, heads, splits, head_dim]
   uint64_t partial_lse = 0;              // f32 [batch, heads, splits]
+  uint64_t arrivals = 0;                 // u32 [batch, kv_heads], zero before and after
   uint64_t context_len = 0;              // i32 [batch]
   int32_t max_seq = 0;
   float scale = 0;
-  static const ParamsLayout &layout();
-};
-
-struct AttentionCombineParams { // attention_decode.cuh: attention_decode_combine
-  uint64_t partial_out = 0, partial_lse = 0, context_len = 0;
-  uint64_t out = 0; // [batch, heads * head_dim]
-  int32_t num_splits = 0, split_tokens = 0;
   static const ParamsLayout &layout();
 };
 
@@ -132,7 +126,7 @@ struct AttentionDecodeSpec : KernelSpec {
 
   // 132 SMs: H100 SXM and H200 (the plan passes its target's Target::nominalSmCount()).
   static constexpr int kDefaultSmCount = 132;
-  // The most chunks per (sequence, head): the combine stages their log-sum-exps in shared memory
+  // The most chunks per (sequence, head): the merging block stages their weights in shared memory
   // (attn::kMaxSplits in the template).
   static constexpr int kMaxSplits = 256;
   // The chunk length (a multiple of 16) for a full-length context: enough chunks that batch * kvHeads *
@@ -154,10 +148,12 @@ struct AttentionDecodeSpec : KernelSpec {
 
   int64_t numSplits() const { return numSplits(maxSeq); }
   int64_t numSplits(int64_t maxSeq) const { return llvm::divideCeil(std::max<int64_t>(maxSeq, 0), splitTokens); }
-  // The workspace both launches share: partial_out [batch, heads, numSplits, headDim] fp32, then
-  // partial_lse [batch, heads, numSplits] fp32 at partialLseOffset.
+  // The chunks' partials: partial_out [batch, heads, numSplits, headDim] fp32, then partial_lse [batch,
+  // heads, numSplits] fp32 at partialLseOffset.
   size_t workspaceBytes(int64_t batch, int64_t maxSeq) const;
   size_t partialLseOffset(int64_t batch, int64_t maxSeq) const;
+  // The arrival counters: u32 [batch, kvHeads], zero when the kernel starts (it leaves them so).
+  size_t arrivalsBytes(int64_t batch) const { return size_t(batch) * kvHeads * sizeof(uint32_t); }
 
   llvm::Error validate() const;
   llvm::Error validate(const Target &) const override { return validate(); }
@@ -172,29 +168,6 @@ struct AttentionDecodeSpec : KernelSpec {
   // The same split with `threads` threads (more warps share a chunk's tiles), up to 16 warps.
   std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
   std::string taskType() const override; // minfer::AttentionDecodeTask<...>
-};
-
-// The second decode launch: grid (heads, batch), 128 threads merging the chunks in parallel.
-struct AttentionCombineSpec : KernelSpec {
-  int heads = 0, headDim = 0;
-  // attn::kCombineThreads as a kernel of its own; another block size only as a task (asTask).
-  int threads = 128;
-
-  AttentionCombineSpec(int heads, int headDim) : heads(heads), headDim(headDim) {}
-  static AttentionCombineSpec forDecode(const AttentionDecodeSpec &d) { return {d.heads, d.headDim}; }
-
-  llvm::Error validate() const;
-  llvm::Error validate(const Target &) const override { return validate(); }
-
-  std::string name() const override; // attention_decode_combine_bf16_h32_d64
-  std::string header() const override { return "attention_decode.cuh"; }
-  const ParamsLayout &params() const override { return AttentionCombineParams::layout(); }
-  std::string entry() const override;
-  LaunchDims launch(int64_t rows) const override; // rows: the batch
-  llvm::json::Object toJSON() const override;
-  // The same merge with `threads` threads: whole warps, at least one thread per float4 of a row.
-  std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
-  std::string taskType() const override; // minfer::AttentionCombineTask<...>
 };
 
 } // namespace minfer

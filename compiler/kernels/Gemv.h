@@ -134,15 +134,19 @@ private:
 // the statistics (H200, TinyLlama at batch 16: 2.08 ms a step folded, 1.80 unfolded).
 bool gemvFoldsNorm(const Target &target, int64_t maxRows, Prologue::Kind kind);
 
-// The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16. M <= 2: the FMA kernel
-// with rowsPerWarp = maxM, halved while N / rowsPerWarp < 8 warps per SM, 4 warps per block. M >= 3: the
-// tensor-core kernel with the most warps (4, 8 or 16) that keep all ceil(N / 16) blocks in one wave.
-// `smCount` 0 means target.nominalSmCount().
-GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0);
+// The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16. On sm_90a the wgmma
+// kernel (a slot of 128 of K, a split of 2 where N has fewer 64-row tiles than SMs) from M = 3, and at M = 2
+// where `pro` is an RMS norm or W has 16M weights or more; never with a LayerNorm in `pro` (only the FMA kernel
+// folds one). Otherwise M <= 2: the FMA kernel with rowsPerWarp = maxM,
+// halved while N / rowsPerWarp < 8 warps per SM, 4 warps per block; M >= 3: the mma.sync tensor-core kernel
+// with the most warps (4, 8 or 16) that keep all ceil(N / 16) blocks in one wave. `smCount` 0 means
+// target.nominalSmCount().
+GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0,
+                         Prologue::Kind pro = Prologue::Kind::None);
 
 // Every tile the autotuner should time for this problem: maxM fixed by M as above; the FMA kernel with
 // rowsPerWarp 1..8 and 2..8 warps per block, the tensor-core kernel with 2..16 warps, and on sm_90a from
-// maxM 4 the wgmma kernel with slots of 64, 128 and 256 of K, 2..12 of them, and splits 1, 2 and 4.
+// maxM 2 the wgmma kernel with slots of 64, 128 and 256 of K, 2..12 of them, and splits 1, 2 and 4.
 std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_t n, int64_t k);
 
 } // namespace minfer

@@ -291,33 +291,36 @@ TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
     splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
     for (int split : splits) {
       AttentionDecodeSpec dec(c.heads, c.kvHeads, c.headDim, split, kDecodeMaxSeq);
-      AttentionCombineSpec comb = AttentionCombineSpec::forDecode(dec);
       std::string what = dec.name() + " contexts=" + ctxText;
       SCOPED_TRACE(what);
       MINFER_ASSERT_OK(dec.validate());
-      MINFER_ASSERT_OK(comb.validate());
       auto dk = kernelFor(dec);
       ASSERT_TRUE(bool(dk)) << llvm::toString(dk.takeError());
-      auto ck = kernelFor(comb);
-      ASSERT_TRUE(bool(ck)) << llvm::toString(ck.takeError());
 
-      // The workspace is poisoned too (0xFF bytes: fp32 NaN): a split the combine reads but the decode
-      // kernel never wrote shows as NaN.
+      // The partials are poisoned too (0xFF bytes: fp32 NaN): a chunk the merge reads but no block wrote
+      // shows as NaN. The arrival counters start at zero, as the session's do.
       auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, kDecodeMaxSeq));
       ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
       MINFER_ASSERT_OK(ws->fill(0xFF));
+      auto arrivals = cuda::DeviceBuffer::alloc(dec.arrivalsBytes(batch));
+      ASSERT_TRUE(bool(arrivals)) << llvm::toString(arrivals.takeError());
+      MINFER_ASSERT_OK(arrivals->fill(0));
       auto out = gputest::poisonedBf16(size_t(batch) * qDim);
       ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
 
       cuda::DevicePtr partialOut = ws->ptr(), partialLse = ws->ptr() + dec.partialLseOffset(batch, kDecodeMaxSeq);
-      AttentionDecodeParams dp{.q = qd.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(), .partial_out = partialOut,
-                               .partial_lse = partialLse, .context_len = ctxd.ptr(), .max_seq = int(kDecodeMaxSeq),
-                               .scale = float(scale)};
-      AttentionCombineParams cp{.partial_out = partialOut, .partial_lse = partialLse, .context_len = ctxd.ptr(),
-                                .out = out->ptr(), .num_splits = int(dec.numSplits()), .split_tokens = dec.splitTokens};
+      AttentionDecodeParams dp{.q = qd.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(), .out = out->ptr(),
+                               .partial_out = partialOut, .partial_lse = partialLse, .arrivals = arrivals->ptr(),
+                               .context_len = ctxd.ptr(), .max_seq = int(kDecodeMaxSeq), .scale = float(scale)};
+      // Twice: the first launch must leave the counters at zero for the second (a session's next layer and
+      // step), whose output is the one compared.
       MINFER_ASSERT_OK(launchKernel((*dk)->fn, dec, batch, dp));
-      MINFER_ASSERT_OK(launchKernel((*ck)->fn, comb, batch, cp));
+      MINFER_ASSERT_OK(out->fill(0xFF));
+      MINFER_ASSERT_OK(launchKernel((*dk)->fn, dec, batch, dp));
       MINFER_ASSERT_OK(cuda::synchronize());
+      std::vector<uint32_t> left(size_t(batch) * c.kvHeads, 1);
+      MINFER_ASSERT_OK(arrivals->download(left.data(), left.size() * sizeof(uint32_t)));
+      EXPECT_EQ(std::count(left.begin(), left.end(), 0u), static_cast<long>(left.size())) << "arrival counters left non-zero";
       auto got = gputest::downloadBf16(*out, {batch, qDim});
       ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
       expectClose(*got, ref, c, what, [&](int64_t b) {

@@ -3,7 +3,8 @@
 //
 // The kernels gemv (fp32 FMA) and gemvMma (tensor cores), and on sm_90a gemvWgmma. For each (N, K) of the
 // gemm test plus GPT-2's lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8, 16 and 19
-// runs the heuristic default tile (FMA up to M = 2, tensor cores above; wgmma from M = 3 on sm_90a) with the
+// runs the heuristic default tile (FMA up to M = 2, tensor cores above; wgmma from M = 3 on sm_90a, and at 2
+// from 16M weights) with the
 // epilogues none, bias, residual and bias + gelu_tanh, and four other tiles (FMA: one row per warp in
 // 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor cores: 2 and 16 warps); M = 3 runs every
 // epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take a second pass over W);

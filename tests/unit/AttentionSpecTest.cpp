@@ -27,10 +27,9 @@ TEST(AttentionSpec, NamesAndEntriesSpellEveryTemplateArgument) {
   // max_seq sizes the grid only: it changes neither the source nor the name.
   EXPECT_EQ(AttentionDecodeSpec(32, 4, 64, 256, 100).source(), d.source());
 
-  AttentionCombineSpec c = AttentionCombineSpec::forDecode(d);
-  EXPECT_EQ(c.name(), "attention_decode_combine_bf16_h32_d64");
-  EXPECT_EQ(c.entry(), "minfer::attention_decode_combine<32, 64>");
-  EXPECT_NE(c.source().find("#include \"attention_decode.cuh\""), std::string::npos);
+  // One launch: the chunks merge in it, counted in per (sequence, kv head) arrival counters.
+  EXPECT_EQ(d.arrivalsBytes(3), size_t(3) * 4 * 4);
+  EXPECT_EQ(d.params().bytes, sizeof(AttentionDecodeParams));
 }
 
 TEST(AttentionSpec, PrefillLaunchCoversRowsByBlockMAndHeads) {
@@ -135,11 +134,6 @@ TEST(AttentionSpec, DecodeLaunchIsSplitsByKvHeadsByBatch) {
   EXPECT_EQ(AttentionDecodeSpec(8, 8, 8, 64, 4096).sharedBytes(), 24576u);
   // A max_seq that is not a multiple of the split gets a last, shorter split.
   EXPECT_EQ(AttentionDecodeSpec(32, 4, 64, 64, 4097).launch(1).grid[0], 65u);
-
-  AttentionCombineSpec c(32, 64);
-  EXPECT_EQ(c.launch(3).grid, (std::array<unsigned, 3>{32, 3, 1}));
-  EXPECT_EQ(c.launch(3).block[0], 128u);
-  EXPECT_EQ(c.launch(3).sharedBytes, 0u); // its arrays are static
 }
 
 TEST(AttentionSpec, DecodeWorkspaceHoldsPartialOutputsThenLogSumExps) {
@@ -184,7 +178,6 @@ TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {
   };
   EXPECT_FALSE(bool(AttentionPrefillSpec(32, 4, 64).validate()));
   EXPECT_FALSE(bool(AttentionDecodeSpec(32, 4, 64, 64, 4096).validate()));
-  EXPECT_FALSE(bool(AttentionCombineSpec(32, 64).validate()));
   rejects(AttentionPrefillSpec(6, 4, 64).validate(), "not a multiple of kv_heads");
   rejects(AttentionPrefillSpec(8, 8, 12).validate(), "head_dim 12");
   rejects(AttentionPrefillSpec(8, 8, 256).validate(), "head_dim 256");
@@ -204,7 +197,6 @@ TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {
   rejects(AttentionDecodeSpec(8, 8, 64, 64, 0).validate(), "max_seq");
   rejects(AttentionDecodeSpec(8, 8, 64, 16, 4097).validate(), "257 splits");
   rejects(AttentionDecodeSpec(8, 8, 64, 64, 4096, 100).validate(), "threads");
-  rejects(AttentionCombineSpec(8, 20).validate(), "head_dim 20");
 }
 
 TEST(AttentionSpec, JsonNamesTheFamilyAndEveryField) {
@@ -226,8 +218,8 @@ struct Heads {
 // Head dims 8..128; GQA ratios 1, 4, 7, 8 and MQA; the test fixtures' shapes (4/2/16, 4/1/32, 8/8/8) and the
 // real models' (Llama-2-7B 32/32/128, TinyLlama 32/4/64, Qwen2.5-0.5B 14/2/64, Llama-3 32/8/128). 32/1/64
 // has a group of 32 query heads: decode takes two 16-row passes.
-// Head dims 24 and 96 (GPT-2 with 2 heads of 48 features; Phi-3) do not divide the combine kernel's 128
-// threads into whole float4 rows: they once failed to compile.
+// Head dims 24 and 96 (GPT-2 with 2 heads of 48 features; Phi-3) do not divide a warp's 32 lanes into whole
+// float4 rows (the merge of the chunks; they once failed to compile in the combine kernel it replaced).
 const Heads kSweep[] = {{8, 8, 8},    {4, 2, 16},  {16, 4, 16}, {2, 2, 24},   {4, 1, 32},  {32, 4, 64},
                         {14, 2, 64},  {32, 1, 64}, {32, 32, 96}, {32, 32, 128}, {32, 8, 128}};
 
@@ -258,8 +250,6 @@ std::vector<KernelSource> sweepSources(bool full) {
     out.push_back(withSmemCheck(d, "static_assert(minfer::attn::decodeSmemBytes(" + std::to_string(d.headDim) + ", " +
                                        std::to_string(d.threads) + ") == " + std::to_string(d.sharedBytes()) +
                                        ", \"host/template smem\");\n"));
-    AttentionCombineSpec c = AttentionCombineSpec::forDecode(d);
-    out.push_back(kernelSource(c));
   }
   return out;
 }

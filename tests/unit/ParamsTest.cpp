@@ -35,7 +35,7 @@ const ParamsLayout *const kLayouts[] = {
     &PointwiseParams::layout(),       &EmbeddingParams::layout(),   &RopeParams::layout(),
     &KvWriteParams::layout(),         &ArgmaxParams::layout(),      &SampleParams::layout(),
     &AdvanceParams::layout(),         &SplitParams::layout(),       &AttentionPrefillParams::layout(),
-    &AttentionDecodeParams::layout(), &AttentionCombineParams::layout()};
+    &AttentionDecodeParams::layout()};
 
 TEST(Params, EveryLayoutIsOrderedAlignedAndInsideItsStruct) {
   for (const ParamsLayout *l : kLayouts) {

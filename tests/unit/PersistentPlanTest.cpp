@@ -127,9 +127,6 @@ TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   EXPECT_EQ(static_cast<const AttentionDecodeSpec &>(*attn.asTask(128, 396)).sharedBytes(), 36864u);
   EXPECT_EQ(attn.sharedBytes(), 55296u);
   EXPECT_EQ(attn.asTask(1024, 396), nullptr) << "attention_decode takes at most 16 warps";
-  AttentionCombineSpec combine(32, 128);
-  EXPECT_EQ(combine.asTask(64, 396)->taskType(), "minfer::AttentionCombineTask<32, 128, 64>");
-  EXPECT_EQ(combine.asTask(16, 396), nullptr) << "fewer threads than float4 columns of a row (32)";
 
   NormSpec norm(NormKind::Rms, 4096, ir::DType::BF16);
   EXPECT_EQ(norm.asTask(128, 396)->taskType(), "minfer::NormTask<4096, 128, minfer::bf16, false, false>");

@@ -28,17 +28,18 @@ TEST(Plan, LlamaLayerLaunchesOneKernelPerOpUnfused) {
   ASSERT_TRUE(m);
   Plan p = planFor(*m);
   // A layer: rms_norm, 3 matmuls, 2 ropes, attention (kv_write + attention), o matmul, add, rms_norm,
-  // gate and up matmuls, silu, mul, down matmul, add = 17; decode attention adds the combine kernel.
+  // gate and up matmuls, silu, mul, down matmul, add = 17, in decode too (its attention merges its chunks in
+  // the one launch).
   EXPECT_EQ(p.prefill.launchesPerLayer, 17);
-  EXPECT_EQ(p.decode.launchesPerLayer, 18);
+  EXPECT_EQ(p.decode.launchesPerLayer, 17);
   EXPECT_EQ(p.decode.layers, 2);
   // Outside the layers: embedding, final norm, lm_head; prefill gathers the rows that produce logits first,
   // decode ends by selecting the next tokens and feeding them back.
   EXPECT_EQ(p.prefill.launches.size(), 2u * 17 + 4);
-  EXPECT_EQ(p.decode.launches.size(), 2u * 18 + 5);
+  EXPECT_EQ(p.decode.launches.size(), 2u * 17 + 5);
   EXPECT_EQ(p.prefill.launches[2 * 17 + 1].role, LaunchRole::Gather);
-  EXPECT_EQ(p.decode.launches[2 * 18 + 3].role, LaunchRole::Select);
-  EXPECT_EQ(p.decode.launches[2 * 18 + 4].role, LaunchRole::Advance);
+  EXPECT_EQ(p.decode.launches[2 * 17 + 3].role, LaunchRole::Select);
+  EXPECT_EQ(p.decode.launches[2 * 17 + 4].role, LaunchRole::Advance);
   ASSERT_GE(p.sample.kernel, 0);
   EXPECT_EQ(p.kernels[p.sample.kernel]->name().rfind("sample_v", 0), 0u);
   EXPECT_EQ(p.sample.role, LaunchRole::Select);
@@ -197,8 +198,8 @@ TEST(Plan, JsonCarriesTheDecodeSummary) {
   llvm::json::Object j = planFor(*m).toJSON();
   const llvm::json::Object *decode = j.getObject("decode");
   ASSERT_NE(decode, nullptr);
-  EXPECT_EQ(*decode->getInteger("launches"), 41);
-  EXPECT_EQ(*decode->getInteger("launches_per_layer"), 18);
+  EXPECT_EQ(*decode->getInteger("launches"), 39);
+  EXPECT_EQ(*decode->getInteger("launches_per_layer"), 17);
   EXPECT_TRUE(decode->getInteger("weight_bytes").hasValue());
 }
 

@@ -12,7 +12,8 @@
 // and the warps merge through shared memory at the end.
 //
 // The chunks of one (sequence, kv head) meet in the kernel itself, with no second launch:
-//  - a context of one chunk: its block writes the bf16 output straight away;
+//  - a context of one chunk (up to SPLIT_TOKENS positions, or up to attn::kOneChunkTokens, which block 0
+//    then takes whole): its block writes the bf16 output straight away;
 //  - longer: each block writes its normalised partial output and log-sum-exp per query head (partial_out
 //    [B, HEADS, num_splits, HEAD_DIM] fp32, partial_lse [B, HEADS, num_splits] fp32, log2 units) and counts
 //    itself in arrivals[b * KV_HEADS + kv head] (a fence, then an atomic add: the release half of the
@@ -53,6 +54,13 @@ inline constexpr int kDecodeTile = 16;
 // The most chunks a (sequence, kv head) has: the merging block stages their weights in shared memory, 1 KB a
 // warp.
 inline constexpr int kMaxSplits = 256;
+
+// The longest context taken as one chunk whatever SPLIT_TOKENS: one block then writes the output itself, with
+// no partials and no merge (H200, session 17: TinyLlama's decode step at contexts 128-192, batch 1 0.918 ms
+// with 128-position chunks and a combine launch, 0.872 as one chunk). Longer contexts keep SPLIT_TOKENS
+// chunks: with 256 for every context, context 4000 took 1.035 ms against 0.976 (chunks of 128 keep two
+// tiles a warp, one trip for their loads).
+inline constexpr int kOneChunkTokens = 256;
 
 // Shared memory of the merge: each warp's chunk weights.
 __host__ __device__ constexpr int decodeMergeBytes(int threads) { return threads / 32 * kMaxSplits * 4; }
@@ -97,48 +105,73 @@ __device__ __forceinline__ void mergeChunks(const AttentionDecodeParams &p, int 
   blockSync(); // thread 0's acquire is ordered before every thread's reads below
   if (!lastIn) return;
 
+  // Each warp merges heads warp, warp + NW, ...: for all of them it first asks for the first 32 chunks'
+  // log-sum-exps (a lane each) and each lane group's first U chunks of partials, so one trip to L2 brings
+  // what short contexts need; the sums, then the weighted partials, and further chunks after.
+  constexpr int HPW = (GROUP + NW - 1) / NW; // heads a warp merges
+  // Chunks a lane group holds a head: 16 chunks of 2 heads at most (TinyLlama's group of 8 on 4 warps at 16
+  // chunks, context 4096: one trip), 8 float4 in all for larger groups (more would cost an MQA kernel's
+  // fourth block an SM).
+  constexpr int U = HPW <= 2 ? 8 : HPW >= 8 ? 1 : 2;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int vec = lane % VECS, grp = lane / VECS;
   float *weight = reinterpret_cast<float *>(smem) + warp * kMaxSplits; // this warp's, one per chunk
-  for (int h = warp; h < GROUP; h += NW) {
-    const size_t base = ((size_t)b * HEADS + kvHead * GROUP + h) * numSplits;
-    float mx = negInf();
-    for (int s = lane; s < chunks; s += kWarpSize) {
-      weight[s] = __ldcg(p.partial_lse + base + s);
-      mx = fmaxf(mx, weight[s]);
+  auto baseOf = [&](int h) { return ((size_t)b * HEADS + kvHead * GROUP + h) * numSplits; };
+  auto partial = [&](size_t base, int s) {
+    return __ldcg(reinterpret_cast<const float4 *>(p.partial_out + (base + s) * HEAD_DIM) + vec);
+  };
+  float firstLse[HPW];
+  float4 held[HPW][U];
+#pragma unroll
+  for (int j = 0; j < HPW; ++j) {
+    const int h = warp + j * NW;
+    const size_t base = baseOf(min(h, GROUP - 1));
+    firstLse[j] = h < GROUP && lane < chunks ? __ldcg(p.partial_lse + base + lane) : negInf();
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int s = grp + u * LANES;
+      held[j][u] = h < GROUP && grp < LANES && s < chunks ? partial(base, s) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+  }
+#pragma unroll
+  for (int j = 0; j < HPW; ++j) {
+    const int h = warp + j * NW;
+    if (h >= GROUP) break;
+    const size_t base = baseOf(h);
+    float mx = firstLse[j];
+    for (int s = lane + kWarpSize; s < chunks; s += kWarpSize) mx = fmaxf(mx, __ldcg(p.partial_lse + base + s));
     mx = warpMax(mx);
     float sum = 0.f;
-    for (int s = lane; s < chunks; s += kWarpSize) {
-      weight[s] = exp2f(weight[s] - mx);
+    if (lane < chunks) {
+      weight[lane] = exp2f(firstLse[j] - mx);
+      sum = weight[lane];
+    }
+    for (int s = lane + kWarpSize; s < chunks; s += kWarpSize) {
+      weight[s] = exp2f(__ldcg(p.partial_lse + base + s) - mx);
       sum += weight[s];
     }
     sum = warpSum(sum); // >= 1: the largest chunk weighs 2^0
     __syncwarp();       // every lane's weights are in
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    auto add = [&](const float4 &o, float w) {
+      acc.x += w * o.x;
+      acc.y += w * o.y;
+      acc.z += w * o.z;
+      acc.w += w * o.w;
+    };
     if (grp < LANES) {
-      const float4 *src = reinterpret_cast<const float4 *>(p.partial_out + base * HEAD_DIM) + vec;
-#pragma unroll 4
-      for (int s = grp; s < chunks; s += LANES) {
-        const float4 o = __ldcg(src + (size_t)s * VECS);
-        const float w = weight[s];
-        acc.x += w * o.x;
-        acc.y += w * o.y;
-        acc.z += w * o.z;
-        acc.w += w * o.w;
-      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (grp + u * LANES < chunks) add(held[j][u], weight[grp + u * LANES]);
+#pragma unroll 8
+      for (int s = grp + U * LANES; s < chunks; s += LANES) add(partial(base, s), weight[s]);
     }
 #pragma unroll
     for (int g = 1; g < LANES; ++g) { // the lane groups' sums meet in group 0
       const int from = lane + g * VECS;
       const float x = __shfl_sync(0xffffffffu, acc.x, from), y = __shfl_sync(0xffffffffu, acc.y, from);
       const float z = __shfl_sync(0xffffffffu, acc.z, from), w = __shfl_sync(0xffffffffu, acc.w, from);
-      if (grp == 0) {
-        acc.x += x;
-        acc.y += y;
-        acc.z += z;
-        acc.w += w;
-      }
+      if (grp == 0) add(make_float4(x, y, z, w), 1.f);
     }
     if (grp == 0) {
       const float inv = 1.f / sum;
@@ -200,15 +233,18 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   const int split = tile.x, kvHead = tile.y, b = tile.z;
   const int numSplits = tile.nx;
   const int ctx = min(loadProduced(context_len + b), max_seq);
-  const int s0 = split * SPLIT_TOKENS;
+  // A context of up to attn::kOneChunkTokens positions is one chunk (block 0's), so it needs no merge.
+  constexpr int kOneChunk = attn::kOneChunkTokens > SPLIT_TOKENS ? attn::kOneChunkTokens : SPLIT_TOKENS;
+  const int span = ctx <= attn::kOneChunkTokens ? kOneChunk : SPLIT_TOKENS;
+  const int s0 = split * span;
   bf16 *outGroup = out + (size_t)b * Q_DIM + kvHead * GROUP * HEAD_DIM; // the group's heads, one after another
   if (s0 >= ctx) { // past this sequence's context: no chunk's merge reads this one
     if (ctx <= 0 && split == 0)
       for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) outGroup[i] = toBf16(0.f);
     return;
   }
-  const int s1 = min(s0 + SPLIT_TOKENS, ctx);
-  const int chunks = (ctx + SPLIT_TOKENS - 1) / SPLIT_TOKENS; // the chunks this context has: the ones that write
+  const int s1 = min(s0 + span, ctx);
+  const int chunks = (ctx + span - 1) / span; // the chunks this context has: the ones that write
   const int numTiles = (s1 - s0 + TILE - 1) / TILE;
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;

@@ -138,9 +138,10 @@ struct AttentionDecodeSpec : KernelSpec {
   // (35.3 at 128); Llama-2-7B batch 16 273 us at 1024 (287 at 256, 305 at 4096).
   static int chooseSplitTokens(int kvHeads, int headDim, int64_t maxSeq, int64_t batch = 1,
                                int smCount = kDefaultSmCount);
-  // Two 16-key tiles for each of the 4 warps: shorter chunks cost more in block start-up, merging and
-  // combining than they win in parallelism (H200, TinyLlama batch 1, context 4096: 11.4 us at 128, 13.9 us
-  // at 32, 19.2 us at 16).
+  // Two 16-key tiles for each of the 4 warps: shorter chunks cost more in block start-up and merging than
+  // they win in parallelism (H200, TinyLlama batch 1, context 4096: 11.4 us at 128, 13.9 at 32, 19.2 at 16).
+  // Longer ones lose in the decode step: 256 made TinyLlama's step at context 4000 1.035 ms against 0.976
+  // (session 17). Short contexts are one chunk in the kernel whatever the split (attn::kOneChunkTokens).
   static constexpr int kMinSplitTokens = 128;
   // Blocks of attention_decode resident on one SM: limited by shared memory (228 KB an SM on H100/H200, 1 KB
   // of it reserved per block) and by registers (~160 a thread at head dim 128, ~120 at 64: 3 and 4 blocks).

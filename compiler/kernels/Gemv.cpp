@@ -108,9 +108,8 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
   if (threads <= 0 || threads % 32) return nullptr;
   auto t = std::make_shared<GemvSpec>(*this);
   // The wgmma kernel's block is warp-specialised with its own shared memory: as a task, the mma.sync body
-  // does the same product (the same rows of A, every epilogue); at up to 2 rows the FMA body, faster there
-  // (H200, TinyLlama at batch 2: 1.566 ms a step through FMA tasks, 1.641 through mma.sync ones).
-  if (tile.wgmma) t->tile = tile.maxM <= 2 ? GemvTile{tile.maxM, 1, 4, false} : GemvTile{tile.maxM, 1, 4, true};
+  // does the same product (the same rows of A, every epilogue).
+  if (tile.wgmma) t->tile = GemvTile{tile.maxM, 1, 4, true};
   t->tile.warps = threads / 32;
   t->loads = kTaskLoads;
   if (t->tile.fma()) {
@@ -242,11 +241,12 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   if (smCount <= 0) smCount = target.nominalSmCount();
   GemvTile t;
   t.maxM = gemvMaxM(m);
-  // At 2 rows (H200, bench/results/session17): the FMA kernel with a folded RMS norm made TinyLlama's step
-  // 1.227 ms against 0.935 through wgmma (Llama-3.2-1B 1.269 against 0.869); on a plain product the FMA kernel
-  // is level with wgmma or ahead below 16M weights (TinyLlama's 2048 x 2048: 7.8 us against 8.8; GPT-2's
-  // 768 x 3072: 7.2 against 8.6), behind from there (Llama-2-7B's 4096 x 4096: 14.4 against 13.8, 4096 x
-  // 11008: 30.0 against 27.0). A LayerNorm in the prologue keeps the FMA kernel, the only one that takes it.
+  // At 2 rows (H200, bench/results/session17: wgmma_at_2_rows_everywhere, kernels/kb_gemv_m2.json): with the
+  // FMA kernel and its folded RMS norms TinyLlama's step took 1.227 ms, 0.935 through wgmma (Llama-3.2-1B
+  // 1.269 and 0.869); on a plain product the FMA kernel is level with wgmma or ahead below 16M weights
+  // (TinyLlama's 2048 x 2048: 7.8 us against 8.8; GPT-2's 768 x 3072: 7.2 against 8.6), behind from there
+  // (Llama-2-7B's 4096 x 4096: 14.4 against 13.8, 4096 x 11008: 30.0 against 27.0). A LayerNorm in the
+  // prologue keeps the FMA kernel, the only one that takes it.
   const bool wgmmaRows = t.maxM >= 4 || (t.maxM == 2 && (pro == Prologue::Kind::Rms || n * k >= (int64_t(1) << 24)));
   if (wgmmaRows && target.hasWgmma() && pro != Prologue::Kind::Layer) {
     // sm_90a from M = 3: the wgmma kernel (H200, 16 rows, bench/results/gemv_wgmma: 1.0-1.3x gemvMma, up to

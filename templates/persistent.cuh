@@ -20,15 +20,16 @@
 // (Task::prefetch). Task 0 waits for the kernel before this one (griddepcontrol.wait): the step's inputs
 // come from there.
 //
-// Status (H200, bench/NOTES.md sessions 9 and 16): correct on every golden model, but slower than the
-// launches: 0.73-0.76x at batch 1 (TinyLlama 1.214 ms against 0.916). Its 4 blocks an SM (the registers of
-// its largest body) keep too few weight loads in flight, and each of the ~6 hops a layer costs 2-6 us.
+// Status (H200, bench/NOTES.md sessions 9, 16 and 17): correct on every golden model, but slower than the
+// launches: 0.74x at batch 1 (TinyLlama 1.182 ms against 0.874, session 17). Its few blocks an SM (the
+// registers of its largest body) keep too few weight loads in flight, and each of the ~5 hops a layer costs
+// 2-6 us.
 // MINFER_PERSISTENT_TRACE=FILE (runtime/Session.h) gives each task's time.
 //
 // The weight ring (WeightRing below, PlanOptions::weightRing, off by default): the matmul tasks' W streams
 // into shared memory ahead of the tasks, across their dependencies, fed by a producer warp, and the
-// tensor-core body reads it from there (gemv.cuh GemvMmaRingTask). TinyLlama 1.263 ms at batch 1, 1.319 at
-// batch 2 (launches 1.232); Llama-3.2-1B at batch 2 level with the launches. What holds it back (session 16):
+// tensor-core body reads it from there (gemv.cuh GemvMmaRingTask). TinyLlama 1.273 ms at batch 1, 1.309 at
+// batch 2 (launches 0.873 and 0.916, session 17). What holds it back (session 16):
 // the blocks' streams (~11 GB/s a block with ~50 KB in flight), and the tasks whose tiles fill only half the
 // grid (o and down projections: 128 tiles of 16 rows on 264 blocks).
 //

@@ -16,11 +16,11 @@
 //    then takes whole): its block writes the bf16 output straight away;
 //  - longer: each block writes its normalised partial output and log-sum-exp per query head (partial_out
 //    [B, HEADS, num_splits, HEAD_DIM] fp32, partial_lse [B, HEADS, num_splits] fp32, log2 units) and counts
-//    itself in arrivals[b * KV_HEADS + kv head] (a fence, then an atomic add: the release half of the
-//    fence-atomic pattern); the block that arrives last (the count reaches the chunks the context has) sets
-//    the counter back to zero, fences (the acquire half) and merges the group's heads: weights
-//    2^(lse_s - max lse), warps over heads, lanes over columns and chunks, reading the partials through L2
-//    (__ldcg: an earlier block on this SM may hold older lines of them in L1).
+//    itself in arrivals[b * KV_HEADS + kv head]: after a block barrier, thread 0's acq_rel atomic add
+//    releases the block's partials and acquires those of the blocks counted before it. The block that
+//    arrives last (the count reaches the chunks the context has) sets the counter back to zero and merges
+//    the group's heads: weights 2^(lse_s - max lse), warps over heads, lanes over columns and chunks,
+//    reading the partials through L2 (__ldcg: an earlier block on this SM may hold older lines of them in L1).
 // Blocks whose chunk starts at or past the sequence's context write nothing and exit (a context of 0: split 0
 // writes zeros). Folding the merge in saved the combine launch of every layer (session 17, bench/NOTES.md).
 // context_len[b] counts this step's token, which kv_write has already put into the cache: the query sits at
@@ -56,10 +56,10 @@ inline constexpr int kDecodeTile = 16;
 inline constexpr int kMaxSplits = 256;
 
 // The longest context taken as one chunk whatever SPLIT_TOKENS: one block then writes the output itself, with
-// no partials and no merge (H200, session 17: TinyLlama's decode step at contexts 128-192, batch 1 0.918 ms
-// with 128-position chunks and a combine launch, 0.872 as one chunk). Longer contexts keep SPLIT_TOKENS
-// chunks: with 256 for every context, context 4000 took 1.035 ms against 0.976 (chunks of 128 keep two
-// tiles a warp, one trip for their loads).
+// no partials and no merge (H200, session 17: TinyLlama's decode step at contexts 128-192, batch 1 0.917 ms
+// with 128-position chunks and a combine launch, 0.874 as one chunk). Longer contexts keep SPLIT_TOKENS
+// chunks: with chunks of 256 for every context, context 4000 took 1.035 ms against 0.976 (chunks of 128
+// keep two tiles a warp, one trip for their loads).
 inline constexpr int kOneChunkTokens = 256;
 
 // Shared memory of the merge: each warp's chunk weights.
@@ -109,9 +109,9 @@ __device__ __forceinline__ void mergeChunks(const AttentionDecodeParams &p, int 
   // log-sum-exps (a lane each) and each lane group's first U chunks of partials, so one trip to L2 brings
   // what short contexts need; the sums, then the weighted partials, and further chunks after.
   constexpr int HPW = (GROUP + NW - 1) / NW; // heads a warp merges
-  // Chunks a lane group holds a head: 16 chunks of 2 heads at most (TinyLlama's group of 8 on 4 warps at 16
-  // chunks, context 4096: one trip), 8 float4 in all for larger groups (more would cost an MQA kernel's
-  // fourth block an SM).
+  // Chunks a lane group holds a head: 8 while a warp has at most 2 heads (TinyLlama: a group of 8 on 4 warps,
+  // 2 lane groups at head dim 64, so up to 16 chunks of each head in the first trip: context 2048 at chunks
+  // of 128), 8 float4 in all for larger groups (more would cost an MQA kernel its fourth block an SM).
   constexpr int U = HPW <= 2 ? 8 : HPW >= 8 ? 1 : 2;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int vec = lane % VECS, grp = lane / VECS;

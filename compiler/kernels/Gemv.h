@@ -134,13 +134,14 @@ private:
 // the statistics (H200, TinyLlama at batch 16: 2.08 ms a step folded, 1.80 unfolded).
 bool gemvFoldsNorm(const Target &target, int64_t maxRows, Prologue::Kind kind);
 
-// The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16. On sm_90a the wgmma
-// kernel (a slot of 128 of K, a split of 2 where N has fewer 64-row tiles than SMs) from M = 3, and at M = 2
-// where `pro` is an RMS norm or W has 16M weights or more; never with a LayerNorm in `pro` (only the FMA kernel
-// folds one). Otherwise M <= 2: the FMA kernel with rowsPerWarp = maxM,
-// halved while N / rowsPerWarp < 8 warps per SM, 4 warps per block; M >= 3: the mma.sync tensor-core kernel
-// with the most warps (4, 8 or 16) that keep all ceil(N / 16) blocks in one wave. `smCount` 0 means
-// target.nominalSmCount().
+// The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16.
+//  - On sm_90a, the wgmma kernel (a slot of 128 of K, a split of 2 where N has fewer 64-row tiles than SMs):
+//    from M = 3, and at M = 2 where `pro` is an RMS norm or W has 16M weights or more; never with a
+//    LayerNorm in `pro` (only the FMA kernel folds one).
+//  - Otherwise, M <= 2: the FMA kernel with rowsPerWarp = maxM, halved while N / rowsPerWarp < 8 warps per
+//    SM, 4 warps per block; M >= 3: the mma.sync tensor-core kernel with the most warps (4, 8 or 16) that
+//    keep all ceil(N / 16) blocks in one wave.
+// `smCount` 0 means target.nominalSmCount().
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0,
                          Prologue::Kind pro = Prologue::Kind::None);
 

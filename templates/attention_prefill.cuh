@@ -7,7 +7,7 @@
 // kv head h / (HEADS / KV_HEADS).
 //
 // The algorithm is FlashAttention-2's forward pass: a block owns BLOCK_M query rows of one head (grid
-// (ceil(rows / BLOCK_M), HEADS)); each of its WARPS warps owns 16 rows; the block walks key tiles of
+// (HEADS, ceil(rows / BLOCK_M))); each of its WARPS warps owns 16 rows; the block walks key tiles of
 // BLOCK_N keys from position 0 upwards, double-buffered in shared memory by cp.async, and every warp keeps an
 // online softmax (running max m, running sum l, unnormalised output O, all fp32) for its rows:
 //   S = Q K^T * scale * log2(e)          mma.sync m16n8k16 bf16 -> fp32, ldmatrix from shared memory
@@ -233,7 +233,7 @@ __host__ __device__ constexpr int prefillSmemBytes(int headDim, int blockM, int 
 // k_cache: [max_seq, KV_HEADS * HEAD_DIM] bf16, this sequence's slab; positions < start_pos + rows are valid
 // v_cache: [max_seq, KV_HEADS * HEAD_DIM] bf16, likewise
 // out:     [rows, HEADS * HEAD_DIM] bf16
-// Grid (ceil(rows / BLOCK_M), HEADS), block WARPS * 32 threads, dynamic shared memory
+// Grid (HEADS, ceil(rows / BLOCK_M)), block WARPS * 32 threads, dynamic shared memory
 // attn::prefillSmemBytes(HEAD_DIM, BLOCK_M, BLOCK_N) (the kernel traps when given less).
 template <int HEADS, int KV_HEADS, int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS>
 __global__ void __launch_bounds__(WARPS * kWarpSize)
@@ -267,9 +267,12 @@ __global__ void __launch_bounds__(WARPS * kWarpSize)
   bf16 *sV = sK + 2 * BLOCK_N * LDS;             // [2][BLOCK_N][LDS]
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  // Later row tiles see more keys: launch them first so the short ones fill the tail of the grid.
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-  const int head = blockIdx.y, kvHead = head / GROUP;
+  // Blocks start in the order of their linear index, heads fastest: every head's last row tile (it sees the
+  // most keys) starts before any head's next-to-last one, and so on, so the shortest tiles fill the tail of
+  // the grid (longest first over the whole grid; with the row tile as x, each head's short tiles started
+  // among the long ones and the last long ones ran alone at the end).
+  const int m0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_M;
+  const int head = blockIdx.x, kvHead = head / GROUP;
   const int blockRows = min(BLOCK_M, rows - m0);
   const int kvEnd = start_pos + m0 + blockRows; // keys 0 .. kvEnd-1 are visible to some row of the block
   const int numTiles = (kvEnd + BLOCK_N - 1) / BLOCK_N;

@@ -3,7 +3,7 @@
 // position start_pos + i seeing cache positions 0 .. start_pos + i), with TMA loads and wgmma.
 //
 // Structure (hopper.cuh has the primitives and the shared-memory layout):
-//   * a block owns BLOCK_M = 64 * CONSUMERS query rows of one head (grid (ceil(rows / BLOCK_M), HEADS), the
+//   * a block owns BLOCK_M = 64 * CONSUMERS query rows of one head (grid (HEADS, ceil(rows / BLOCK_M)), the
 //     row tiles that see the most keys first); it is one producer warpgroup and CONSUMERS consumer
 //     warpgroups, each of which owns 64 rows;
 //   * one producer thread loads the block's Q tile once, then walks key tiles of BLOCK_N keys through a
@@ -28,7 +28,7 @@
 // Kernel arguments: AttentionPrefillParams p, then the tensor maps of q [rows, HEADS * HEAD_DIM] (box 64 x
 // BLOCK_M), k_cache and v_cache [start_pos + rows, KV_HEADS * HEAD_DIM] (box 64 x BLOCK_N), encoded by the
 // launcher (compiler/kernels/Attention.h, AttentionPrefillSpec::tensorMaps). Launch: grid
-// (ceil(rows / BLOCK_M), HEADS), block 128 * (CONSUMERS + 1), dynamic shared memory
+// (HEADS, ceil(rows / BLOCK_M)), block 128 * (CONSUMERS + 1), dynamic shared memory
 // attn::prefillWgmmaSmemBytes(HEAD_DIM, BLOCK_M, BLOCK_N, STAGES).
 #pragma once
 
@@ -56,7 +56,9 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   static_assert(HEADS > 0 && KV_HEADS > 0 && HEADS % KV_HEADS == 0, "HEADS must be a multiple of KV_HEADS (GQA)");
   static_assert(HEAD_DIM % 16 == 0 && HEAD_DIM >= 64 && HEAD_DIM <= 128,
                 "attentionPrefillWgmma: HEAD_DIM must be a multiple of 16 in 64..128");
-  static_assert(CONSUMERS == 1 || CONSUMERS == 2, "attentionPrefillWgmma: one or two consumer warpgroups");
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "attentionPrefillWgmma: one to three consumer warpgroups");
+  static_assert(CONSUMERS < 3 || HEAD_DIM <= 64,
+                "attentionPrefillWgmma: three consumers have 128 registers a thread, which spill above head dim 64");
   static_assert(BLOCK_N == 64 || BLOCK_N == 128, "attentionPrefillWgmma: BLOCK_N must be 64 or 128 (a wgmma's N)");
   static_assert(STAGES >= 2, "attentionPrefillWgmma: at least two slots");
   constexpr int BLOCK_M = 64 * CONSUMERS, CHUNKS = attn::wgmmaChunks(HEAD_DIM), DP = 64 * CHUNKS;
@@ -77,9 +79,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
   const int rows = p.rows, start = p.start_pos;
-  // Later row tiles see more keys: launch them first so the short ones fill the tail of the grid.
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * BLOCK_M;
-  const int head = blockIdx.y, kvHead = head / GROUP;
+  // Blocks start in the order of their linear index, heads fastest: every head's last row tile (it sees the
+  // most keys) starts before any head's next-to-last one, and so on, so the shortest tiles fill the tail of
+  // the grid (longest first over the whole grid; with the row tile as x, each head's short tiles started
+  // among the long ones and the last long ones ran alone at the end).
+  const int m0 = (gridDim.y - 1 - blockIdx.y) * BLOCK_M;
+  const int head = blockIdx.x, kvHead = head / GROUP;
   const int kvEnd = start + min(m0 + BLOCK_M, rows); // keys 0 .. kvEnd - 1 are visible to some row
   const int numTiles = (kvEnd + BLOCK_N - 1) / BLOCK_N;
 
@@ -101,7 +106,10 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 
   if (wg == 0) {
     // Producer: one thread issues every copy; the rest of the warpgroup only gives its registers back.
+    // The producer gives its registers to the consumers: 384 threads share 64K registers as 40 + 2 x 232 a
+    // thread, 512 as 24 + 3 x 160.
     if constexpr (CONSUMERS == 2) setMaxRegistersDec<40>();
+    if constexpr (CONSUMERS == 3) setMaxRegistersDec<24>();
     if (threadIdx.x == 0) {
       mbarArriveExpectTx(qFull, CHUNKS * kQChunk);
       for (int c = 0; c < CHUNKS; ++c) tmaLoad2d(sQ + c * kQChunk, &mapQ, head * HEAD_DIM + 64 * c, m0, qFull);
@@ -123,6 +131,7 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
 
   // Consumers: warpgroup c = wg - 1 owns rows r0 .. r0 + 63 of the block.
   if constexpr (CONSUMERS == 2) setMaxRegistersInc<232>();
+  if constexpr (CONSUMERS == 3) setMaxRegistersInc<160>();
   const int c = wg - 1, warp = (threadIdx.x / 32) % 4, g = lane / 4, t4 = lane % 4;
   const int r0 = m0 + 64 * c, warpRow0 = r0 + 16 * warp;
   // The last key any valid row of this warpgroup sees; tiles after it are masked for all its rows. A
@@ -211,25 +220,28 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     }
   };
 
-  // Ping-pong between the two consumers (FlashAttention-3): named barrier 3 + c is warpgroup c's turn to
-  // issue wgmmas; after issuing, it hands the turn to the other, so one's softmax runs while the other's
-  // matrix products do. Only while both have rows: then both walk all of the block's tiles (the first
-  // warpgroup's part of the diagonal tile past its rows is masked, P = 0), so their turns pair up.
-  const bool pingpong = CONSUMERS == 2 && m0 + 64 < rows;
+  // Ping-pong between the consumers (FlashAttention-3), in turn: named barrier kTurn + c is warpgroup c's turn
+  // to issue wgmmas; after issuing, it hands the turn to the next (c + 1, the last to the first), so one's
+  // softmax runs while the others' matrix products do. Only while every consumer has rows: then all walk all
+  // of the block's tiles (an earlier warpgroup's part of the diagonal tiles past its rows is masked, P = 0),
+  // so their turns line up.
+  const bool pingpong = CONSUMERS > 1 && m0 + 64 * (CONSUMERS - 1) < rows;
+  constexpr int kTurn = 1 + CONSUMERS; // after the padding's barriers 1 .. CONSUMERS
   int turnsLeft = 0; // this warpgroup's issue points still to come
   auto takeTurn = [&] {
-    if (pingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
+    if (pingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(kTurn + c) : "memory");
   };
   auto passTurn = [&] {
-    // The second consumer's last issue hands nothing on: the first has already had its last turn.
-    if (pingpong && !(c == 1 && --turnsLeft == 0)) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
+    // The last consumer's last issue hands nothing on: the first has already had its last turn.
+    if (pingpong && !(c == CONSUMERS - 1 && --turnsLeft == 0))
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(kTurn + (c + 1) % CONSUMERS) : "memory");
   };
 
   // The tiles this warpgroup needs are a prefix: those up to its last row's position (with ping-pong, all
   // of the block's). The rest (the other warpgroup's diagonal) it only waits for and releases.
   const int needed = !active ? 0 : pingpong ? numTiles : min(numTiles, lastKey / BLOCK_N + 1);
   turnsLeft = needed + 1;
-  if (pingpong && c == 1) asm volatile("bar.arrive 3, 256;\n" ::: "memory"); // the first consumer goes first
+  if (pingpong && c == CONSUMERS - 1) asm volatile("bar.arrive %0, 256;\n" ::"r"(kTurn) : "memory"); // first goes first
   if (needed > 0) {
     // FlashAttention-3's pipelining within a warpgroup: tile t's scores are issued together with P_{t-1}
     // V_{t-1}, and the softmax of tile t runs on the CUDA cores while that P V runs on the tensor cores.

@@ -67,9 +67,10 @@ std::vector<AttentionPrefillSpec> AttentionPrefillSpec::candidates(int heads, in
   for (auto [m, n, w] : {std::array<int, 3>{64, 64, 4}, {64, 32, 4}, {128, 64, 8}, {128, 32, 8}})
     add({heads, kvHeads, headDim, m, n, w});
   // wgmma (blockM, blockN, stages), where the target has it: 128 or 64 rows x 128 or 64 keys; a third
-  // slot where it fits the shared memory.
+  // slot where it fits the shared memory; at head dim 64, 192 rows (three consumer warpgroups).
   if (target && target->hasWgmma() && wgmmaHeadDim(headDim))
-    for (auto [m, n, st] : {std::array<int, 3>{128, 128, 2}, {128, 128, 3}, {128, 64, 4}, {64, 128, 2}})
+    for (auto [m, n, st] : {std::array<int, 3>{128, 128, 2}, {128, 128, 3}, {128, 64, 4}, {64, 128, 2}, {192, 128, 2},
+                            {192, 64, 3}})
       add(hopper(heads, kvHeads, headDim, m, n, st));
   return out;
 }
@@ -78,7 +79,11 @@ llvm::Error AttentionPrefillSpec::validate() const {
   if (auto e = validateHeads(name(), heads, kvHeads, headDim)) return e;
   if (wgmma) {
     if (!wgmmaHeadDim(headDim)) return specError(name(), "the wgmma kernel takes head dims 64..128 in steps of 16");
-    if (blockM != 64 && blockM != 128) return specError(name(), "block_m must be 64 or 128 (consumer warpgroups)");
+    if (blockM != 64 && blockM != 128 && blockM != 192)
+      return specError(name(), "block_m must be 64, 128 or 192 (one to three consumer warpgroups)");
+    // Three consumers share 64K registers with the producer at 160 a thread (the kernel compiles to 128):
+    // enough for a 64-column head, not for more (ptxas spills at head dim 80 and above).
+    if (blockM == 192 && headDim > 64) return specError(name(), "block_m 192 takes head dim 64 only (registers)");
     if (blockN != 64 && blockN != 128) return specError(name(), "block_n must be 64 or 128 (a wgmma's N)");
     if (warps != 4 * (blockM / 64 + 1)) return specError(name(), "warps must be 4 per warpgroup, the producer's included");
     if (stages < 2) return specError(name(), "stages must be at least 2");
@@ -165,7 +170,8 @@ std::vector<TensorMapArg> AttentionPrefillSpec::tensorMaps(int64_t rows) const {
 
 LaunchDims AttentionPrefillSpec::launch(int64_t rows) const {
   LaunchDims d;
-  d.grid = {static_cast<unsigned>(llvm::divideCeil(std::max<int64_t>(rows, 0), blockM)), static_cast<unsigned>(heads),
+  // Heads fastest: the blocks start longest row tile first over the whole grid (the templates' m0).
+  d.grid = {static_cast<unsigned>(heads), static_cast<unsigned>(llvm::divideCeil(std::max<int64_t>(rows, 0), blockM)),
             1};
   d.block = {static_cast<unsigned>(32 * warps), 1, 1};
   d.sharedBytes = sharedBytes();

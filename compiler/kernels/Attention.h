@@ -47,7 +47,7 @@ struct AttentionDecodeParams { // attention_decode.cuh: attention_decode
   static const ParamsLayout &layout();
 };
 
-// Flash-attention prefill: grid (ceil(rows / blockM), heads). Two kernels:
+// Flash-attention prefill: grid (heads, ceil(rows / blockM)). Two kernels:
 //   * mma.sync (attention_prefill.cuh, every target): one warp per 16 query rows, cp.async double buffering;
 //     "m64n64_w4";
 //   * wgmma (attention_prefill_wgmma.cuh, sm_90a, head dims 64..128 in steps of 16): one producer warpgroup

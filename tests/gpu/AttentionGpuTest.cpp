@@ -174,17 +174,18 @@ protected:
 
 class AttentionPrefillGpu : public AttentionGpu {};
 
-// rows {1, 17, 64, 200, 300} x start_pos {0, 37} x every tile the autotuner may pick on this GPU (mma.sync:
-// 64 / 128 rows x 32 / 64 keys; on sm_90a the wgmma tiles too): one row, a partial row tile, an exact tile,
-// several tiles with a tail, and enough key tiles to go round the wgmma kernel's ring; a fresh prompt and a
-// continuation whose first rows see cached keys outside the diagonal.
+// rows {1, 17, 64, 150, 200, 300} x start_pos {0, 37} x every tile the autotuner may pick on this GPU
+// (mma.sync: 64 / 128 rows x 32 / 64 keys; on sm_90a the wgmma tiles too): one row, a partial row tile, an
+// exact tile, a 192-row tile whose third consumer has a few rows (150), several tiles with a tail, and enough
+// key tiles to go round the wgmma kernel's ring; a fresh prompt and a continuation whose first rows see
+// cached keys outside the diagonal.
 TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
   std::mt19937 rng(1234 + c.heads * 7 + c.headDim);
 
   GPU_TRY(target, gputest::deviceTarget());
   const std::vector<AttentionPrefillSpec> tiles =
       AttentionPrefillSpec::candidates(c.heads, c.kvHeads, c.headDim, &target);
-  for (int rows : {1, 17, 64, 200, 300}) {
+  for (int rows : {1, 17, 64, 150, 200, 300}) {
     for (int start : {0, 37}) {
       const int total = start + rows;
       const int maxSeq = total + 5; // a few poisoned positions past the context

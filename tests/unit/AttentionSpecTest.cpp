@@ -46,11 +46,13 @@ TEST(AttentionSpec, PrefillLaunchCoversRowsByBlockMAndHeads) {
   ASSERT_EQ(tiles.size(), 4u);
   EXPECT_EQ(tiles[0].name(), p.name());
   EXPECT_EQ(tiles[1].name(), "attention_prefill_bf16_h32_kv32_d128_m64n64_w4");
-  EXPECT_EQ(p.launch(1).grid[0], 1u);
-  EXPECT_EQ(p.launch(65).grid[0], 2u);
+  // Heads first, then the row tiles (heads fastest: every head's longest row tile starts first).
+  EXPECT_EQ(p.launch(1).grid[1], 1u);
+  EXPECT_EQ(p.launch(65).grid[1], 2u);
+  EXPECT_EQ(p.launch(65).grid[0], 32u);
   // Head dim 8 is padded to 16 columns (+8 against bank conflicts): (128 + 4 * 32) * 24 * 2.
   AttentionPrefillSpec small(8, 8, 8, 128, 32, 8);
-  EXPECT_EQ(small.launch(200).grid, (std::array<unsigned, 3>{2, 8, 1}));
+  EXPECT_EQ(small.launch(200).grid, (std::array<unsigned, 3>{8, 2, 1}));
   EXPECT_EQ(small.launch(200).block[0], 256u);
   EXPECT_EQ(small.sharedBytes(), 12288u);
 }
@@ -65,11 +67,11 @@ TEST(AttentionSpec, WgmmaPrefillTileIsNamedLaunchedAndChosenOnSm90a) {
   EXPECT_EQ(w.header(), "attention_prefill_wgmma.cuh");
   EXPECT_EQ(w.tuningKey(), AttentionPrefillSpec(32, 32, 128).tuningKey()); // one key: the tuner picks the kind
   LaunchDims l = w.launch(2048);
-  EXPECT_EQ(l.grid, (std::array<unsigned, 3>{16, 32, 1}));
+  EXPECT_EQ(l.grid, (std::array<unsigned, 3>{32, 16, 1}));
   EXPECT_EQ(l.block, (std::array<unsigned, 3>{384, 1, 1})); // a producer and two consumer warpgroups
   // Q 128 rows + 2 slots x (K, V) x 128 keys, each in two 128-byte boxes; 9 barriers; 1 KB of alignment.
   EXPECT_EQ(l.sharedBytes, 2u * 128 * (128 + 4 * 128) + 9 * 8 + 1024);
-  EXPECT_EQ(w.launch(129).grid[0], 2u);
+  EXPECT_EQ(w.launch(129).grid[1], 2u);
   // Head dim 80 is padded to two boxes; 64 needs one.
   EXPECT_EQ(AttentionPrefillSpec::hopper(8, 8, 80, 64, 64, 2).sharedBytes(), 2u * 128 * (64 + 4 * 64) + 9 * 8 + 1024);
   EXPECT_EQ(AttentionPrefillSpec::hopper(8, 8, 64, 64, 64, 2).sharedBytes(), 1u * 128 * (64 + 4 * 64) + 9 * 8 + 1024);
@@ -108,6 +110,13 @@ TEST(AttentionSpec, WgmmaPrefillTileIsNamedLaunchedAndChosenOnSm90a) {
   EXPECT_EQ(names, (std::vector<std::string>{"wgmma_m128n128_s2", "m64n32_w4", "m64n64_w4", "m128n64_w8", "m128n32_w8",
                                              "wgmma_m128n128_s3", "wgmma_m128n64_s4", "wgmma_m64n128_s2"}));
   for (const AttentionPrefillSpec &c : AttentionPrefillSpec::candidates(32, 32, 128, &*sm89)) EXPECT_FALSE(c.wgmma);
+  // At head dim 64 also the 192-row tiles (three consumer warpgroups).
+  names.clear();
+  for (const AttentionPrefillSpec &c : AttentionPrefillSpec::candidates(32, 4, 64, &*sm90a)) names.push_back(c.tileName());
+  EXPECT_EQ(names, (std::vector<std::string>{"wgmma_m128n128_s2", "m64n64_w4", "m64n32_w4", "m128n64_w8", "m128n32_w8",
+                                             "wgmma_m128n128_s3", "wgmma_m128n64_s4", "wgmma_m64n128_s2",
+                                             "wgmma_m192n128_s2", "wgmma_m192n64_s3"}));
+  EXPECT_FALSE(w.withTile("wgmma_m192n128_s2", *sm90a)); // head dim 128: not a tile it takes
   // A tile name round-trips through withTile, and a tile the target cannot run does not.
   auto back = w.withTile("wgmma_m128n64_s4", *sm90a);
   ASSERT_TRUE(back);
@@ -189,7 +198,10 @@ TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {
   rejects(AttentionPrefillSpec::hopper(32, 4, 64, 128, 128, 2).validate(*sm89), "need an sm_90a target, not sm_89");
   rejects(AttentionPrefillSpec::hopper(8, 8, 72, 128, 128, 2).validate(), "head dims 64..128 in steps of 16");
   rejects(AttentionPrefillSpec::hopper(8, 8, 32, 128, 128, 2).validate(), "head dims 64..128 in steps of 16");
-  rejects(AttentionPrefillSpec::hopper(8, 8, 64, 192, 128, 2).validate(), "block_m must be 64 or 128");
+  EXPECT_FALSE(bool(AttentionPrefillSpec::hopper(8, 8, 64, 192, 128, 2).validate(*sm90a)));
+  EXPECT_EQ(AttentionPrefillSpec::hopper(8, 8, 64, 192, 128, 2).warps, 16); // three consumers and the producer
+  rejects(AttentionPrefillSpec::hopper(8, 8, 80, 192, 128, 2).validate(), "block_m 192 takes head dim 64 only");
+  rejects(AttentionPrefillSpec::hopper(8, 8, 64, 256, 128, 2).validate(), "block_m must be 64, 128 or 192");
   rejects(AttentionPrefillSpec::hopper(8, 8, 64, 128, 32, 2).validate(), "block_n must be 64 or 128");
   rejects(AttentionPrefillSpec::hopper(8, 8, 64, 128, 128, 1).validate(), "stages");
   rejects(AttentionPrefillSpec::hopper(8, 8, 128, 128, 128, 4).validate(*sm90a), "bytes of shared memory exceed");
@@ -296,7 +308,8 @@ TEST(AttentionSpec, EveryWgmmaPrefillTileCompilesUnderNvrtcForSm90a) {
                                              std::to_string(p.stages) + ") == " + std::to_string(p.sharedBytes()) +
                                              ", \"host/template smem\");\n"));
     }
-  EXPECT_EQ(sources.size(), 10u); // 4 tiles at head dims 64 and 128 (a third 128-key slot fits both), 1 at 80 and 96
+  // 4 tiles at head dims 64 and 128 (a third 128-key slot fits both), the two 192-row tiles at 64, 1 at 80 and 96
+  EXPECT_EQ(sources.size(), 12u);
   for (const std::string &f : compileAll(sources, "sm_90a")) ADD_FAILURE() << f;
 }
 

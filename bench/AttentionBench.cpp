@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace minfer::bench {
@@ -44,10 +45,12 @@ struct Heads {
 };
 const Heads kModels[] = {{"TinyLlama", 32, 4, 64}, {"Llama-2-7B", 32, 32, 128}};
 
-// One decode step of `batch` sequences, all at `context`, with `splitTokens` (0: the session default).
-llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int splitTokens, int smCount) {
+// One decode step of `batch` sequences, all at `context`, with `splitTokens` (0: the session default); none
+// when --filter leaves the kernel out (bench::selected on its name and shape).
+llvm::Expected<std::optional<Result>> benchDecode(const Heads &h, int batch, int context, int splitTokens, int smCount) {
   AttentionDecodeSpec dec = AttentionDecodeSpec::forSession(h.heads, h.kvHeads, h.headDim, context, batch, smCount);
   if (splitTokens) dec.splitTokens = splitTokens;
+  if (!selected(dec.name() + " " + shape(batch, h.heads, h.kvHeads, h.headDim, context))) return std::nullopt;
   if (auto e = dec.validate()) return e;
   auto dk = loadKernel(dec);
   if (!dk) return dk.takeError();
@@ -100,8 +103,10 @@ llvm::Expected<Result> benchDecode(const Heads &h, int batch, int context, int s
   return r;
 }
 
-// A fresh prompt of `tokens` rows (start_pos 0) with `spec`'s tile.
-llvm::Expected<Result> benchPrefill(const Heads &h, int tokens, const AttentionPrefillSpec &spec, bool isDefault) {
+// A fresh prompt of `tokens` rows (start_pos 0) with `spec`'s tile; none when --filter leaves it out.
+llvm::Expected<std::optional<Result>> benchPrefill(const Heads &h, int tokens, const AttentionPrefillSpec &spec,
+                                                   bool isDefault) {
+  if (!selected(spec.name() + " " + shape(1, h.heads, h.kvHeads, h.headDim, tokens, tokens))) return std::nullopt;
   auto k = loadKernel(spec);
   if (!k) return k.takeError();
   const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
@@ -143,9 +148,9 @@ llvm::Expected<std::vector<Result>> runAttention(const Ceilings &) {
   auto info = cuda::deviceInfo();
   if (!info) return info.takeError();
   std::vector<Result> results;
-  auto add = [&](llvm::Expected<Result> r, const std::string &what) -> llvm::Error {
+  auto add = [&](llvm::Expected<std::optional<Result>> r, const std::string &what) -> llvm::Error {
     if (!r) return ir::makeError(what + ": " + llvm::toString(r.takeError()));
-    results.push_back(std::move(*r));
+    if (*r) results.push_back(std::move(**r)); // none: --filter left it out
     return llvm::Error::success();
   };
 

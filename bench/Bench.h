@@ -47,7 +47,9 @@ llvm::json::Object toJSON(const Result &r, const Ceilings &c);
 
 // Whether minfer_kernel_bench's --filter (a regular expression, empty: everything) matches `what`: a kernel's
 // name and shape, "gemm_bf16_n2560_k2048_wgmma_m128n128_s7_pp_epi_none M=2048 N=2560 K=2048". The matmul
-// suites (gemm, gemm_fused, gemv, gemv_fused) skip the kernels it does not match, e.g. to profile one under ncu.
+// suites (gemm, gemm_fused, gemv, gemv_fused) and the attention suite ("attention_prefill_bf16_h32_kv4_d64_
+// wgmma_m128n128_s2 batch=1 heads=32 kv_heads=4 head_dim=64 tokens=2048 context=2048") skip the kernels it
+// does not match, e.g. to profile one under ncu.
 bool selected(const std::string &what);
 void setFilter(const std::string &regex);
 

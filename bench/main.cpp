@@ -31,8 +31,8 @@ cl::opt<std::string> outPath("out", cl::desc("Write all results as one JSON arra
 cl::opt<std::string> shapesPath("shapes-out", cl::desc("Write the shapes that ran (for bench/torch_baseline.py)"),
                                 cl::value_desc("FILE.json"), cl::cat(category));
 cl::opt<std::string> filter("filter",
-                            cl::desc("In the matmul suites, run only the kernels whose name and shape match this "
-                                     "regular expression (e.g. 'pp_epi_qkv.*M=2048')"),
+                            cl::desc("In the matmul and attention suites, run only the kernels whose name and shape "
+                                     "match this regular expression (e.g. 'pp_epi_qkv.*M=2048', 'd64_wgmma.*tokens=2048')"),
                             cl::value_desc("REGEX"), cl::cat(category));
 cl::opt<bool> listSuites("list", cl::desc("Print the registered suites and exit"), cl::cat(category));
 

@@ -105,9 +105,8 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
   gridDependencyWait(); // q and the cache rows are the previous kernel's output
 
   if (wg == 0) {
-    // Producer: one thread issues every copy; the rest of the warpgroup only gives its registers back.
-    // The producer gives its registers to the consumers: 384 threads share 64K registers as 40 + 2 x 232 a
-    // thread, 512 as 24 + 3 x 160.
+    // Producer: one thread issues every copy; the rest of the warpgroup only gives its registers back (to
+    // the consumers: 384 threads share 64K registers as 40 + 2 x 232 a thread, 512 as 24 + 3 x 160).
     if constexpr (CONSUMERS == 2) setMaxRegistersDec<40>();
     if constexpr (CONSUMERS == 3) setMaxRegistersDec<24>();
     if (threadIdx.x == 0) {

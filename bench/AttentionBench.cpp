@@ -50,7 +50,8 @@ const Heads kModels[] = {{"TinyLlama", 32, 4, 64}, {"Llama-2-7B", 32, 32, 128}};
 llvm::Expected<std::optional<Result>> benchDecode(const Heads &h, int batch, int context, int splitTokens, int smCount) {
   AttentionDecodeSpec dec = AttentionDecodeSpec::forSession(h.heads, h.kvHeads, h.headDim, context, batch, smCount);
   if (splitTokens) dec.splitTokens = splitTokens;
-  if (!selected(dec.name() + " " + shape(batch, h.heads, h.kvHeads, h.headDim, context))) return std::nullopt;
+  const std::string shapeText = shape(batch, h.heads, h.kvHeads, h.headDim, context);
+  if (!selected(dec.name() + " " + shapeText)) return std::nullopt;
   if (auto e = dec.validate()) return e;
   auto dk = loadKernel(dec);
   if (!dk) return dk.takeError();
@@ -95,7 +96,7 @@ llvm::Expected<std::optional<Result>> benchDecode(const Heads &h, int batch, int
 
   Result r;
   r.kernel = dec.name() + " splits=" + std::to_string(dec.numSplits());
-  r.shape = shape(batch, h.heads, h.kvHeads, h.headDim, context);
+  r.shape = shapeText;
   r.ms = *ms;
   r.bytes = 2.0 * cacheBytes;
   r.flops = 4.0 * batch * h.heads * double(context) * h.headDim; // QK^T and PV, 2 FLOPs a multiply-add
@@ -106,7 +107,8 @@ llvm::Expected<std::optional<Result>> benchDecode(const Heads &h, int batch, int
 // A fresh prompt of `tokens` rows (start_pos 0) with `spec`'s tile; none when --filter leaves it out.
 llvm::Expected<std::optional<Result>> benchPrefill(const Heads &h, int tokens, const AttentionPrefillSpec &spec,
                                                    bool isDefault) {
-  if (!selected(spec.name() + " " + shape(1, h.heads, h.kvHeads, h.headDim, tokens, tokens))) return std::nullopt;
+  const std::string shapeText = shape(1, h.heads, h.kvHeads, h.headDim, tokens, tokens);
+  if (!selected(spec.name() + " " + shapeText)) return std::nullopt;
   auto k = loadKernel(spec);
   if (!k) return k.takeError();
   const size_t kvDim = size_t(h.kvHeads) * h.headDim, qDim = size_t(h.heads) * h.headDim;
@@ -136,7 +138,7 @@ llvm::Expected<std::optional<Result>> benchPrefill(const Heads &h, int tokens, c
 
   Result r;
   r.kernel = spec.name();
-  r.shape = shape(1, h.heads, h.kvHeads, h.headDim, tokens, tokens);
+  r.shape = shapeText;
   r.ms = *ms;
   r.bytes = 2.0 * qBytes + 2.0 * cacheBytes;                         // q and out, K and V
   r.flops = 4.0 * double(tokens) * tokens / 2 * h.heads * h.headDim; // causal: half of QK^T and PV

@@ -284,7 +284,7 @@ run_all() {
   if wants kernels; then
   step "kernel benchmarks"
   # $KERNEL_SUITE runs one suite (gemm, gemv, ...; minfer_kernel_bench --list), default all; $KERNEL_FILTER
-  # (a regular expression on kernel name and shape) runs only the matmul kernels it matches.
+  # (a regular expression on kernel name and shape) runs only the matmul and attention kernels it matches.
   "$build/bench/minfer_kernel_bench" ${KERNEL_SUITE:+--suite "$KERNEL_SUITE"} ${KERNEL_FILTER:+--filter "$KERNEL_FILTER"} --out "$OUT/kernel_bench.json" \
     --shapes-out "$shapes" || failed+=("kernel bench")
 

@@ -15,8 +15,9 @@
 //     code as the mma.sync kernel: an 8-column slice of a wgmma accumulator is an mma.sync C fragment);
 //     then O += P V with P as wgmma's register A operand (the C fragments of two 8-key slices are the A
 //     fragment of 16 keys) and V N-major from shared memory (imm-trans-b). The scores of the next tile and
-//     P V of this one are issued together, so the next softmax runs while P V does, and the two consumers
-//     take turns to issue, so one's softmax runs while the other's products do (FlashAttention-3);
+//     P V of this one are issued together, so the next softmax runs while P V does, and the consumers (two,
+//     or three at head dim 64) take turns to issue, so one's softmax runs while another's products do
+//     (FlashAttention-3);
 //   * head dims 64 .. 128 in steps of 16: the head dim is padded to CHUNKS * 64 columns. Q's padding
 //     columns are zeroed in shared memory after they land (TMA brings the next head's values there, or
 //     zeros past the row), so K's padding columns, whatever they hold, add nothing to S; V's padding columns

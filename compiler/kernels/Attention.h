@@ -67,7 +67,8 @@ struct AttentionPrefillSpec : KernelSpec {
       : heads(heads), kvHeads(kvHeads), headDim(headDim), blockN(headDim > 64 ? 32 : 64) {}
   AttentionPrefillSpec(int heads, int kvHeads, int headDim, int blockM, int blockN, int warps)
       : heads(heads), kvHeads(kvHeads), headDim(headDim), blockM(blockM), blockN(blockN), warps(warps) {}
-  // A wgmma tile: blockM 64 or 128 (one or two consumer warpgroups), blockN 64 or 128 keys.
+  // A wgmma tile: blockM 64, 128 or 192 (one to three consumer warpgroups; 192 at head dim 64 only), blockN 64
+  // or 128 keys.
   static AttentionPrefillSpec hopper(int heads, int kvHeads, int headDim, int blockM, int blockN, int stages);
   // Whether the wgmma kernel takes a head dim: a multiple of 16 in 64..128 (padded to 64 or 128 columns).
   static bool wgmmaHeadDim(int headDim) { return headDim % 16 == 0 && headDim >= 64 && headDim <= 128; }

@@ -30,7 +30,8 @@
 //                                                pairs with P::template residual2<N>(row, col, p) first, then
 //                                                store each through P::template store2Residual<N>(..., res)
 //                                                (store2 loads each just before its store: C may alias the
-//                                                residual, so the compiler cannot move the next load above it)
+//                                                residual, so the compiler cannot move the next load above it);
+//                                                single elements likewise with residual1 and store1Residual
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 //   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
@@ -128,6 +129,22 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   template <int N>
   __device__ __forceinline__ static void store1(bf16 *C, float acc, int row, int col, const EpiParams &p) {
     C[static_cast<long long>(row) * N + col] = toBf16(apply<N>(acc, row, col, p));
+  }
+
+  // The residual element (row, col) that store1 adds last (RESIDUAL only), and store1 with it already loaded:
+  // the same arithmetic in the same order as apply, so the same bits.
+  template <int N> __device__ __forceinline__ static float residual1(int row, int col, const EpiParams &p) {
+    return toFloat(p.residual[static_cast<long long>(row) * N + col]);
+  }
+  template <int N>
+  __device__ __forceinline__ static void store1Residual(bf16 *C, float acc, int row, int col, const EpiParams &p,
+                                                        float res) {
+    static_assert(RESIDUAL, "store1Residual: a policy with a residual");
+    float v = acc;
+    if constexpr (BIAS) v += toFloat(p.bias[col]);
+    v = Act::f(v);
+    if constexpr (SCALE) v *= p.scale;
+    C[static_cast<long long>(row) * N + col] = toBf16(v + res);
   }
   template <int N>
   __device__ __forceinline__ static void store1(bf16 *C, float acc, int row, int col, const EpiParams &p, const Row &) {

@@ -108,8 +108,10 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
   if (threads <= 0 || threads % 32) return nullptr;
   auto t = std::make_shared<GemvSpec>(*this);
   // The wgmma kernel's block is warp-specialised with its own shared memory: as a task, the mma.sync body
-  // does the same product (the same rows of A, every epilogue).
-  if (tile.wgmma) t->tile = GemvTile{tile.maxM, 1, 4, true};
+  // does the same product (the same rows of A, every epilogue); at one row the FMA body, the task the
+  // persistent kernel ran before one-row launches took wgmma (H200, TinyLlama at batch 1: 1.18 ms a step
+  // with it, 1.42-1.55 with the mma.sync body).
+  if (tile.wgmma) t->tile = tile.maxM == 1 ? GemvTile{1, 1, 4, false} : GemvTile{tile.maxM, 1, 4, true};
   t->tile.warps = threads / 32;
   t->loads = kTaskLoads;
   if (t->tile.fma()) {
@@ -245,9 +247,14 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   // FMA kernel and its folded RMS norms TinyLlama's step took 1.227 ms, 0.935 through wgmma (Llama-3.2-1B
   // 1.269 and 0.869); on a plain product the FMA kernel is level with wgmma or ahead below 16M weights
   // (TinyLlama's 2048 x 2048: 7.8 us against 8.8; GPT-2's 768 x 3072: 7.2 against 8.6), behind from there
-  // (Llama-2-7B's 4096 x 4096: 14.4 against 13.8, 4096 x 11008: 30.0 against 27.0). A LayerNorm in the
-  // prologue keeps the FMA kernel, the only one that takes it.
-  const bool wgmmaRows = t.maxM >= 4 || (t.maxM == 2 && (pro == Prologue::Kind::Rms || n * k >= (int64_t(1) << 24)));
+  // (Llama-2-7B's 4096 x 4096: 14.4 against 13.8, 4096 x 11008: 30.0 against 27.0).
+  // At 1 row (H200, bench/results/session19/wgmma_at_one_row, step times at batch 1, untuned): wgmma with a
+  // folded RMS norm took TinyLlama 0.877 -> 0.862 ms, Llama-3.2-1B 0.915 -> 0.825, Llama-2-7B 4.088 -> 4.046;
+  // on the plain products too, TinyLlama 0.849, Llama-2-7B 3.79, but GPT-2 (768 x 768 and 768 x 3072) 0.251
+  // -> 0.285: so on plain products from 4M weights (TinyLlama's smallest, 2048 x 2048) on.
+  // A LayerNorm in the prologue keeps the FMA kernel, the only one that takes it.
+  const bool plainLarge = n * k >= (t.maxM == 1 ? int64_t(1) << 22 : int64_t(1) << 24);
+  const bool wgmmaRows = t.maxM >= 4 || (t.maxM <= 2 && (pro == Prologue::Kind::Rms || plainLarge));
   if (wgmmaRows && target.hasWgmma() && pro != Prologue::Kind::Layer) {
     // sm_90a from M = 3: the wgmma kernel (H200, 16 rows, bench/results/gemv_wgmma: 1.0-1.3x gemvMma, up to
     // 94% of the copy bandwidth on the large matrices). 128 of K a slot; with a tile of 64 rows for every SM
@@ -299,8 +306,7 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   for (int r : {1, 2, 4, 8})
     for (int w : {2, 4, 8}) add(GemvTile{maxM, r, w, false});
   for (int w : {2, 4, 8, 16}) add(GemvTile{maxM, 1, w, true});
-  // The wgmma kernel from 2 rows (at 1, the FMA kernel and the persistent decode kernel's tasks serve).
-  if (target.hasWgmma() && maxM >= 2)
+  if (target.hasWgmma())
     for (int split : {1, 2, 4})
       for (int bk : {64, 128, 256})
         for (int stages : {2, 4, 8, 12}) add(GemvTile::hopper(maxM, bk, stages, split));

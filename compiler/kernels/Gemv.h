@@ -25,7 +25,7 @@ constexpr int64_t kGemvMaxRows = 16;
 
 // Three kernels:
 //   fp32 FMA (gemv.cuh gemv; mma and wgmma false): a warp owns rowsPerWarp rows of W and computes them for
-//     up to maxM rows of A at once; a block is `warps` warps. Fastest at M = 1..2.
+//     up to maxM rows of A at once; a block is `warps` warps. Fastest at M = 1..2 before Hopper.
 //   tensor cores (gemv.cuh gemvMma; mma true): a block of `warps` warps owns 16 rows of W, its warps
 //     splitting K; up to maxM <= 16 rows of A ride along as one or two mma n8 operands. Fastest at M = 3..16
 //     before Hopper. rowsPerWarp does not apply and must be 1.

@@ -3,15 +3,14 @@
 //
 // The kernels gemv (fp32 FMA) and gemvMma (tensor cores), and on sm_90a gemvWgmma. For each (N, K) of the
 // gemm test plus GPT-2's lm_head (N = 50257, odd, with K = 768 = 3 x 256), every M from 1 to 8, 16 and 19
-// runs the heuristic default tile (FMA up to M = 2, tensor cores above; wgmma from M = 3 on sm_90a, and at 2
-// from 16M weights) with the
-// epilogues none, bias, residual and bias + gelu_tanh, and four other tiles (FMA: one row per warp in
-// 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor cores: 2 and 16 warps); M = 3 runs every
-// epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take a second pass over W);
-// the residual epilogue also runs in place. On sm_90a three wgmma tiles more: slices of 256, 64 and 128 of
-// K with splits 1, 2 and 4 (the last in place too), each also over no rows at M = 1 and with a folded RMS
-// norm (the reference normalises A in double first). Outputs are poisoned first and compared with
-// ir::evalOp.
+// runs the heuristic default tile (FMA up to M = 2, tensor cores above; wgmma from M = 3 on sm_90a, at 2 from
+// 16M weights and at 1 from 4M) with the epilogues none, bias, residual and bias + gelu_tanh, and four other
+// tiles (FMA: one row per warp in 8-warp blocks, 4 rows per warp in 2-warp blocks; tensor cores: 2 and 16
+// warps); M = 3 runs every epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take
+// a second pass over W); the residual epilogue also runs in place. On sm_90a three wgmma tiles more: slices
+// of 256, 64 and 128 of K with splits 1, 2 and 4 (the last in place too), each also over no rows at M = 1 and
+// with a folded RMS norm (the reference normalises A in double first). Outputs are poisoned first and
+// compared with ir::evalOp.
 #include "MatmulGpuTest.h"
 
 #include "compiler/kernels/Gemm.h"

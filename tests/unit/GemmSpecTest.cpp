@@ -537,16 +537,23 @@ TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
       << "timed against the other gemv kernels";
   for (GemvTile t : {GemvTile::hopper(16, 128, 8, 4), GemvTile::hopper(4, 64, 2, 1), GemvTile{8, 1, 8, true}, GemvTile{2, 4, 4}})
     EXPECT_EQ(parseGemvTile(t.str()), t) << t.str();
-  // The default at 2 rows on sm_90a: wgmma (128 of K a slot; a split of 2 and 8 slots with fewer 64-row tiles
-  // than SMs, none and 4 slots otherwise) with an RMS norm in the prologue or from 16M weights; the FMA kernel
-  // on smaller plain products, with a LayerNorm in the prologue, and at one row.
+  // The default at 1 and 2 rows on sm_90a: wgmma (128 of K a slot; a split of 2 and 8 slots with fewer 64-row
+  // tiles than SMs, none and 4 slots otherwise) with an RMS norm in the prologue or from 4M weights at one row
+  // and 16M at two; the FMA kernel on smaller plain products and with a LayerNorm in the prologue.
   const Target hopper = target("sm_90a");
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 2));
   EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 4, 1));
   EXPECT_EQ(defaultGemvTile(hopper, 2, 4096, 4096), GemvTile::hopper(2, 128, 8, 2)) << "16M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 5632), (GemvTile{2, 1, 4, false})) << "11.5M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Layer), (GemvTile{2, 2, 4, false}));
-  EXPECT_EQ(defaultGemvTile(hopper, 1, 32000, 2048, 0, Prologue::Kind::Rms), (GemvTile{1, 1, 4, false}));
+  EXPECT_EQ(defaultGemvTile(hopper, 1, 32000, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(1, 128, 4, 1));
+  EXPECT_EQ(defaultGemvTile(hopper, 1, 2048, 2048), GemvTile::hopper(1, 128, 8, 2)) << "4M weights";
+  EXPECT_EQ(defaultGemvTile(hopper, 1, 768, 3072), (GemvTile{1, 1, 4, false})) << "2.4M weights";
+  EXPECT_EQ(defaultGemvTile(hopper, 1, 50257, 768, 0, Prologue::Kind::Layer), (GemvTile{1, 1, 4, false}));
+  auto one = GemvSpec(2048, 2048, Epilogue::Residual, GemvTile::hopper(1, 128, 8, 2)).asTask(128, 264);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->taskType().rfind("minfer::GemvTask<2048, 2048, 1, ", 0), 0u)
+      << "a one-row wgmma tile's task is the FMA body: " << one->taskType();
   EXPECT_EQ(defaultGemvTile(target("sm_90"), 2, 32000, 2048, 0, Prologue::Kind::Rms), (GemvTile{2, 2, 4, false}))
       << "no wgmma on sm_90";
   for (llvm::StringRef bad : {"m16_wgmma_k64_s8", "m16_wgmma_k64_s8_split", "m16_wgmma_k64_s8_split4x", "m16_wgmma_k64_s08_split4",
@@ -657,15 +664,15 @@ TEST(GemvWgmmaSpec, TilesAreCheckedAgainstTheTargetTheTemplateAndThePrologue) {
   argmax.argmax = true;
   EXPECT_NE(errorOf(GemvSpec(256, 64, argmax, GemvTile::hopper(8, 64, 4, 1)).validate()).find("FMA kernel only"),
             std::string::npos);
-  // The tuner tries them on sm_90a from 2 rows, every one valid there; never elsewhere or at 1 row.
+  // The tuner tries them on sm_90a at every row count, every one valid there; never elsewhere.
   auto wgmmaTiles = [](const std::vector<GemvTile> &ts) {
     return std::count_if(ts.begin(), ts.end(), [](const GemvTile &t) { return t.wgmma; });
   };
   // splits 1, 2, 4 x (bk 64: 2, 4, 8, 12 slots; 128: 2, 4, 8; 256: 2, 4)
   EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 16, 4096, 4096)), 27);
-  // From 2 rows; a slot of 8 rows of A instead of 16 leaves room for 12 slots of 128 too (3 more).
+  // At 1 and 2 rows a slot of 8 rows of A instead of 16 leaves room for 12 slots of 128 too (3 more).
   EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 2, 4096, 4096)), 30);
-  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 1, 4096, 4096)), 0);
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 1, 4096, 4096)), 30);
   EXPECT_EQ(wgmmaTiles(gemvTileCandidates(target("sm_90"), 16, 4096, 4096)), 0);
   // K = 128: bk 64 takes splits 1 and 2, bk 128 and 256 (one slice) no split.
   EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 16, 4096, 128)), 8 + 3 + 2);

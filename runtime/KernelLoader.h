@@ -36,12 +36,12 @@ llvm::Error launchSpec(const cuda::Function &fn, const KernelSpec &spec, int64_t
 // launchSpec with a typed Params struct: P must be the spec's Params type.
 template <typename P>
 llvm::Error launchKernel(const cuda::Function &fn, const KernelSpec &spec, int64_t rows, const P &params,
-                         cuda::StreamHandle stream = nullptr) {
+                         cuda::StreamHandle stream = nullptr, bool dependent = false) {
   if (&P::layout() != &spec.params())
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "launch of " + spec.name() + ": given " +
                                                                        P::layout().name + ", it takes " +
                                                                        spec.params().name);
-  return launchSpec(fn, spec, rows, &params, stream);
+  return launchSpec(fn, spec, rows, &params, stream, dependent);
 }
 
 } // namespace minfer

@@ -101,6 +101,20 @@ llvm::Expected<double> timeMedian(const std::function<llvm::Error(int)> &launch,
   return median(std::move(ms));
 }
 
+llvm::Expected<double> timeMedianChained(const std::function<llvm::Error(int, bool)> &launch, int chain, int warmup,
+                                         int iters) {
+  if (chain < 1) return ir::makeError("timeMedianChained: need chain >= 1, got " + llvm::Twine(chain));
+  auto ms = timeMedian(
+      [&](int run) -> llvm::Error {
+        for (int j = 0; j < chain; ++j)
+          if (llvm::Error e = launch(run * chain + j, j > 0)) return e;
+        return llvm::Error::success();
+      },
+      warmup, iters);
+  if (!ms) return ms.takeError();
+  return *ms / chain;
+}
+
 int copiesFor(double bytes) {
   return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0));
 }

@@ -1,8 +1,10 @@
 // DriverGpuTest.cpp — the CUDA driver layer on a real GPU (CTest label `gpu`; each test skips with the
 // reason when there is none): device memory round trips, a kernel compiled with NVRTC, loaded and
 // launched, the dynamic shared memory opt-in above 48 KiB and the refusal beyond the device's limit, event
-// timing, device-to-device copies, and the errors for garbage modules and unknown kernel names.
+// timing, timed chains of programmatic dependent launches, device-to-device copies, and the errors for garbage modules and unknown kernel names.
 #include "GpuHarness.h"
+
+#include "runtime/Timing.h"
 
 #include <numeric>
 #include <random>
@@ -289,6 +291,41 @@ TEST(DriverGpu, DeviceToDeviceCopyAndEventTiming) {
   EXPECT_TRUE(done);
   ASSIGN_OR_FAIL(ms2, cuda::Event::elapsedMs(a, b));
   EXPECT_GT(ms2, 0.f);
+}
+
+// timing::timeMedianChained (how the tuner times gemvs): every timed run is `chain` launches, the first
+// of each an ordinary launch and the rest programmatic dependent ones, numbered in order; every one of them
+// runs (each adds one to every element), and the result is one launch's share of a run.
+TEST(DriverGpu, TimedChainsNumberTheirLaunchesAndMakeAllButTheFirstDependent) {
+  MINFER_REQUIRE_GPU();
+  ASSIGN_OR_FAIL(k, build("add_one_1000", kAddOne, "add_one<1000>"));
+  constexpr int n = 1000, chain = 3, warmup = 2, iters = 4;
+  ASSIGN_OR_FAIL(buf, gputest::uploadVector(std::vector<float>(n, 0.f)));
+  cuda::DevicePtr x = buf.ptr();
+  void *args[] = {&x};
+  LaunchDims dims;
+  dims.grid = {(n + 255) / 256, 1, 1};
+  dims.block = {256, 1, 1};
+  std::vector<std::pair<int, bool>> seen;
+  auto ms = timing::timeMedianChained(
+      [&](int i, bool dependent) {
+        seen.push_back({i, dependent});
+        return cuda::launch(k.fn, dims, args, nullptr, dependent);
+      },
+      chain, warmup, iters);
+  MINFER_ASSERT_OK(ms.takeError());
+  EXPECT_GE(*ms, 0.0);
+  MINFER_ASSERT_OK(cuda::synchronize());
+  // timeMedian may retry its timed runs behind a longer busy block: at least warmup + iters runs.
+  ASSERT_GE(seen.size(), size_t((warmup + iters) * chain));
+  ASSERT_EQ(seen.size() % chain, 0u);
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].first, int(i));
+    EXPECT_EQ(seen[i].second, i % chain != 0) << "launch " << i;
+  }
+  std::vector<float> back(n);
+  MINFER_ASSERT_OK(buf.download(back.data(), n * 4));
+  for (int i = 0; i < n; ++i) ASSERT_EQ(back[i], float(seen.size())) << i;
 }
 
 } // namespace

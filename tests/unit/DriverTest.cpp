@@ -4,6 +4,7 @@
 // the no-driver cases skip; tests/gpu/DriverGpuTest.cpp covers the GPU side.
 #include "runtime/Driver.h"
 #include "runtime/KernelLoader.h"
+#include "runtime/Timing.h"
 #include "compiler/kernels/Gemm.h"
 #include "common/TestFiles.h"
 
@@ -213,6 +214,14 @@ TEST(Driver, ATensorMapThatAddsAFieldThatIsNoIntIsRefusedAtLaunch) {
     EXPECT_TRUE(failsMentioning(launchSpec(fn, spec, 64, &p), {spec.name(), std::string("'") + field + "'",
                                                                "not an int field of minfer::MatmulParams"}));
   }
+}
+
+TEST(Timing, AChainOfNoLaunchesIsRefusedBeforeTouchingTheGpu) {
+  int calls = 0;
+  auto ms = timing::timeMedianChained([&](int, bool) { ++calls; return llvm::Error::success(); }, 0, 1, 1);
+  ASSERT_FALSE(ms);
+  EXPECT_NE(llvm::toString(ms.takeError()).find("need chain >= 1, got 0"), std::string::npos);
+  EXPECT_EQ(calls, 0);
 }
 
 } // namespace

@@ -88,7 +88,7 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
   return b;
 }
 
-// Launches a timed run of a gemv chains (timing::timeMedianChained).
+// How many launches a gemv's timed run chains (timing::timeMedianChained).
 constexpr int kGemvChain = 8;
 
 // Median microseconds of `spec` at `rows` rows.

@@ -118,11 +118,8 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
   template <int N> __device__ __forceinline__ static float apply(float acc, int row, int col, const EpiParams &p) {
-    float v = acc;
-    if constexpr (BIAS) v += toFloat(p.bias[col]);
-    v = Act::f(v);
-    if constexpr (SCALE) v *= p.scale;
-    if constexpr (RESIDUAL) v += toFloat(p.residual[static_cast<long long>(row) * N + col]);
+    float v = beforeResidual1(acc, col, p);
+    if constexpr (RESIDUAL) v += residual1<N>(row, col, p);
     return v;
   }
 
@@ -140,11 +137,7 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   __device__ __forceinline__ static void store1Residual(bf16 *C, float acc, int row, int col, const EpiParams &p,
                                                         float res) {
     static_assert(RESIDUAL, "store1Residual: a policy with a residual");
-    float v = acc;
-    if constexpr (BIAS) v += toFloat(p.bias[col]);
-    v = Act::f(v);
-    if constexpr (SCALE) v *= p.scale;
-    C[static_cast<long long>(row) * N + col] = toBf16(v + res);
+    C[static_cast<long long>(row) * N + col] = toBf16(beforeResidual1(acc, col, p) + res);
   }
   template <int N>
   __device__ __forceinline__ static void store1(bf16 *C, float acc, int row, int col, const EpiParams &p, const Row &) {
@@ -183,6 +176,13 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
   }
 
 private:
+  // Column col up to the residual: bias, activation, scale.
+  __device__ __forceinline__ static float beforeResidual1(float v, int col, const EpiParams &p) {
+    if constexpr (BIAS) v += toFloat(p.bias[col]);
+    v = Act::f(v);
+    if constexpr (SCALE) v *= p.scale;
+    return v;
+  }
   // Columns col and col + 1 up to the residual: bias, activation, scale.
   __device__ __forceinline__ static float2 beforeResidual2(float2 v, int col, const EpiParams &p) {
     if constexpr (BIAS) {

@@ -117,6 +117,8 @@ llvm::json::Object TuningDb::toJSON() const {
       o["default_tile"] = e.defaultTile;
       o["default_us"] = e.defaultUs;
     }
+    if (e.stepMs > 0) o["step_ms"] = e.stepMs;
+    if (!e.kernelTile.empty()) o["kernel_tile"] = e.kernelTile;
     es[key] = std::move(o);
   }
   return llvm::json::Object{{"format", kFormat}, {"device", device.toJSON()}, {"entries", std::move(es)}};
@@ -152,6 +154,8 @@ llvm::Expected<TuningDb> TuningDb::read(llvm::StringRef path) {
     t.failed = static_cast<int>(e->getInteger("failed").getValueOr(0));
     t.defaultTile = e->getString("default_tile").getValueOr("").str();
     t.defaultUs = e->getNumber("default_us").getValueOr(0);
+    t.stepMs = e->getNumber("step_ms").getValueOr(0);
+    t.kernelTile = e->getString("kernel_tile").getValueOr("").str();
     db.entries[key.str()] = std::move(t);
   }
   return db;
@@ -235,6 +239,39 @@ SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected
       r.best = static_cast<int>(i);
       break;
     }
+  return r;
+}
+
+llvm::Expected<StepSearchResult> searchInStep(size_t kernels,
+                                              const std::function<llvm::Expected<double>(const std::vector<bool> &)> &stepMs,
+                                              double noise) {
+  StepSearchResult r;
+  r.reverted.assign(kernels, false);
+  auto time = [&](const std::vector<bool> &reverted) -> llvm::Expected<double> {
+    auto t = stepMs(reverted);
+    if (!t) return t.takeError();
+    ++r.timed;
+    if (!(*t > 0)) return ir::makeError(llvm::formatv("in-step tuning: a step timed {0} ms, not a positive time", *t).str());
+    return *t;
+  };
+  auto first = time(r.reverted);
+  if (!first) return first.takeError();
+  r.firstMs = r.bestMs = *first;
+  for (;;) {
+    int pick = -1;
+    double pickMs = 0;
+    for (size_t i = 0; i < kernels; ++i) {
+      if (r.reverted[i]) continue;
+      std::vector<bool> trial = r.reverted;
+      trial[i] = true;
+      auto t = time(trial);
+      if (!t) return t.takeError();
+      if (pick < 0 || *t < pickMs) pick = static_cast<int>(i), pickMs = *t;
+    }
+    if (pick < 0 || !(pickMs < r.bestMs * (1 - noise))) break;
+    r.reverted[static_cast<size_t>(pick)] = true;
+    r.bestMs = pickMs;
+  }
   return r;
 }
 

@@ -56,6 +56,11 @@ struct TuningEntry {
   std::string defaultTile;
   int candidates = 0;    // tiles timed (valid ones)
   int failed = 0;        // candidates whose compile or launch failed
+  // The in-step pass (runtime/Autotune.h tuneInStep) over a decode bucket: the step's milliseconds with the
+  // tiles it kept (0: no in-step pass), and, where it put this kernel back on its default, the tile the
+  // kernel's own timing had picked (`tile` is then the default).
+  double stepMs = 0;
+  std::string kernelTile;
 };
 
 class TuningDb {
@@ -96,5 +101,22 @@ struct SearchResult {
 };
 SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected<double>(size_t)> &time,
                            double noise = 0.02);
+
+// The in-step search. A kernel's own timing cannot see its neighbours in the decode step, and the tiles it
+// picks do not add up there (bench/NOTES.md, session 19: on Llama-3.2-1B each tuned gemv tile alone moved
+// the step from 0.818 ms to between 0.808 and 0.891). Starting from every kernel on its tuned tile,
+// `stepMs(reverted)` times the whole step with the kernels flagged in `reverted` back on their defaults; the
+// search reverts, one at a time, the kernel whose revert makes the step fastest, as long as that gains more
+// than `noise` (relative), so at most kernels * (kernels + 1) / 2 + 1 steps are timed. A failed timing is
+// an error: every configuration is one the plan can run.
+struct StepSearchResult {
+  std::vector<bool> reverted; // per kernel: back on its default
+  double firstMs = 0;         // the step with every tuned tile
+  double bestMs = 0;          // with the reverts kept
+  int timed = 0;              // configurations timed
+};
+llvm::Expected<StepSearchResult> searchInStep(size_t kernels,
+                                              const std::function<llvm::Expected<double>(const std::vector<bool> &)> &stepMs,
+                                              double noise = 0.005);
 
 } // namespace minfer

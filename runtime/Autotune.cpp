@@ -12,9 +12,11 @@
 #include "ir/Diagnostics.h"
 #include "runtime/Driver.h"
 #include "runtime/KernelLoader.h"
+#include "runtime/Session.h"
 #include "runtime/Timing.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <chrono>
@@ -277,6 +279,96 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     if (opts.progress) opts.progress(p);
   }
   report.timeSeconds = std::chrono::duration<double>(Clock::now() - t1).count();
+  return report;
+}
+
+namespace {
+
+// Milliseconds a decode step of `rows` sequences takes with `db`'s tiles: the median over `repeats`
+// generates of `steps` greedy steps each (a 16-token prompt per sequence), after one warm-up generate that
+// captures the step's graph.
+llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db, llvm::StringRef bucket,
+                                        const StepTuneOptions &opts) {
+  EngineOptions eo = opts.engine;
+  eo.tuned = true;
+  eo.tuning = db;
+  eo.plan = optionsFor(m, bucket);
+  auto engine = Engine::load(opts.model, eo);
+  if (!engine) return engine.takeError();
+  auto session = Session::create(**engine);
+  if (!session) return session.takeError();
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(bucketRows(bucket)), std::vector<int32_t>(16, 1));
+  GenerateOptions go;
+  go.maxNewTokens = opts.steps + 1;
+  std::vector<double> ms;
+  for (int r = 0; r <= opts.repeats; ++r) {
+    auto g = (*session)->generate(prompts, go);
+    if (!g) return g.takeError();
+    if (r > 0 && g->decodeSteps > 0) ms.push_back(g->decodeMs / double(g->decodeSteps));
+  }
+  if (ms.empty()) return ir::makeError("in-step tuning: no decode step ran for " + bucket);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+} // namespace
+
+llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, const StepTuneOptions &opts) {
+  if (opts.steps < 1 || opts.repeats < 1)
+    return ir::makeError("in-step tuning: need steps >= 1 and repeats >= 1");
+  auto fp = deviceFingerprint();
+  if (!fp) return fp.takeError();
+  if (!(db.device == *fp))
+    return ir::makeError("in-step tuning: the tuning database is for " + db.device.id() + ", the device is " + fp->id());
+  auto target = parseTarget(fp->target());
+  if (!target) return target.takeError();
+  StepTuneReport report;
+  for (const std::string &bucket : opts.buckets) {
+    if (!isTuningBucket(bucket)) return ir::makeError("in-step tuning: unknown bucket '" + bucket + "'");
+    if (!llvm::StringRef(bucket).startswith("decode")) continue;
+    // The decode step's tuned kernels whose tile is not the default: the ones a revert can change.
+    auto plan = buildPlan(m, *target, optionsFor(m, bucket));
+    if (!plan) return plan.takeError();
+    std::vector<std::string> keys, touched;
+    llvm::StringSet<> seen;
+    for (const PlannedLaunch &l : plan->decode.launches) {
+      std::string key = plan->kernels[l.kernel]->tuningKey();
+      if (key.empty() || !seen.insert(key).second) continue;
+      const TuningEntry *e = db.find(key, bucket);
+      if (!e) continue;
+      touched.push_back(TuningDb::entryKey(key, bucket));
+      if (!e->defaultTile.empty() && e->tile != e->defaultTile) keys.push_back(touched.back());
+    }
+    if (keys.empty()) continue;
+    ++report.buckets;
+    auto r = searchInStep(keys.size(), [&](const std::vector<bool> &reverted) -> llvm::Expected<double> {
+      TuningDb trial = db;
+      std::string which;
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (reverted[i]) {
+          TuningEntry &e = trial.entries[keys[i]];
+          e.tile = e.defaultTile;
+          which += (which.empty() ? "" : ", ") + keys[i];
+        }
+      auto ms = stepMilliseconds(m, trial, bucket, opts);
+      if (ms && opts.log)
+        opts.log(llvm::formatv("{0}: {1:f3} ms a step with {2}", bucket, *ms,
+                               which.empty() ? std::string("every tuned tile") : "the default tile of " + which)
+                     .str());
+      return ms;
+    }, opts.noise);
+    if (!r) return r.takeError();
+    report.timed += r->timed;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (r->reverted[i]) {
+        TuningEntry &e = db.entries[keys[i]];
+        e.kernelTile = e.tile;
+        e.tile = e.defaultTile;
+        e.us = e.defaultUs;
+        ++report.reverted;
+      }
+    for (const std::string &k : touched) db.entries[k].stepMs = r->bestMs;
+  }
   return report;
 }
 

@@ -263,7 +263,9 @@ struct EngineLoader {
 
   llvm::Error plan(const Target &t) {
     // The device's tuning database, when the driver can say which device this is (a bundle has its own).
-    if (!pipeline->bundle() && opts.tuned && cuda::available()) {
+    if (!pipeline->bundle() && opts.tuned && opts.tuning) {
+      pipeline->useTuning(*opts.tuning, "in memory");
+    } else if (!pipeline->bundle() && opts.tuned && cuda::available()) {
       if (auto fp = deviceFingerprint()) {
         std::string path = TuningDb::pathFor(KernelCache::openDefault().dir(), *fp);
         pipeline->useTuning(TuningDb::load(path, *fp, &engine->st.warning), path);

@@ -15,6 +15,7 @@
 
 #include "jit/ParallelCompile.h"
 #include "compiler/Plan.h"
+#include "compiler/Tuning.h"
 #include "jit/Target.h"
 #include "ir/Module.h"
 #include "runtime/Driver.h"
@@ -41,6 +42,9 @@ struct EngineOptions {
   bool cache = true;      // false: compile without the disk cache (MINFER_NO_CACHE does the same)
   bool fuse = true;       // run the fusion pass on an .ir file or a checkpoint (a bundle is planned as built)
   bool tuned = true;      // use the device's tuning database (runtime/Autotune.h) where it has an entry
+  // With `tuned`: this database instead of the device's file (the in-step tuner loads each configuration it
+  // times this way). It must be the device's: the plan trusts its tiles as the file's.
+  std::optional<TuningDb> tuning;
   size_t uploadChunkBytes = 64u << 20; // host staging per weight-upload step
   // Called with the module once everything without a GPU is checked and before the driver is touched, so
   // a caller's own cheap checks (minferc: prompt ids against the vocabulary) fail before the expensive ones.

@@ -115,6 +115,12 @@ cl::opt<bool> tuneRetune("retune", cl::desc("Time kernels the database has alrea
 cl::opt<bool> tuneNoFuse("no-fuse", cl::desc("Tune the unfused plan's kernels"), cl::sub(autotuneCmd), cl::cat(category));
 cl::opt<unsigned> tuneJobs("j", cl::desc("Kernels compiled in parallel (default: the cores)"), cl::init(0), cl::sub(autotuneCmd),
                            cl::cat(category));
+cl::opt<bool> tuneInStep("in-step",
+                         cl::desc("Then time the model's whole decode step in each decode bucket, on its weights, and put back "
+                                  "on their defaults the kernels whose tuned tiles make the step slower"),
+                         cl::sub(autotuneCmd), cl::cat(category));
+cl::opt<std::string> tuneWeights("weights", cl::desc("With --in-step: the weights (default: MODEL when it is a directory)"),
+                                 cl::value_desc("path"), cl::sub(autotuneCmd), cl::cat(category));
 cl::opt<std::string> cacheAction(cl::Positional, cl::desc("<ls|verify|clear>"), cl::sub(cacheCmd), cl::cat(category));
 cl::opt<bool> splitInput("split-input-file",
                          cl::desc("Treat each `// -----`-separated chunk of the input as its own module"),
@@ -804,6 +810,10 @@ int autotuneShow() {
                    << (e.defaultUs > 0 ? llvm::formatv("  (default {0} {1:f2} us, {2:f2}x)", e.defaultTile, e.defaultUs,
                                                        e.defaultUs / e.us).str()
                                        : std::string())
+                   << (e.stepMs > 0 ? llvm::formatv("  [in the step: {0:f3} ms{1}]", e.stepMs,
+                                                    e.kernelTile.empty() ? std::string()
+                                                                         : ", kept over " + e.kernelTile).str()
+                                    : std::string())
                    << "\n";
   }
   if (!found) llvm::outs() << "no tuning databases in " << dir << " (run `minferc autotune MODEL` on a GPU)\n";
@@ -814,6 +824,14 @@ int autotuneShow() {
 int autotuneMain() {
   if (tuneShow) return autotuneShow();
   if (tuneModel.empty()) return fail(ir::makeError("minferc autotune: give a model (an .ir file, a bundle or a checkpoint dir), or --show"));
+  if (tuneWeights.getNumOccurrences() && !tuneInStep)
+    return fail(ir::makeError("minferc autotune: --weights is for --in-step (the per-kernel timing needs no weights)"));
+  if (tuneInStep && isBundleFile(tuneModel))
+    return fail(ir::makeError("minferc autotune --in-step: '" + tuneModel + "' is a bundle; its tiles are fixed when it is "
+                              "built, so tune the .ir file or checkpoint it came from"));
+  if (tuneInStep && tuneWeights.empty() && !llvm::sys::fs::is_directory(tuneModel) && llvm::sys::fs::exists(tuneModel))
+    return fail(ir::makeError("minferc autotune --in-step: model '" + tuneModel +
+                              "' is an IR file; give its weights with --weights PATH (the step runs on them)"));
   auto loaded = loadModelArg(tuneModel, /*fuse=*/!tuneNoFuse);
   if (!loaded) return fail(loaded.takeError());
   std::unique_ptr<ir::Module> m = std::move(*loaded);
@@ -848,6 +866,20 @@ int autotuneMain() {
                                 "candidates timed ({4} failed); compile {5:f1} s, timing {6:f1} s; wrote {7}\n",
                                 report->kernels, report->tuned, report->skipped, report->candidates, report->failed,
                                 report->compileSeconds, report->timeSeconds, path);
+  if (!tuneInStep) return 0;
+  rt::StepTuneOptions so;
+  so.model = tuneModel;
+  so.engine.weights = tuneWeights;
+  so.engine.fuse = !tuneNoFuse;
+  so.engine.jobs = tuneJobs;
+  so.buckets = opts.buckets;
+  so.log = [](const std::string &line) { llvm::errs() << "minferc autotune --in-step: " << line << "\n"; };
+  auto stepReport = rt::tuneInStep(*m, db, so);
+  if (!stepReport) return fail(stepReport.takeError());
+  if (auto e = db.save(path)) return fail(std::move(e));
+  llvm::errs() << llvm::formatv("minferc autotune --in-step: {0} decode buckets, {1} steps timed, {2} kernels put back "
+                                "on their default tiles; wrote {3}\n",
+                                stepReport->buckets, stepReport->timed, stepReport->reverted, path);
   return 0;
 }
 
@@ -864,7 +896,7 @@ int main(int argc, char **argv) {
                              "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
                              "  minferc model.ir [--target sm_89] --print-after=fuse [--no-fuse]\n"
                              "  minferc cache ls|verify|clear\n"
-                             "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] | --show\n"
+                             "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] [--in-step [--weights W]] | --show\n"
                              "  minferc import-hf DIR -o model.ir\n"
                              "  minferc tokenize DIR --text TEXT\n"
                              "  minferc detokenize DIR --ids 1,2,3\n"

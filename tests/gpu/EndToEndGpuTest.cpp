@@ -11,6 +11,7 @@
 #include "common/TestModels.h"
 #include "gpu/GpuHarness.h"
 
+#include "compiler/Tuning.h"
 #include "io/Npy.h"
 #include "io/Safetensors.h"
 #include "minfer/minfer.hpp"
@@ -283,6 +284,72 @@ TEST(Autotune, WarmsTheDatabaseAndALaterRunUsesIt) {
   std::smatch tuned;
   ASSERT_TRUE(std::regex_search(runLog, tuned, std::regex("tiles: ([0-9]+) tuned"))) << runLog;
   EXPECT_GT(std::stoi(tuned[1]), 0) << runLog;
+}
+
+// `minferc autotune --in-step` on a checkpoint: after the per-kernel pass, the decode step itself is timed
+// with every tuned tile and with each tuned kernel back on its default. One entry is planted on a tile other
+// than its default first (the fixture's kernels mostly keep theirs), so there is a choice to time. Whatever
+// it keeps, every entry of the bucket records the step's time, and a later run still gives HF's tokens.
+TEST(Autotune, InStepTimesTheDecodeStepAndTheRunStillMatches) {
+  MINFER_REQUIRE_GPU();
+  std::string dir = test::fixtureDir("llama_gqa");
+  GPU_TRY(ref, test::readReference(dir));
+  test::TempDir tmp;
+  std::string cacheDir = tmp.file("cache");
+  std::string cacheEnv = "MINFER_CACHE_DIR=" + cacheDir;
+  std::vector<llvm::StringRef> env = {cacheEnv};
+  for (char **e = environ; *e; ++e)
+    if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
+  int step = 0;
+  std::string out, err;
+  auto minferc = [&](std::vector<llvm::StringRef> args) {
+    ++step;
+    out = tmp.file("out" + std::to_string(step) + ".txt");
+    err = tmp.file("err" + std::to_string(step) + ".txt");
+    args.insert(args.begin(), MINFERC_PATH);
+    llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
+    return llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
+  };
+  ASSERT_EQ(minferc({"autotune", dir, "--buckets", "decode:1"}), 0) << test::readFile(err);
+
+  // The database the tuner wrote (the only one in the cache): plant a one-row FMA tile on a residual gemv.
+  std::string dbPath;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(TuningDb::directory(cacheDir), ec), end; it != end && !ec; it.increment(ec))
+    dbPath = it->path();
+  ASSERT_FALSE(dbPath.empty());
+  auto db = TuningDb::read(dbPath);
+  ASSERT_TRUE(bool(db)) << llvm::toString(db.takeError());
+  std::string planted;
+  for (auto &[key, e] : db->entries)
+    if (planted.empty() && llvm::StringRef(key).startswith("gemv_") && key.find("epi_residual@decode:1") != std::string::npos) {
+      e.tile = e.defaultTile == "m1_r1_w8" ? "m1_r1_w2" : "m1_r1_w8";
+      planted = key;
+    }
+  ASSERT_FALSE(planted.empty()) << "no residual gemv in the fixture's decode plan";
+  MINFER_ASSERT_OK(db->save(dbPath));
+
+  ASSERT_EQ(minferc({"autotune", dir, "--buckets", "decode:1", "--in-step"}), 0) << test::readFile(err);
+  std::string log = test::readFile(err);
+  EXPECT_NE(log.find("ms a step with every tuned tile"), std::string::npos) << log;
+  EXPECT_NE(log.find("ms a step with the default tile of " + planted), std::string::npos) << log;
+  std::smatch counts;
+  ASSERT_TRUE(std::regex_search(log, counts, std::regex("1 decode buckets, ([0-9]+) steps timed, ([0-9]+) kernels put back")))
+      << log;
+  EXPECT_GE(std::stoi(counts[1]), 2) << log;
+  auto after = TuningDb::read(dbPath);
+  ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
+  const TuningEntry &e = after->entries.at(planted);
+  EXPECT_GT(e.stepMs, 0.0);
+  if (std::stoi(counts[2]) > 0 && e.tile == e.defaultTile) EXPECT_FALSE(e.kernelTile.empty()) << "a revert names what it replaced";
+  for (const auto &[key, x] : after->entries)
+    if (key.find("@decode:1") != std::string::npos) EXPECT_EQ(x.stepMs, e.stepMs) << key;
+
+  std::string ids = llvm::join(llvm::map_range(ref.promptIds, [](int32_t t) { return std::to_string(t); }), ",");
+  ASSERT_EQ(minferc({"run", dir, "--prompt-ids", ids, "--max-new-tokens", std::to_string(ref.greedyIds.size())}), 0)
+      << test::readFile(err);
+  std::string want = llvm::join(llvm::map_range(ref.greedyIds, [](int32_t t) { return std::to_string(t); }), ",");
+  EXPECT_EQ(test::readFile(out), want + "\n");
 }
 
 // Three sequences of different lengths together give each the tokens it gets alone (GEMV at M = 3 vs 1,

@@ -106,6 +106,57 @@ TEST(TuningSearch, NothingRanAndBrokenTimesAreFailures) {
   EXPECT_EQ(r.failures.size(), 1u);
 }
 
+// A fake decode step of three kernels, each tuned tile costing or saving time with an interaction: kernel 0's
+// tuned tile costs 0.07 ms, kernel 1's costs 0.02 but only while kernel 0 is tuned, kernel 2's saves 0.01.
+double fakeStep(const std::vector<bool> &reverted) {
+  double ms = 0.80;
+  if (!reverted[0]) ms += 0.07;
+  if (!reverted[0] && !reverted[1]) ms += 0.02;
+  if (reverted[2]) ms += 0.01;
+  return ms;
+}
+
+TEST(TuningStepSearch, RevertsTheKernelsWhoseTunedTilesCostTheStep) {
+  std::vector<std::vector<bool>> seen;
+  auto r = searchInStep(3, [&](const std::vector<bool> &rev) -> llvm::Expected<double> {
+    seen.push_back(rev);
+    return fakeStep(rev);
+  });
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->reverted, (std::vector<bool>{true, false, false}))
+      << "kernel 0 reverted; kernel 1's cost went with it, so it keeps its tile; kernel 2's tile helps";
+  EXPECT_DOUBLE_EQ(r->firstMs, 0.89);
+  EXPECT_DOUBLE_EQ(r->bestMs, 0.80);
+  // All tuned, the three single reverts, then the two reverts on top of kernel 0's: 6 steps.
+  EXPECT_EQ(r->timed, 6);
+  EXPECT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen[0], (std::vector<bool>{false, false, false}));
+}
+
+TEST(TuningStepSearch, GainsWithinTheNoiseRevertNothing) {
+  auto r = searchInStep(2, [&](const std::vector<bool> &rev) -> llvm::Expected<double> {
+    return rev[1] ? 0.999 : 1.0; // 0.1%: within the default 0.5%
+  });
+  ASSERT_TRUE(bool(r));
+  EXPECT_EQ(r->reverted, (std::vector<bool>{false, false}));
+  EXPECT_EQ(r->timed, 3);
+  r = searchInStep(0, [&](const std::vector<bool> &) -> llvm::Expected<double> { return 1.0; });
+  ASSERT_TRUE(bool(r));
+  EXPECT_EQ(r->timed, 1) << "no kernel: the step is timed once";
+}
+
+TEST(TuningStepSearch, AFailedOrBrokenStepIsAnError) {
+  auto r = searchInStep(2, [&](const std::vector<bool> &rev) -> llvm::Expected<double> {
+    if (rev[1]) return llvm::createStringError(llvm::inconvertibleErrorCode(), "launch failed");
+    return 1.0;
+  });
+  ASSERT_FALSE(bool(r));
+  EXPECT_EQ(llvm::toString(r.takeError()), "launch failed");
+  r = searchInStep(1, [&](const std::vector<bool> &) -> llvm::Expected<double> { return 0.0; });
+  ASSERT_FALSE(bool(r));
+  EXPECT_NE(llvm::toString(r.takeError()).find("not a positive time"), std::string::npos);
+}
+
 TEST(TuningDb, RoundTripsThroughItsFile) {
   test::TempDir tmp;
   TuningDb db;
@@ -132,7 +183,21 @@ TEST(TuningDb, RoundTripsThroughItsFile) {
   EXPECT_EQ(got->defaultUs, 12.25);
   EXPECT_EQ(got->candidates, 15);
   EXPECT_EQ(got->failed, 1);
+  EXPECT_EQ(got->stepMs, 0.0) << "no in-step pass";
+  EXPECT_EQ(got->kernelTile, "");
   EXPECT_EQ(back.find("gemv_bf16_n2560_k2048_epi_none", "decode:2-8"), nullptr);
+  // What the in-step pass adds: the step's time, and the tile the kernel's timing picked when reverted.
+  e.kernelTile = e.tile;
+  e.tile = e.defaultTile;
+  e.stepMs = 0.808;
+  db.entries[TuningDb::entryKey("gemv_bf16_n2560_k2048_epi_none", "decode:1")] = e;
+  ASSERT_FALSE(bool(db.save(path)));
+  back = TuningDb::load(path, h200(), &warning);
+  got = back.find("gemv_bf16_n2560_k2048_epi_none", "decode:1");
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->tile, "m1_r2_w4");
+  EXPECT_EQ(got->kernelTile, "m1_r2_w8");
+  EXPECT_EQ(got->stepMs, 0.808);
   // Nothing but the file is left behind (the write went through a temporary and a rename).
   std::error_code ec;
   int files = 0;

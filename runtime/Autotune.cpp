@@ -178,13 +178,22 @@ llvm::Expected<DeviceFingerprint> deviceFingerprint() {
   return d;
 }
 
-llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const AutotuneOptions &opts) {
-  using Clock = std::chrono::steady_clock;
+namespace {
+
+// The target of device 0, once `db` is known to be its database (`who` names the caller in the error).
+llvm::Expected<Target> deviceTargetFor(const TuningDb &db, llvm::StringRef who) {
   auto fp = deviceFingerprint();
   if (!fp) return fp.takeError();
   if (!(db.device == *fp))
-    return ir::makeError("autotune: the tuning database is for " + db.device.id() + ", the device is " + fp->id());
-  auto target = parseTarget(fp->target());
+    return ir::makeError(who + ": the tuning database is for " + db.device.id() + ", the device is " + fp->id());
+  return parseTarget(fp->target());
+}
+
+} // namespace
+
+llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const AutotuneOptions &opts) {
+  using Clock = std::chrono::steady_clock;
+  auto target = deviceTargetFor(db, "autotune");
   if (!target) return target.takeError();
   AutotuneReport report;
 
@@ -316,11 +325,7 @@ llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db,
 llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, const StepTuneOptions &opts) {
   if (opts.steps < 1 || opts.repeats < 1)
     return ir::makeError("in-step tuning: need steps >= 1 and repeats >= 1");
-  auto fp = deviceFingerprint();
-  if (!fp) return fp.takeError();
-  if (!(db.device == *fp))
-    return ir::makeError("in-step tuning: the tuning database is for " + db.device.id() + ", the device is " + fp->id());
-  auto target = parseTarget(fp->target());
+  auto target = deviceTargetFor(db, "in-step tuning");
   if (!target) return target.takeError();
   StepTuneReport report;
   for (const std::string &bucket : opts.buckets) {

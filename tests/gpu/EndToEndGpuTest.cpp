@@ -341,9 +341,14 @@ TEST(Autotune, InStepTimesTheDecodeStepAndTheRunStillMatches) {
   ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
   const TuningEntry &e = after->entries.at(planted);
   EXPECT_GT(e.stepMs, 0.0);
-  if (std::stoi(counts[2]) > 0 && e.tile == e.defaultTile) EXPECT_FALSE(e.kernelTile.empty()) << "a revert names what it replaced";
-  for (const auto &[key, x] : after->entries)
-    if (key.find("@decode:1") != std::string::npos) EXPECT_EQ(x.stepMs, e.stepMs) << key;
+  if (std::stoi(counts[2]) > 0 && e.tile == e.defaultTile) {
+    EXPECT_FALSE(e.kernelTile.empty()) << "a revert names what it replaced";
+  }
+  for (const auto &[key, x] : after->entries) {
+    if (key.find("@decode:1") != std::string::npos) {
+      EXPECT_EQ(x.stepMs, e.stepMs) << key;
+    }
+  }
 
   std::string ids = llvm::join(llvm::map_range(ref.promptIds, [](int32_t t) { return std::to_string(t); }), ",");
   ASSERT_EQ(minferc({"run", dir, "--prompt-ids", ids, "--max-new-tokens", std::to_string(ref.greedyIds.size())}), 0)

@@ -306,8 +306,10 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   for (int r : {1, 2, 4, 8})
     for (int w : {2, 4, 8}) add(GemvTile{maxM, r, w, false});
   for (int w : {2, 4, 8, 16}) add(GemvTile{maxM, 1, w, true});
+  // Splits of 3 too: TinyLlama's qkv (40 tiles of 64 rows) fills 120 of 132 SMs with it, 80 with a split
+  // of 2 and 160 (two waves) with 4.
   if (target.hasWgmma())
-    for (int split : {1, 2, 4})
+    for (int split : {1, 2, 3, 4})
       for (int bk : {64, 128, 256})
         for (int stages : {2, 4, 8, 12}) add(GemvTile::hopper(maxM, bk, stages, split));
   return out;

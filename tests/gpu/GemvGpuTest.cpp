@@ -46,11 +46,11 @@ TEST_P(GemvKernel, MatchesInterpreter) {
     if (target.hasWgmma()) {
       // The wgmma kernel: no split in 256-wide slices (K = 96 and 200: boxes past K), a split of 2 through a
       // ring of 2 64-wide slots (it wraps every other slice), a split of 4 in 128-wide slices (where K has
-      // the slices), in place too.
-      const Epilogue es[] = {Epilogue::BiasGeluTanh, Epilogue::Residual, Epilogue::Bias};
-      const int bks[] = {256, 64, 128};
-      for (int i = 0; i < 3; ++i) {
-        GemvTile t = GemvTile::hopper(dflt.maxM, bks[i], i == 1 ? 2 : 4, 1 << i);
+      // the slices), in place too, and a split of 3 in 64-wide slices (ranks with unequal shares of K).
+      const Epilogue es[] = {Epilogue::BiasGeluTanh, Epilogue::Residual, Epilogue::Bias, Epilogue::Residual};
+      const int bks[] = {256, 64, 128, 64}, splits[] = {1, 2, 4, 3};
+      for (int i = 0; i < 4; ++i) {
+        GemvTile t = GemvTile::hopper(dflt.maxM, bks[i], i == 1 ? 2 : 4, splits[i]);
         if (llvm::Error e = checkGemvTile(t, k, &target)) {
           llvm::consumeError(std::move(e));
           continue;

@@ -668,13 +668,14 @@ TEST(GemvWgmmaSpec, TilesAreCheckedAgainstTheTargetTheTemplateAndThePrologue) {
   auto wgmmaTiles = [](const std::vector<GemvTile> &ts) {
     return std::count_if(ts.begin(), ts.end(), [](const GemvTile &t) { return t.wgmma; });
   };
-  // splits 1, 2, 4 x (bk 64: 2, 4, 8, 12 slots; 128: 2, 4, 8; 256: 2, 4)
-  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 16, 4096, 4096)), 27);
-  // At 1 and 2 rows a slot of 8 rows of A instead of 16 leaves room for 12 slots of 128 too (3 more).
-  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 2, 4096, 4096)), 30);
-  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 1, 4096, 4096)), 30);
+  // splits 1, 2, 3, 4 x (bk 64: 2, 4, 8, 12 slots; 128: 2, 4, 8; 256: 2, 4)
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 16, 4096, 4096)), 36);
+  // At 1 and 2 rows a slot of 8 rows of A instead of 16 leaves room for 12 slots of 128 too (4 more).
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 2, 4096, 4096)), 40);
+  EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 1, 4096, 4096)), 40);
   EXPECT_EQ(wgmmaTiles(gemvTileCandidates(target("sm_90"), 16, 4096, 4096)), 0);
-  // K = 128: bk 64 takes splits 1 and 2, bk 128 and 256 (one slice) no split.
+  // K = 128: bk 64 takes splits 1 and 2 (3 would leave a rank without a slice), bk 128 and 256 (one slice)
+  // no split.
   EXPECT_EQ(wgmmaTiles(gemvTileCandidates(hopper, 16, 4096, 128)), 8 + 3 + 2);
   for (const GemvTile &t : gemvTileCandidates(hopper, 16, 4096, 4096))
     EXPECT_EQ(errorOf(checkGemvTile(t, 4096, &hopper)), "(success)") << t.str();

@@ -12,7 +12,7 @@
 # $E2E_MODELS (default gpt2-124m,tinyllama-1.1b,llama-3.2-1b,llama-2-7b): bench/torch_e2e.py (writes seeded random weights
 # to /dev/shm and times PyTorch eager and torch.compile on them), a cold and a warm `minferc run` of the
 # model (time to first token), `minferc autotune` of the model for the benchmark's buckets (unless
-# E2E_TUNE=0; with E2E_IN_STEP=1 also its in-step pass on the same weights), then minfer_e2e_bench on the same weights: fused and tuned, and (unless E2E_UNFUSED=0) unfused
+# E2E_TUNE=0; with its in-step pass on the same weights unless E2E_IN_STEP=0), then minfer_e2e_bench on the same weights: fused and tuned, and (unless E2E_UNFUSED=0) unfused
 # with the default tiles ($E2E_ARGS and $E2E_TORCH_ARGS: more arguments of the two, e.g. the decode batches;
 # the e2e bench times the persistent decode kernel beside the launches where the plan has one); with E2E_COMPARE_BUILD=DIR, the e2e bench of another prebuilt build (an earlier
 # revision) on the same weights in the same run, into compare_<model>.json.
@@ -204,7 +204,7 @@ run_all() {
         if [[ "${E2E_TUNE:-1}" == 1 ]]; then
           echo "-- minferc autotune (the buckets the benchmark runs: decode B=1 and 16, prefill 512 and 2048)"
           in_step=()
-          [[ "${E2E_IN_STEP:-0}" == 1 ]] && in_step=(--in-step --weights "$wdir/model.safetensors")
+          [[ "${E2E_IN_STEP:-1}" == 1 ]] && in_step=(--in-step --weights "$wdir/model.safetensors")
           "$build/tools/minferc" autotune "$ir" --buckets decode:1,decode:9-16,prefill:1-512,prefill:513-2048 \
             "${in_step[@]}" > "$OUT/autotune_$model.log" 2>&1 || failed+=("autotune $model")
           tail -3 "$OUT/autotune_$model.log"

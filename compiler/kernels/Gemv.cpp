@@ -261,11 +261,20 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
     // or more, no split and 4 slots (the best or within 3% of it on every model shape measured: qkv, gate/up,
     // lm_head); with fewer tiles than SMs, a split of 2 and 8 slots (Llama's o and down: 16.3 and 29.6 us,
     // against 19.0 and 38.9 for gemvMma).
-    bool split = static_cast<int64_t>(llvm::divideCeil(n, 64)) < smCount;
-    GemvTile h = GemvTile::hopper(t.maxM, 128, split ? 8 : 4, split ? 2 : 1);
-    llvm::Error e = checkGemvTile(h, k, &target);
-    if (!e) return h;
-    llvm::consumeError(std::move(e)); // K too short for the split: the mma.sync kernel below
+    // A split of 3 for at most a quarter as many tiles as SMs (H200, bench/results/session20/split3 and
+    // default_split3, untuned steps against a split of 2): 32 tiles (the 1B models' o and down) gain at
+    // 16 rows (tuned 5.09 and 8.84 us against 5.59 and 9.95; Llama-3.2-1B's step 0.933 -> 0.907 ms at 16
+    // rows, 0.817 -> 0.801 at 1), as GPT-2's 12 do (0.357 -> 0.345 at 16); at 40 (TinyLlama's qkv, 120
+    // blocks) TinyLlama's 8-row step lost (0.847 -> 0.873).
+    const int64_t tiles = llvm::divideCeil(n, 64);
+    const int split = tiles * 4 <= smCount ? 3 : tiles < smCount ? 2 : 1;
+    for (int s = split; s >= 1; --s) {
+      GemvTile h = GemvTile::hopper(t.maxM, 128, split > 1 ? 8 : 4, s);
+      llvm::Error e = checkGemvTile(h, k, &target);
+      if (!e) return h;
+      llvm::consumeError(std::move(e)); // K too short for the split: a smaller one
+      if (s == 2) break;                // then the mma.sync kernel below, as before
+    }
   }
   if (t.maxM >= 4) {
     // Tensor cores from M = 3 (measured on an H200 at M = 4: 1.0-1.3x the FMA kernel; at M = 8 1.2-2.5x).

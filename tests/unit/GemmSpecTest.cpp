@@ -537,17 +537,21 @@ TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
       << "timed against the other gemv kernels";
   for (GemvTile t : {GemvTile::hopper(16, 128, 8, 4), GemvTile::hopper(4, 64, 2, 1), GemvTile{8, 1, 8, true}, GemvTile{2, 4, 4}})
     EXPECT_EQ(parseGemvTile(t.str()), t) << t.str();
-  // The default at 1 and 2 rows on sm_90a: wgmma (128 of K a slot; a split of 2 and 8 slots with fewer 64-row
-  // tiles than SMs, none and 4 slots otherwise) with an RMS norm in the prologue or from 4M weights at one row
-  // and 16M at two; the FMA kernel on smaller plain products and with a LayerNorm in the prologue.
+  // The default at 1 and 2 rows on sm_90a: wgmma (128 of K a slot; a split of 3 and 8 slots with at most a
+  // quarter as many 64-row tiles as SMs, of 2 with fewer than the SMs, none and 4 slots otherwise) with an
+  // RMS norm in the prologue or from 4M weights at one row and 16M at two; the FMA kernel on smaller plain
+  // products and with a LayerNorm in the prologue.
   const Target hopper = target("sm_90a");
-  EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 2));
+  EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 3)) << "32 tiles";
+  EXPECT_EQ(defaultGemvTile(hopper, 2, 2560, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 2)) << "40 tiles";
+  EXPECT_EQ(defaultGemvTile(hopper, 16, 2048, 2048, 264), GemvTile::hopper(16, 128, 8, 3)) << "64 tiles, 264 SMs";
+  EXPECT_EQ(defaultGemvTile(hopper, 16, 2048, 256), GemvTile::hopper(16, 128, 8, 2)) << "2 slices of K: no split of 3";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 4, 1));
   EXPECT_EQ(defaultGemvTile(hopper, 2, 4096, 4096), GemvTile::hopper(2, 128, 8, 2)) << "16M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 5632), (GemvTile{2, 1, 4, false})) << "11.5M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Layer), (GemvTile{2, 2, 4, false}));
   EXPECT_EQ(defaultGemvTile(hopper, 1, 32000, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(1, 128, 4, 1));
-  EXPECT_EQ(defaultGemvTile(hopper, 1, 2048, 2048), GemvTile::hopper(1, 128, 8, 2)) << "4M weights";
+  EXPECT_EQ(defaultGemvTile(hopper, 1, 2048, 2048), GemvTile::hopper(1, 128, 8, 3)) << "4M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 1, 768, 3072), (GemvTile{1, 1, 4, false})) << "2.4M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 1, 50257, 768, 0, Prologue::Kind::Layer), (GemvTile{1, 1, 4, false}));
   auto one = GemvSpec(2048, 2048, Epilogue::Residual, GemvTile::hopper(1, 128, 8, 2)).asTask(128, 264);

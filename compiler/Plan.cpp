@@ -132,12 +132,14 @@ private:
     return sharedBuffer(std::move(b));
   }
   // `spec` with its tuned tile for this phase's rows when the tuning database has one, else as it is (the
-  // heuristic default); the plan records which.
+  // heuristic default); the plan records which. An entry whose winner was the default of its time, where
+  // the default has moved since, gives the current default (TuningEntry::keepsDefault).
   std::shared_ptr<KernelSpec> tuned(std::shared_ptr<KernelSpec> spec, bool decodePhase, int64_t rows) {
     std::string key = spec->tuningKey();
     if (key.empty()) return spec;
     if (plan.options.tuning)
-      if (const TuningEntry *e = plan.options.tuning->find(key, tuningBucket(decodePhase, rows)))
+      if (const TuningEntry *e = plan.options.tuning->find(key, tuningBucket(decodePhase, rows));
+          e && !e->keepsDefault(spec->tileName()))
         if (auto t = spec->withTile(e->tile, plan.target)) {
           plan.tileSource[t->name()] = "tuned";
           plan.tunedTiles[TuningDb::entryKey(key, tuningBucket(decodePhase, rows))] = e->tile;

@@ -61,6 +61,12 @@ struct TuningEntry {
   // kernel's own timing had picked (`tile` is then the default).
   double stepMs = 0;
   std::string kernelTile;
+
+  // The entry says "the heuristic default" (its winner is the default it was timed against) but the
+  // compiler's default is now `currentDefault`: the default changed since (a new minfer), so the plan takes
+  // the current one, and `minferc autotune` times the kernel again.
+  bool defaultMoved(llvm::StringRef currentDefault) const { return !defaultTile.empty() && defaultTile != currentDefault; }
+  bool keepsDefault(llvm::StringRef currentDefault) const { return tile == defaultTile && defaultMoved(currentDefault); }
 };
 
 class TuningDb {

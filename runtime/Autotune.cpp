@@ -212,10 +212,13 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
       std::string key = spec->tuningKey();
       if (key.empty() || !seen.insert(TuningDb::entryKey(key, bucket)).second) continue;
       ++report.kernels;
-      if (!opts.retune && db.find(key, bucket)) {
+      // An entry timed against another default than today's is timed again (TuningEntry::defaultMoved).
+      const TuningEntry *had = db.find(key, bucket);
+      if (!opts.retune && had && !had->defaultMoved(spec->tileName())) {
         ++report.skipped;
         continue;
       }
+      if (had && !opts.retune) ++report.stale;
       Work w{key, bucket, spec, rows, {spec}};
       for (auto &c : spec->tuningCandidates(*target, rows))
         if (c->name() != spec->name()) w.candidates.push_back(std::move(c));

@@ -862,10 +862,13 @@ int autotuneMain() {
   auto report = rt::autotune(*m, db, opts);
   if (!report) return fail(report.takeError());
   if (auto e = db.save(path)) return fail(std::move(e));
-  llvm::errs() << llvm::formatv("minferc autotune: {0} kernels ({1} tuned now, {2} already in the database), {3} "
+  std::string stale = report->stale ? llvm::formatv(" ({0} of them again: the default tile has changed since)",
+                                                    report->stale).str()
+                                    : "";
+  llvm::errs() << llvm::formatv("minferc autotune: {0} kernels ({1} tuned now{8}, {2} already in the database), {3} "
                                 "candidates timed ({4} failed); compile {5:f1} s, timing {6:f1} s; wrote {7}\n",
                                 report->kernels, report->tuned, report->skipped, report->candidates, report->failed,
-                                report->compileSeconds, report->timeSeconds, path);
+                                report->compileSeconds, report->timeSeconds, path, stale);
   if (!tuneInStep) return 0;
   rt::StepTuneOptions so;
   so.model = tuneModel;

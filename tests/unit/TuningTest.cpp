@@ -334,6 +334,25 @@ TEST(TuningPlan, APlanTakesItsTilesFromTheDatabaseAndSaysWhich) {
   EXPECT_EQ(tuned->tunedTiles.begin()->second, tile);
   // The launch count does not change with tiles.
   EXPECT_EQ(tuned->decode.launches.size(), plain->decode.launches.size());
+
+  // An entry whose winner was the default of its time says "the default": once the compiler's default has
+  // moved, the plan takes today's. A winner that beat an old default stays.
+  TuningEntry &e = db.entries[TuningDb::entryKey(gated->tuningKey(), "decode:1")];
+  e.defaultTile = e.tile; // `tile` won as the default, and today's default is gated->tileName()
+  EXPECT_TRUE(e.keepsDefault(gated->tileName()));
+  EXPECT_FALSE(e.keepsDefault(e.tile)) << "the default has not moved";
+  auto moved = buildPlan(*m, h100, po);
+  ASSERT_TRUE(bool(moved)) << llvm::toString(moved.takeError());
+  EXPECT_EQ(moved->tunedKernels(), 0);
+  EXPECT_EQ(moved->tileSource.at(gated->name()), "default");
+  e.defaultTile = "m1_r1_w2"; // `tile` beat another, older default
+  EXPECT_TRUE(e.defaultMoved(gated->tileName())) << "timed again by minferc autotune";
+  EXPECT_FALSE(e.keepsDefault(gated->tileName()));
+  auto kept = buildPlan(*m, h100, po);
+  ASSERT_TRUE(bool(kept)) << llvm::toString(kept.takeError());
+  EXPECT_EQ(kept->tunedKernels(), 1);
+  e.defaultTile.clear(); // a bundle's entries name only their tiles
+  EXPECT_FALSE(e.defaultMoved(gated->tileName()));
 }
 
 } // namespace

@@ -268,12 +268,12 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
     // blocks) TinyLlama's 8-row step lost (0.847 -> 0.873).
     const int64_t tiles = llvm::divideCeil(n, 64);
     const int split = tiles * 4 <= smCount ? 3 : tiles < smCount ? 2 : 1;
-    for (int s = split; s >= 1; --s) {
+    // K too short for a split of 3: 2; too short for the split of 2: the mma.sync kernel below.
+    for (int s = split; s >= std::min(split, 2); --s) {
       GemvTile h = GemvTile::hopper(t.maxM, 128, split > 1 ? 8 : 4, s);
       llvm::Error e = checkGemvTile(h, k, &target);
       if (!e) return h;
-      llvm::consumeError(std::move(e)); // K too short for the split: a smaller one
-      if (s == 2) break;                // then the mma.sync kernel below, as before
+      llvm::consumeError(std::move(e));
     }
   }
   if (t.maxM >= 4) {
@@ -315,8 +315,8 @@ std::vector<GemvTile> gemvTileCandidates(const Target &target, int64_t m, int64_
   for (int r : {1, 2, 4, 8})
     for (int w : {2, 4, 8}) add(GemvTile{maxM, r, w, false});
   for (int w : {2, 4, 8, 16}) add(GemvTile{maxM, 1, w, true});
-  // Splits of 3 too: TinyLlama's qkv (40 tiles of 64 rows) fills 120 of 132 SMs with it, 80 with a split
-  // of 2 and 160 (two waves) with 4.
+  // Splits of 3 too: with them the 1B models' o and down projections (32 tiles of 64 rows, 96 blocks) were
+  // fastest at 16 rows (bench/results/session20/split3).
   if (target.hasWgmma())
     for (int split : {1, 2, 3, 4})
       for (int bk : {64, 128, 256})

@@ -3,8 +3,9 @@
 // and keep the fastest in the device's tuning database (compiler/Tuning.h). Decode attention's split size is
 // chosen per session from its cache length (AttentionDecodeSpec::chooseSplitTokens), not tuned.
 //
-// What is timed: the kernel alone (a gemv in a chain of its own dependent launches), at its bucket's row count (prefill attention: one sequence of that many
-// tokens), with the launch arguments a plan gives it (the epilogue's and prologue's buffers included), the weights rotated over enough copies that L2 does not
+// What is timed: the kernel alone (a gemv in a chain of its own dependent launches), at its bucket's row
+// count (prefill attention: one sequence of that many tokens), with the launch arguments a plan gives it (the
+// epilogue's and prologue's buffers included), the weights rotated over enough copies that L2 does not
 // flatter, warm-up then the median of many runs (runtime/Timing.h). A candidate that fails to compile, load
 // or launch is counted and skipped. The heuristic default is always among the candidates, listed first, so
 // a tuned tile is never slower than the default beyond the noise the search allows for (Tuning.h).

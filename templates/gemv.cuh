@@ -307,9 +307,9 @@ __device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, 
 }
 
 // The residual elements of one m16n8 fragment of C^T (storeFragmentT's layout), 0 where nothing is stored;
-// all zero unless the epilogue has a residual and stores single elements (a pairs epilogue loads its own). A kernel storing several fragments loads all of theirs first:
-// C may alias the residual, so a load after a store cannot be moved above it, and element by element each
-// costs a round trip to L2 (the wgmma gemv at 16 rows had 8 such trips in a row, H200 ncu: 1.8 us of its
+// all zero unless the epilogue has a residual and stores single elements (a pairs epilogue loads its own).
+// A kernel storing several fragments loads all of theirs first: C may alias the residual, so a load after a
+// store cannot be moved above it, and element by element each costs a round trip to L2 (the wgmma gemv at 16 rows had 8 such trips in a row, H200 ncu: 1.8 us of its
 // 10.3 against 8 rows' 4).
 template <int N, class Epi>
 __device__ __forceinline__ void residualFragmentT(float (&res)[4], int n0, int m0, int j0, int rows, const EpiParams &epi) {

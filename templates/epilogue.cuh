@@ -263,9 +263,18 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
                                                 const Row &r) {
-    // q and k rotate by rotary pair (col % HEAD_DIM) / 2 (q, k and v start at multiples of HEAD_DIM); v does not.
-    const float2 cs = ROPE != 0 && col < QD + KVD ? rotation(r.pos, (col % HEAD_DIM) / 2, p) : make_float2(1.f, 0.f);
-    store2Rotated<N>(C, acc, row, col, p, r, cs);
+    store2Rotated<N>(C, acc, row, col, p, r, rotationOf(r, col, p));
+  }
+
+  // The rotation of columns col, col + 1 on row r: q and k rotate by rotary pair (col % HEAD_DIM) / 2 (q, k
+  // and v start at multiples of HEAD_DIM); v does not.
+  __device__ __forceinline__ static float2 rotationOf(const Row &r, int col, const EpiParams &p) {
+    return ROPE != 0 && col < QD + KVD ? rotation(r.pos, (col % HEAD_DIM) / 2, p) : make_float2(1.f, 0.f);
+  }
+  // The bias of columns col, col + 1 (0 without one).
+  __device__ __forceinline__ static float2 bias2(int col, const EpiParams &p) {
+    if constexpr (BIAS) return make_float2(toFloat(__ldg(p.bias + col)), toFloat(__ldg(p.bias + col + 1)));
+    else return make_float2(0.f, 0.f);
   }
 
   // Half-style rope (ROPE 1) for a quad (the 4 lanes holding one row of an 8-column slice, lane q its pair
@@ -421,13 +430,21 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   template <int N>
   __device__ __forceinline__ static void store2Rotated(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
                                                        const Row &r, float2 cs) {
+    store2Loaded<N>(C, acc, row, col, p, r, cs, bias2(col, p));
+  }
+  // store2Rotated with the bias pair `bias` = bias2(col, p) already loaded: a kernel that stores many pairs a
+  // thread loads the rows, rotations and biases of all of them before its first store (gemv.cuh
+  // loadFragmentsT).
+  template <int N>
+  __device__ __forceinline__ static void store2Loaded(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
+                                                      const Row &r, float2 cs, float2 bias) {
     static_assert(N == QD + 2 * KVD, "EpiQkv: W must stack (HEADS + 2 KV_HEADS) * HEAD_DIM rows");
     static_assert(HEAD_DIM % 2 == 0, "EpiQkv: HEAD_DIM must be even");
     const int pos = r.pos;
     float a = acc.x, b = acc.y;
     if constexpr (BIAS) {
-      a += toFloat(__ldg(p.bias + col));
-      b += toFloat(__ldg(p.bias + col + 1));
+      a += bias.x;
+      b += bias.y;
     }
     const int region = col < QD ? 0 : col < QD + KVD ? 1 : 2; // q, k, v
     const int local = col - (region == 0 ? 0 : region == 1 ? QD : QD + KVD);

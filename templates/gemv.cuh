@@ -306,51 +306,84 @@ __device__ __forceinline__ uint4 normalise(const uint4 &raw, int k0, float2 st, 
   return out;
 }
 
-// The residual elements of one m16n8 fragment of C^T (storeFragmentT's layout), 0 where nothing is stored;
-// all zero unless the epilogue has a residual and stores single elements (a pairs epilogue loads its own).
-// A kernel storing several fragments loads all of theirs first: C may alias the residual, so a load after a
-// store cannot be moved above it, and element by element each costs a round trip to L2 (the wgmma gemv at 16 rows had 8 such trips in a row, H200 ncu: 1.8 us of its
-// 10.3 against 8 rows' 4).
-template <int N, class Epi>
-__device__ __forceinline__ void residualFragmentT(float (&res)[4], int n0, int m0, int j0, int rows, const EpiParams &epi) {
+// A qkv epilogue (epilogue.cuh EpiQkv): its pair stores read the row's position and cache sequence, the
+// pair's rotation and its bias.
+template <class Epi> concept RowLoadingEpilogue = requires { Epi::kRope; };
+
+// What the stores of one m16n8 fragment of C^T (storeFragmentT's layout) read besides the accumulators:
+// a residual epilogue's elements (0 where nothing is stored), a qkv epilogue's rows, rotations and biases.
+template <class Epi> struct FragmentLoads {
+  float res[4];
+  typename Epi::Row row[4];
+  float2 cs[4], bias[4];
+};
+
+// The loads of J fragments (fragment j at column j0 = 8 j of C^T), all before the kernel's first store: C
+// may alias what they read (the residual), so a load after a store cannot be moved above it, and element by
+// element each costs a round trip to L2. The wgmma gemv at 16 rows had 8 such trips in a row in its
+// residual epilogue (H200 ncu: 1.8 us of its 10.3 against 8 rows' 4) and 8 x 2 in its qkv epilogue
+// (position, then rotation: 14.0 us against 12.1 at 8 rows). Here the qkv rows of every element are
+// loaded first, then every rotation: two trips.
+template <int N, class Epi, int J>
+__device__ __forceinline__ void loadFragmentsT(FragmentLoads<Epi> (&f)[J], int n0, int m0, int rows, const EpiParams &epi) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const int n = n0 + g + (e / 2) * 8, r = j0 + 2 * t + e % 2;
-    res[e] = 0.f;
-    if constexpr (Epi::kResidual && !Epi::kPairs)
-      if (r < rows && n < N) res[e] = Epi::template residual1<N>(m0 + r, n, epi);
-  }
+  for (int j = 0; j < J; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = n0 + g + (e / 2) * 8, r = 8 * j + 2 * t + e % 2;
+      f[j].res[e] = 0.f;
+      if constexpr (Epi::kResidual && !Epi::kPairs)
+        if (r < rows && n < N) f[j].res[e] = Epi::template residual1<N>(m0 + r, n, epi);
+      if constexpr (RowLoadingEpilogue<Epi>)
+        if (g % 2 == 0 && r < rows && n < N) {
+          f[j].row[e] = Epi::rowOf(m0 + r, epi);
+          f[j].bias[e] = Epi::bias2(n, epi);
+        }
+    }
+  if constexpr (RowLoadingEpilogue<Epi>)
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = n0 + g + (e / 2) * 8, r = 8 * j + 2 * t + e % 2;
+        if (g % 2 == 0 && r < rows && n < N) f[j].cs[e] = Epi::rotationOf(f[j].row[e], n, epi);
+      }
 }
 
 // Stores one m16n8 fragment of C^T = W · A^T (ptx.cuh's mma C layout; a wgmma m64 accumulator is four of
 // them, one a warp): v[e] is C[m0 + j0 + 2t + e % 2][n0 + g + 8 (e / 2)] for lane (g, t). Rows of A at or past
 // `rows` (counted from m0) and W rows at or past N are not stored. A pairs epilogue gets W rows n, n + 1
-// together in the lane of row n (g even), the odd row's value from lane + 4. A residual epilogue adds `res`
-// (residualFragmentT, loaded before any of the kernel's stores). The whole warp calls it.
+// together in the lane of row n (g even), the odd row's value from lane + 4. What the stores read besides
+// the accumulators comes in `f` (loadFragmentsT, before any of the kernel's stores). The whole warp calls it.
 template <int N, class Epi>
 __device__ __forceinline__ void storeFragmentT(bf16 *C, const float (&v)[4], int n0, int m0, int j0, int rows,
-                                               const EpiParams &epi, const float (&res)[4]) {
+                                               const EpiParams &epi, const FragmentLoads<Epi> &f) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int n = n0 + g + (e / 2) * 8, r = j0 + 2 * t + e % 2;
     if constexpr (Epi::kPairs) {
       const float next = __shfl_down_sync(0xffffffffu, v[e], 4);
-      if (g % 2 == 0 && r < rows && n < N) Epi::template store2<N>(C, make_float2(v[e], next), m0 + r, n, epi);
+      if (g % 2 == 0 && r < rows && n < N) {
+        if constexpr (RowLoadingEpilogue<Epi>)
+          Epi::template store2Loaded<N>(C, make_float2(v[e], next), m0 + r, n, epi, f.row[e], f.cs[e], f.bias[e]);
+        else
+          Epi::template store2<N>(C, make_float2(v[e], next), m0 + r, n, epi);
+      }
     } else if (r < rows && n < N) {
-      if constexpr (Epi::kResidual) Epi::template store1Residual<N>(C, v[e], m0 + r, n, epi, res[e]);
+      if constexpr (Epi::kResidual) Epi::template store1Residual<N>(C, v[e], m0 + r, n, epi, f.res[e]);
       else Epi::template store1<N>(C, v[e], m0 + r, n, epi);
     }
   }
 }
-// The same, loading the fragment's residual elements first (one round trip for the four).
+// The same, loading the fragment's reads first (one round trip for the four, two for a qkv epilogue).
 template <int N, class Epi>
 __device__ __forceinline__ void storeFragmentT(bf16 *C, const float (&v)[4], int n0, int m0, int j0, int rows,
                                                const EpiParams &epi) {
-  float res[4];
-  residualFragmentT<N, Epi>(res, n0, m0, j0, rows, epi);
-  storeFragmentT<N, Epi>(C, v, n0, m0, j0, rows, epi, res);
+  FragmentLoads<Epi> f[1];
+  loadFragmentsT<N, Epi, 1>(f, n0, m0 + j0, rows - j0, epi);
+  storeFragmentT<N, Epi>(C, v, n0, m0 + j0, 0, rows - j0, epi, f[0]);
 }
 
 } // namespace gemv_detail

@@ -290,16 +290,17 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       if (rank > 0) continue;
     }
     const int m0 = group * MMA_N, rows = M - m0 < MMA_N ? M - m0 : MMA_N;
-    float res[MMA_N / 8][4]; // a residual epilogue's elements, all loaded before the first store
-#pragma unroll
-    for (int j = 0; j < MMA_N / 8; ++j) gemv_detail::residualFragmentT<N, Epi>(res[j], row0 + 16 * warp, m0, 8 * j, rows, p.epi);
+    // What the stores read (residual elements; a qkv epilogue's rows, rotations and biases), all loaded
+    // before the first store.
+    gemv_detail::FragmentLoads<Epi> loads[MMA_N / 8];
+    gemv_detail::loadFragmentsT<N, Epi>(loads, row0 + 16 * warp, m0, rows, p.epi);
 #pragma unroll
     for (int j = 0; j < MMA_N / 8; ++j) {
       float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};
       if constexpr (Pro::kActive)
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[e] *= scale[j][e % 2];
-      gemv_detail::storeFragmentT<N, Epi>(p.C, v, row0 + 16 * warp, m0, 8 * j, rows, p.epi, res[j]);
+      gemv_detail::storeFragmentT<N, Epi>(p.C, v, row0 + 16 * warp, m0, 8 * j, rows, p.epi, loads[j]);
     }
   }
 }

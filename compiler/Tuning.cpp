@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 namespace minfer {
 namespace {
@@ -117,6 +118,11 @@ llvm::json::Object TuningDb::toJSON() const {
       o["default_tile"] = e.defaultTile;
       o["default_us"] = e.defaultUs;
     }
+    if (!e.runnersUp.empty()) {
+      llvm::json::Array ru;
+      for (const TuningEntry::Timed &t : e.runnersUp) ru.push_back(llvm::json::Object{{"tile", t.tile}, {"us", t.us}});
+      o["runners_up"] = std::move(ru);
+    }
     if (e.stepMs > 0) o["step_ms"] = e.stepMs;
     if (!e.kernelTile.empty()) o["kernel_tile"] = e.kernelTile;
     es[key] = std::move(o);
@@ -156,6 +162,15 @@ llvm::Expected<TuningDb> TuningDb::read(llvm::StringRef path) {
     t.defaultUs = e->getNumber("default_us").getValueOr(0);
     t.stepMs = e->getNumber("step_ms").getValueOr(0);
     t.kernelTile = e->getString("kernel_tile").getValueOr("").str();
+    if (const llvm::json::Array *ru = e->getArray("runners_up"))
+      for (const llvm::json::Value &v : *ru) {
+        const llvm::json::Object *r = v.getAsObject();
+        auto rt = r ? r->getString("tile") : llvm::None;
+        auto rus = r ? r->getNumber("us") : llvm::None;
+        if (!rt || !rus)
+          return ir::makeError(path + ": entry '" + key.str() + "': each of \"runners_up\" needs a \"tile\" and \"us\"");
+        t.runnersUp.push_back({rt->str(), *rus});
+      }
     db.entries[key.str()] = std::move(t);
   }
   return db;
@@ -242,34 +257,38 @@ SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected
   return r;
 }
 
-llvm::Expected<StepSearchResult> searchInStep(size_t kernels,
-                                              const std::function<llvm::Expected<double>(const std::vector<bool> &)> &stepMs,
+llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,
+                                              const std::function<llvm::Expected<double>(const std::vector<int> &)> &stepMs,
                                               double noise) {
   StepSearchResult r;
-  r.reverted.assign(kernels, false);
-  auto time = [&](const std::vector<bool> &reverted) -> llvm::Expected<double> {
-    auto t = stepMs(reverted);
+  r.choice.assign(options.size(), 0);
+  std::map<std::vector<int>, double> timings;
+  auto time = [&](const std::vector<int> &choice) -> llvm::Expected<double> {
+    if (auto it = timings.find(choice); it != timings.end()) return it->second;
+    auto t = stepMs(choice);
     if (!t) return t.takeError();
     ++r.timed;
     if (!(*t > 0)) return ir::makeError(llvm::formatv("in-step tuning: a step timed {0} ms, not a positive time", *t).str());
+    timings[choice] = *t;
     return *t;
   };
-  auto first = time(r.reverted);
+  auto first = time(r.choice);
   if (!first) return first.takeError();
   r.firstMs = r.bestMs = *first;
   for (;;) {
-    int pick = -1;
+    std::vector<int> pick;
     double pickMs = 0;
-    for (size_t i = 0; i < kernels; ++i) {
-      if (r.reverted[i]) continue;
-      std::vector<bool> trial = r.reverted;
-      trial[i] = true;
-      auto t = time(trial);
-      if (!t) return t.takeError();
-      if (pick < 0 || *t < pickMs) pick = static_cast<int>(i), pickMs = *t;
-    }
-    if (pick < 0 || !(pickMs < r.bestMs * (1 - noise))) break;
-    r.reverted[static_cast<size_t>(pick)] = true;
+    for (size_t i = 0; i < options.size(); ++i)
+      for (int o = 0; o < options[i]; ++o) {
+        if (o == r.choice[i]) continue;
+        std::vector<int> trial = r.choice;
+        trial[i] = o;
+        auto t = time(trial);
+        if (!t) return t.takeError();
+        if (pick.empty() || *t < pickMs) pick = std::move(trial), pickMs = *t;
+      }
+    if (pick.empty() || !(pickMs < r.bestMs * (1 - noise))) break;
+    r.choice = std::move(pick);
     r.bestMs = pickMs;
   }
   return r;

@@ -56,9 +56,19 @@ struct TuningEntry {
   std::string defaultTile;
   int candidates = 0;    // tiles timed (valid ones)
   int failed = 0;        // candidates whose compile or launch failed
+  // The next fastest tiles of the kernel's own timing after `tile`, other than the default (the tuner keeps
+  // kRunnersUp, fastest first): the in-step pass tries them in the step, and puts first the tile it moved
+  // the kernel off.
+  struct Timed {
+    std::string tile;
+    double us = 0;
+    bool operator==(const Timed &o) const { return tile == o.tile && us == o.us; }
+  };
+  static constexpr size_t kRunnersUp = 2;
+  std::vector<Timed> runnersUp;
   // The in-step pass (runtime/Autotune.h tuneInStep) over a decode bucket: the step's milliseconds with the
-  // tiles it kept (0: no in-step pass), and, where it put this kernel back on its default, the tile the
-  // kernel's own timing had picked (`tile` is then the default).
+  // tiles it kept (0: no in-step pass), and, where it moved this kernel to its default or a runner-up, the
+  // tile the kernel's own timing had picked (`tile` is then the one the step kept).
   double stepMs = 0;
   std::string kernelTile;
 
@@ -110,19 +120,20 @@ SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected
 
 // The in-step search. A kernel's own timing cannot see its neighbours in the decode step, and the tiles it
 // picks do not add up there (bench/NOTES.md, session 19: on Llama-3.2-1B each tuned gemv tile alone moved
-// the step from 0.818 ms to between 0.808 and 0.891). Starting from every kernel on its tuned tile,
-// `stepMs(reverted)` times the whole step with the kernels flagged in `reverted` back on their defaults; the
-// search reverts, one at a time, the kernel whose revert makes the step fastest, as long as that gains more
-// than `noise` (relative), so at most kernels * (kernels + 1) / 2 + 1 steps are timed. A failed timing is
-// an error: every configuration is one the plan can run.
+// the step from 0.818 ms to between 0.808 and 0.891). Kernel i has options[i] choices: 0 its tuned tile,
+// then its alternatives (the default, the runners-up of its own timing). Starting from every kernel on
+// choice 0, `stepMs(choice)` times the whole step; each round times every configuration one kernel's choice
+// away from the current one (each configuration once: timings are remembered), and moves to the fastest
+// while that gains more than `noise` (relative). A failed timing is an error: every configuration is one
+// the plan can run.
 struct StepSearchResult {
-  std::vector<bool> reverted; // per kernel: back on its default
-  double firstMs = 0;         // the step with every tuned tile
-  double bestMs = 0;          // with the reverts kept
-  int timed = 0;              // configurations timed
+  std::vector<int> choice; // per kernel: the option kept (0: its tuned tile)
+  double firstMs = 0;      // the step with every tuned tile
+  double bestMs = 0;       // with `choice`
+  int timed = 0;           // configurations timed
 };
-llvm::Expected<StepSearchResult> searchInStep(size_t kernels,
-                                              const std::function<llvm::Expected<double>(const std::vector<bool> &)> &stepMs,
+llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,
+                                              const std::function<llvm::Expected<double>(const std::vector<int> &)> &stepMs,
                                               double noise = 0.005);
 
 } // namespace minfer

@@ -280,6 +280,15 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     e.defaultUs = r.us[0];
     e.candidates = static_cast<int>(w.candidates.size()) - static_cast<int>(r.failures.size());
     e.failed = static_cast<int>(r.failures.size());
+    // The next fastest, for the in-step pass: neither the winner nor the default (candidate 0).
+    std::vector<size_t> order;
+    for (size_t c = 1; c < w.candidates.size(); ++c)
+      if (r.us[c] > 0 && static_cast<int>(c) != r.best) order.push_back(c);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r.us[a] < r.us[b]; });
+    for (size_t c : order) {
+      if (e.runnersUp.size() == TuningEntry::kRunnersUp) break;
+      e.runnersUp.push_back({w.candidates[c]->tileName(), r.us[c]});
+    }
     db.entries[TuningDb::entryKey(w.key, w.bucket)] = e;
     ++report.tuned;
     p.done = true;
@@ -334,10 +343,13 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
   for (const std::string &bucket : opts.buckets) {
     if (!isTuningBucket(bucket)) return ir::makeError("in-step tuning: unknown bucket '" + bucket + "'");
     if (!llvm::StringRef(bucket).startswith("decode")) continue;
-    // The decode step's tuned kernels whose tile is not the default: the ones a revert can change.
+    // The decode step's tuned kernels that have alternatives to their tile: the default where it is
+    // another tile, then the runners-up of their own timing (where an earlier pass moved a kernel, the tile
+    // its own timing picked is the first of them).
     auto plan = buildPlan(m, *target, optionsFor(m, bucket));
     if (!plan) return plan.takeError();
     std::vector<std::string> keys, touched;
+    std::vector<std::vector<TuningEntry::Timed>> alternatives; // per key: options 1..
     llvm::StringSet<> seen;
     for (const PlannedLaunch &l : plan->decode.launches) {
       std::string key = plan->kernels[l.kernel]->tuningKey();
@@ -345,35 +357,55 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
       const TuningEntry *e = db.find(key, bucket);
       if (!e) continue;
       touched.push_back(TuningDb::entryKey(key, bucket));
-      if (!e->defaultTile.empty() && e->tile != e->defaultTile) keys.push_back(touched.back());
+      std::vector<TuningEntry::Timed> alt;
+      auto add = [&](const TuningEntry::Timed &t) {
+        if (t.tile.empty() || t.tile == e->tile) return;
+        for (const TuningEntry::Timed &a : alt)
+          if (a.tile == t.tile) return;
+        alt.push_back(t);
+      };
+      add({e->defaultTile, e->defaultUs});
+      for (const TuningEntry::Timed &t : e->runnersUp) add(t);
+      if (alt.empty()) continue;
+      keys.push_back(touched.back());
+      alternatives.push_back(std::move(alt));
     }
     if (keys.empty()) continue;
     ++report.buckets;
-    auto r = searchInStep(keys.size(), [&](const std::vector<bool> &reverted) -> llvm::Expected<double> {
+    std::vector<int> options;
+    for (const auto &alt : alternatives) options.push_back(1 + static_cast<int>(alt.size()));
+    auto r = searchInStep(options, [&](const std::vector<int> &choice) -> llvm::Expected<double> {
       TuningDb trial = db;
       std::string which;
       for (size_t i = 0; i < keys.size(); ++i)
-        if (reverted[i]) {
-          TuningEntry &e = trial.entries[keys[i]];
-          e.tile = e.defaultTile;
-          which += (which.empty() ? "" : ", ") + keys[i];
+        if (choice[i] > 0) {
+          const std::string &tile = alternatives[i][static_cast<size_t>(choice[i] - 1)].tile;
+          trial.entries[keys[i]].tile = tile;
+          which += (which.empty() ? "" : ", ") + keys[i] + " on " + tile;
         }
       auto ms = stepMilliseconds(m, trial, bucket, opts);
       if (ms && opts.log)
         opts.log(llvm::formatv("{0}: {1:f3} ms a step with {2}", bucket, *ms,
-                               which.empty() ? std::string("every tuned tile") : "the default tile of " + which)
+                               which.empty() ? std::string("every tuned tile") : which)
                      .str());
       return ms;
     }, opts.noise);
     if (!r) return r.takeError();
     report.timed += r->timed;
     for (size_t i = 0; i < keys.size(); ++i)
-      if (r->reverted[i]) {
+      if (r->choice[i] > 0) {
         TuningEntry &e = db.entries[keys[i]];
-        e.kernelTile = e.tile;
-        e.tile = e.defaultTile;
-        e.us = e.defaultUs;
-        ++report.reverted;
+        const TuningEntry::Timed kept = alternatives[i][static_cast<size_t>(r->choice[i] - 1)];
+        if (e.kernelTile.empty()) e.kernelTile = e.tile;
+        // The tile it leaves stays an alternative for a later pass.
+        e.runnersUp.erase(std::remove_if(e.runnersUp.begin(), e.runnersUp.end(),
+                                         [&](const TuningEntry::Timed &t) { return t.tile == kept.tile; }),
+                          e.runnersUp.end());
+        if (e.tile != e.defaultTile) e.runnersUp.insert(e.runnersUp.begin(), {e.tile, e.us});
+        e.tile = kept.tile;
+        e.us = kept.us;
+        if (e.tile == e.kernelTile) e.kernelTile.clear(); // back on its own timing's pick
+        ++report.moved;
       }
     for (const std::string &k : touched) db.entries[k].stepMs = r->bestMs;
   }

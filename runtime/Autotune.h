@@ -59,22 +59,22 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
 
 // The in-step pass, after autotune(): per decode bucket, the model's decode step itself (a session of
 // `bucketRows` sequences on the real weights, its CUDA graph replayed) is timed with every tuned tile, then
-// searchInStep (compiler/Tuning.h) puts back on their defaults the kernels whose tuned tiles make the step
-// slower. A reverted entry keeps the tile its own timing picked as `kernelTile`; every entry of the bucket
-// the step touches records the step's time. Each configuration is an Engine load (weights included: ~0.1 s
+// searchInStep (compiler/Tuning.h) moves kernels, one at a time, to their default or to a runner-up of
+// their own timing where that makes the step faster. A moved entry keeps the tile its own timing picked as
+// `kernelTile`; every entry of the bucket the step touches records the step's time. Each configuration is an Engine load (weights included: ~0.1 s
 // a GB) and `repeats` timed generates of `steps` decode steps after one warm-up.
 struct StepTuneOptions {
   std::string model;               // what Engine::load takes: an .ir file or a checkpoint directory
   EngineOptions engine;            // its weights, jobs; `plan` and `tuning` are set per bucket and configuration
   std::vector<std::string> buckets; // the decode buckets among these are tuned in the step
   int steps = 32, repeats = 3;
-  double noise = 0.005;            // a revert must gain more than this (relative)
+  double noise = 0.005;            // a move must gain more than this (relative)
   std::function<void(const std::string &)> log; // one line per configuration timed
 };
 struct StepTuneReport {
   int buckets = 0;   // decode buckets with tuned tiles to judge
   int timed = 0;     // configurations timed
-  int reverted = 0;  // kernels put back on their defaults
+  int moved = 0;     // kernels moved to their default or a runner-up
 };
 llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, const StepTuneOptions &opts);
 

@@ -108,51 +108,71 @@ TEST(TuningSearch, NothingRanAndBrokenTimesAreFailures) {
 
 // A fake decode step of three kernels, each tuned tile costing or saving time with an interaction: kernel 0's
 // tuned tile costs 0.07 ms, kernel 1's costs 0.02 but only while kernel 0 is tuned, kernel 2's saves 0.01.
-double fakeStep(const std::vector<bool> &reverted) {
+// Choice 1 of a kernel is its default.
+double fakeStep(const std::vector<int> &choice) {
   double ms = 0.80;
-  if (!reverted[0]) ms += 0.07;
-  if (!reverted[0] && !reverted[1]) ms += 0.02;
-  if (reverted[2]) ms += 0.01;
+  if (choice[0] == 0) ms += 0.07;
+  if (choice[0] == 0 && choice[1] == 0) ms += 0.02;
+  if (choice[2] == 1) ms += 0.01;
   return ms;
 }
 
 TEST(TuningStepSearch, RevertsTheKernelsWhoseTunedTilesCostTheStep) {
-  std::vector<std::vector<bool>> seen;
-  auto r = searchInStep(3, [&](const std::vector<bool> &rev) -> llvm::Expected<double> {
-    seen.push_back(rev);
-    return fakeStep(rev);
+  std::vector<std::vector<int>> seen;
+  auto r = searchInStep({2, 2, 2}, [&](const std::vector<int> &choice) -> llvm::Expected<double> {
+    seen.push_back(choice);
+    return fakeStep(choice);
   });
   ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
-  EXPECT_EQ(r->reverted, (std::vector<bool>{true, false, false}))
+  EXPECT_EQ(r->choice, (std::vector<int>{1, 0, 0}))
       << "kernel 0 reverted; kernel 1's cost went with it, so it keeps its tile; kernel 2's tile helps";
   EXPECT_DOUBLE_EQ(r->firstMs, 0.89);
   EXPECT_DOUBLE_EQ(r->bestMs, 0.80);
-  // All tuned, the three single reverts, then the two reverts on top of kernel 0's: 6 steps.
+  // All tuned, the three single reverts, then the two reverts on top of kernel 0's (kernel 0 back on its
+  // tuned tile is the first configuration, remembered): 6 steps.
   EXPECT_EQ(r->timed, 6);
   EXPECT_EQ(seen.size(), 6u);
-  EXPECT_EQ(seen[0], (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(seen[0], (std::vector<int>{0, 0, 0}));
 }
 
-TEST(TuningStepSearch, GainsWithinTheNoiseRevertNothing) {
-  auto r = searchInStep(2, [&](const std::vector<bool> &rev) -> llvm::Expected<double> {
-    return rev[1] ? 0.999 : 1.0; // 0.1%: within the default 0.5%
+TEST(TuningStepSearch, TriesTheRunnersUpAndFollowsTheirInteractions) {
+  // Kernel 0: tuned (0), default (1, +0.02 ms), a runner-up (2, -0.05). Kernel 1: tuned (0), default (1),
+  // which costs 0.01 alone and saves 0.03 next to kernel 0's runner-up.
+  auto step = [](const std::vector<int> &c) -> llvm::Expected<double> {
+    double ms = 1.0 + (c[0] == 1 ? 0.02 : c[0] == 2 ? -0.05 : 0.0);
+    if (c[1] == 1) ms += c[0] == 2 ? -0.03 : 0.01;
+    return ms;
+  };
+  auto r = searchInStep({3, 2}, step);
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  EXPECT_EQ(r->choice, (std::vector<int>{2, 1}));
+  EXPECT_DOUBLE_EQ(r->firstMs, 1.0);
+  EXPECT_DOUBLE_EQ(r->bestMs, 0.92);
+  // Round 1: all tuned and 3 moves; round 2: kernel 1's default (kernel 0's other choices remembered);
+  // round 3: kernel 0's default next to it (the rest remembered), no gain.
+  EXPECT_EQ(r->timed, 6);
+}
+
+TEST(TuningStepSearch, GainsWithinTheNoiseMoveNothing) {
+  auto r = searchInStep({2, 2}, [&](const std::vector<int> &c) -> llvm::Expected<double> {
+    return c[1] ? 0.999 : 1.0; // 0.1%: within the default 0.5%
   });
   ASSERT_TRUE(bool(r));
-  EXPECT_EQ(r->reverted, (std::vector<bool>{false, false}));
+  EXPECT_EQ(r->choice, (std::vector<int>{0, 0}));
   EXPECT_EQ(r->timed, 3);
-  r = searchInStep(0, [&](const std::vector<bool> &) -> llvm::Expected<double> { return 1.0; });
+  r = searchInStep({}, [&](const std::vector<int> &) -> llvm::Expected<double> { return 1.0; });
   ASSERT_TRUE(bool(r));
   EXPECT_EQ(r->timed, 1) << "no kernel: the step is timed once";
 }
 
 TEST(TuningStepSearch, AFailedOrBrokenStepIsAnError) {
-  auto r = searchInStep(2, [&](const std::vector<bool> &rev) -> llvm::Expected<double> {
-    if (rev[1]) return llvm::createStringError(llvm::inconvertibleErrorCode(), "launch failed");
+  auto r = searchInStep({2, 2}, [&](const std::vector<int> &c) -> llvm::Expected<double> {
+    if (c[1]) return llvm::createStringError(llvm::inconvertibleErrorCode(), "launch failed");
     return 1.0;
   });
   ASSERT_FALSE(bool(r));
   EXPECT_EQ(llvm::toString(r.takeError()), "launch failed");
-  r = searchInStep(1, [&](const std::vector<bool> &) -> llvm::Expected<double> { return 0.0; });
+  r = searchInStep({2}, [&](const std::vector<int> &) -> llvm::Expected<double> { return 0.0; });
   ASSERT_FALSE(bool(r));
   EXPECT_NE(llvm::toString(r.takeError()).find("not a positive time"), std::string::npos);
 }
@@ -168,6 +188,7 @@ TEST(TuningDb, RoundTripsThroughItsFile) {
   e.defaultUs = 12.25;
   e.candidates = 15;
   e.failed = 1;
+  e.runnersUp = {{"m1_r4_w8", 11.75}, {"m1_wgmma_k128_s8_split3", 12.0}};
   db.entries[TuningDb::entryKey("gemv_bf16_n2560_k2048_epi_none", "decode:1")] = e;
   std::string path = TuningDb::pathFor(tmp.path(), db.device);
   EXPECT_NE(path.find("/tuning/nvidia-h200_sm90_132sm_drv13000_nvrtc13.0.json"), std::string::npos) << path;
@@ -183,6 +204,7 @@ TEST(TuningDb, RoundTripsThroughItsFile) {
   EXPECT_EQ(got->defaultUs, 12.25);
   EXPECT_EQ(got->candidates, 15);
   EXPECT_EQ(got->failed, 1);
+  EXPECT_EQ(got->runnersUp, e.runnersUp);
   EXPECT_EQ(got->stepMs, 0.0) << "no in-step pass";
   EXPECT_EQ(got->kernelTile, "");
   EXPECT_EQ(back.find("gemv_bf16_n2560_k2048_epi_none", "decode:2-8"), nullptr);
@@ -240,6 +262,15 @@ TEST(TuningDb, MissingCorruptAndForeignFilesAreIgnoredWithAWarning) {
   db = TuningDb::load(path, h200(), &warning);
   EXPECT_TRUE(db.entries.empty());
   EXPECT_NE(warning.find("needs a key `spec@bucket`, a \"tile\" and \"us\""), std::string::npos) << warning;
+  // So is a runner-up without its time.
+  writeText(path, "{\"format\": 1, \"device\": {\"name\": \"NVIDIA H200\", \"sm_count\": 132, \"compute_capability\": "
+                  "\"9.0\", \"driver_version\": 13000, \"nvrtc_version\": \"13.0\"}, \"entries\": {\"k@decode:1\": {\"tile\": "
+                  "\"m1_r1_w4\", \"us\": 3, \"runners_up\": [{\"tile\": \"m1_r2_w4\"}]}}}");
+  warning.clear();
+  db = TuningDb::load(path, h200(), &warning);
+  EXPECT_TRUE(db.entries.empty());
+  EXPECT_NE(warning.find("entry 'k@decode:1': each of \"runners_up\" needs a \"tile\" and \"us\""), std::string::npos)
+      << warning;
 }
 
 TEST(TuningTiles, EveryCandidateTileParsesBackToItself) {

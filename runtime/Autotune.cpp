@@ -374,28 +374,34 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
     ++report.buckets;
     std::vector<int> options;
     for (const auto &alt : alternatives) options.push_back(1 + static_cast<int>(alt.size()));
-    auto r = searchInStep(options, [&](const std::vector<int> &choice) -> llvm::Expected<double> {
-      TuningDb trial = db;
+    // Kernel i's tile under `choice` where it moves it off its tuned tile, and a configuration in words.
+    auto altOf = [&](size_t i, const std::vector<int> &choice) -> const TuningEntry::Timed & {
+      return alternatives[i][static_cast<size_t>(choice[i] - 1)];
+    };
+    auto describe = [&](const std::vector<int> &choice) {
       std::string which;
       for (size_t i = 0; i < keys.size(); ++i)
-        if (choice[i] > 0) {
-          const std::string &tile = alternatives[i][static_cast<size_t>(choice[i] - 1)].tile;
-          trial.entries[keys[i]].tile = tile;
-          which += (which.empty() ? "" : ", ") + keys[i] + " on " + tile;
-        }
+        if (choice[i] > 0) which += (which.empty() ? "" : ", ") + keys[i] + " on " + altOf(i, choice).tile;
+      return which.empty() ? std::string("every tuned tile") : which;
+    };
+    auto r = searchInStep(options, [&](const std::vector<int> &choice) -> llvm::Expected<double> {
+      TuningDb trial = db;
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (choice[i] > 0) trial.entries[keys[i]].tile = altOf(i, choice).tile;
       auto ms = stepMilliseconds(m, trial, bucket, opts);
-      if (ms && opts.log)
-        opts.log(llvm::formatv("{0}: {1:f3} ms a step with {2}", bucket, *ms,
-                               which.empty() ? std::string("every tuned tile") : which)
-                     .str());
+      if (ms && opts.log) opts.log(llvm::formatv("{0}: {1:f3} ms a step with {2}", bucket, *ms, describe(choice)).str());
       return ms;
     }, opts.noise);
     if (!r) return r.takeError();
+    if (opts.log)
+      opts.log(llvm::formatv("{0}: keeps {1:f3} ms a step (every tuned tile: {2:f3}) with {3}", bucket, r->bestMs,
+                             r->firstMs, describe(r->choice))
+                   .str());
     report.timed += r->timed;
     for (size_t i = 0; i < keys.size(); ++i)
       if (r->choice[i] > 0) {
         TuningEntry &e = db.entries[keys[i]];
-        const TuningEntry::Timed kept = alternatives[i][static_cast<size_t>(r->choice[i] - 1)];
+        const TuningEntry::Timed kept = altOf(i, r->choice);
         if (e.kernelTile.empty()) e.kernelTile = e.tile;
         // The tile it leaves stays an alternative for a later pass.
         e.runnersUp.erase(std::remove_if(e.runnersUp.begin(), e.runnersUp.end(),

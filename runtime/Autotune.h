@@ -69,7 +69,7 @@ struct StepTuneOptions {
   std::vector<std::string> buckets; // the decode buckets among these are tuned in the step
   int steps = 32, repeats = 3;
   double noise = 0.005;            // a move must gain more than this (relative)
-  std::function<void(const std::string &)> log; // one line per configuration timed
+  std::function<void(const std::string &)> log; // one line per configuration timed, then one per bucket: what it keeps
 };
 struct StepTuneReport {
   int buckets = 0;   // decode buckets with tuned tiles to judge

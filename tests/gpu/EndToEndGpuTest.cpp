@@ -334,6 +334,7 @@ TEST(Autotune, InStepTimesTheDecodeStepAndTheRunStillMatches) {
   EXPECT_NE(log.find("ms a step with every tuned tile"), std::string::npos) << log;
   const TuningEntry &before = db->entries.at(planted);
   EXPECT_NE(log.find("ms a step with " + planted + " on " + before.defaultTile), std::string::npos) << log;
+  EXPECT_NE(log.find("decode:1: keeps "), std::string::npos) << log;
   std::smatch counts;
   ASSERT_TRUE(std::regex_search(log, counts, std::regex("1 decode buckets, ([0-9]+) steps timed, ([0-9]+) kernels moved")))
       << log;

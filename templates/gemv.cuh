@@ -323,7 +323,8 @@ template <class Epi> struct FragmentLoads {
 // element each costs a round trip to L2. The wgmma gemv at 16 rows had 8 such trips in a row in its
 // residual epilogue (H200 ncu: 1.8 us of its 10.3 against 8 rows' 4) and 8 x 2 in its qkv epilogue
 // (position, then rotation: 14.0 us against 12.1 at 8 rows). Here the qkv rows of every element are
-// loaded first, then every rotation: two trips.
+// loaded first, then every rotation: two trips. That bought less than the trips suggested (session 21:
+// the qkv kernel level in the kernel bench, 16-row steps 0.003-0.006 ms faster; bench/NOTES.md).
 template <int N, class Epi, int J>
 __device__ __forceinline__ void loadFragmentsT(FragmentLoads<Epi> (&f)[J], int n0, int m0, int rows, const EpiParams &epi) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;

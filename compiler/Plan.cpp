@@ -7,7 +7,9 @@
 // are one gemm or gemv each with the matching epilogue (a qkv's k and v go straight into the KV cache of the
 // attention that reads them, which then skips its KV write). In decode, a norm marked `fold = decode` gets no
 // launch where gemvFoldsNorm says so (up to 2 rows; RMS norms up to 16 rows on sm_90a): the gemvs that read
-// it normalise in their prologue. Decode matmuls
+// it normalise in their prologue. On sm_90a an RMS norm read only by matmuls has its gamma multiplied into
+// their weights at load (PlanOptions::gainsInWeights, PlanBuffer::gains), and where those are wgmma gemms
+// (128 rows and more) they scale each row by its 1 / rms, so the norm has no launch in prefill either. Decode matmuls
 // at a batch of up to kGemvMaxRows (16) use the GEMV template, everything else the tensor-core GEMM; a tile
 // comes from the tuning database when it has one (PlanOptions::tuning), else from the heuristic. Matmul
 // weights and biases are read as bf16, converted at load when the checkpoint stores another type, packed and
@@ -191,6 +193,7 @@ private:
   // reader is a matmul-family op reading it as its input and lowers to a gemv (which has the prologue);
   // otherwise it gets its own launch.
   bool foldable(const ir::Op &norm) const {
+    if (gemmFolds(norm)) return true;
     if (!decode || !norm.has(ir::Attr::Fold)) return false;
     Prologue::Kind kind = norm.kind == ir::OpKind::LayerNorm ? Prologue::Kind::Layer : Prologue::Kind::Rms;
     if (!gemvFoldsNorm(plan.target, plan.options.maxBatch, kind)) return false;
@@ -198,6 +201,53 @@ private:
     auto it = readers.find(y);
     if (it == readers.end() || yielded.count(y)) return false;
     return llvm::all_of(it->second, [&](const ir::Op *r) { return ir::readsAsMatmulInput(*r, y); });
+  }
+  // Whether the matmuls of this phase lower to gemv kernels (decode up to kGemvMaxRows rows).
+  bool gemvPhase() const { return decode && plan.options.maxBatch <= kGemvMaxRows; }
+  // A norm whose gains ride in W (gainsInW) is folded into the gemms that read it where they are wgmma
+  // kernels (the default from 128 rows on sm_90a; a tuned tile of such a spec is wgmma too, as only those
+  // accept the prologue).
+  bool gemmFolds(const ir::Op &norm) const {
+    if (!gainsInW.count(&norm) || gemvPhase()) return false;
+    int64_t rows = decode ? plan.options.maxBatch : plan.options.maxPrefillRows;
+    return defaultGemmTile(plan.target, rows, 1, 64).wgmma;
+  }
+  // The weight operand of a matmul-family op.
+  static size_t weightOperand(const ir::Op &op) { return op.kind == ir::OpKind::Qkv ? 2 : 1; }
+  // PlanOptions::gainsInWeights: the RMS norms whose gamma goes into the columns of the weights of the
+  // matmuls reading them. Each such weight (and each part of a packed one) and the gamma must be read by
+  // that op alone, so that nothing else sees the scaled values.
+  void findGainsInWeights() {
+    if (!plan.fused || !plan.options.gainsInWeights || !plan.target.hasWgmma()) return;
+    std::map<int, int> uses; // weight -> ops reading it, a packed weight's parts counted as reads of each
+    ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
+      for (const ir::Operand &o : op.operands) {
+        if (!o.isWeight) continue;
+        ++uses[o.id];
+        for (int part : m.weights[o.id].parts) ++uses[part];
+      }
+    });
+    auto once = [&](int w) {
+      if (uses[w] != 1) return false;
+      return llvm::all_of(m.weights[w].parts, [&](int part) { return uses[part] == 1; });
+    };
+    ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
+      if (op.kind != ir::OpKind::RmsNorm || !op.operands[1].isWeight || !once(op.operands[1].id)) return;
+      ir::ValueId y = op.results[0];
+      auto it = readers.find(y);
+      if (it == readers.end() || yielded.count(y)) return;
+      if (llvm::all_of(it->second, [&](const ir::Op *r) {
+            return ir::readsAsMatmulInput(*r, y) && once(r->operands[weightOperand(*r)].id);
+          }))
+        gainsInW.insert(&op);
+    });
+  }
+  // A norm kernel's gamma where the gains ride in W: `dim` fp32 ones, shared by every such norm.
+  int unitGains(int64_t dim) {
+    PlanBuffer b = named("unit_gains:" + std::to_string(dim), BufferKind::Constant);
+    b.fill = 1.f;
+    b.fixedBytes = dim * 4;
+    return sharedBuffer(std::move(b));
   }
   // A step input (i32 per row), shared by both phases, recorded in plan.io by its role.
   int input(const std::string &name) {
@@ -284,14 +334,16 @@ private:
   llvm::DenseMap<ir::ValueId, std::vector<const ir::Op *>> readers; // every op reading each value
   llvm::DenseMap<ir::ValueId, const ir::Op *> producer;              // the op defining each value
   std::set<ir::ValueId> yielded;                                     // yielded by a repeat or returned
-  llvm::DenseMap<ir::ValueId, const ir::Op *> folded; // decode: a folded norm's result -> the norm
+  llvm::DenseMap<ir::ValueId, const ir::Op *> folded; // a folded norm's result -> the norm
+  std::set<const ir::Op *> gainsInW; // the RMS norms whose gamma rides in W (findGainsInWeights)
 };
 
 // matmul, matmul_residual, gated_matmul and qkv: one gemm (prefill, large decode batches) or gemv launch
-// whose epilogue does the rest; in decode a folded norm of the input becomes the gemv's prologue.
+// whose epilogue does the rest; a folded norm of the input becomes the gemv's prologue (decode), or the
+// wgmma gemm's row scale where its gains ride in W.
 llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   using ir::OpKind;
-  size_t wi = op.kind == OpKind::Qkv ? 2 : 1;          // the weight operand
+  size_t wi = weightOperand(op);
   size_t bi = op.kind == OpKind::MatmulResidual ? 3 : op.kind == OpKind::Qkv ? 3 : 2; // the bias operand
   int64_t n = m.weights[op.operands[wi].id].type.shape[0].value;
   int64_t k = m.weights[op.operands[wi].id].type.shape[1].value;
@@ -313,21 +365,28 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     ea.scale = op.floatAttr(ir::Attr::Scale, 1.0);
   }
 
-  // A folded norm of the input: its gamma (and beta) and eps go to the gemv's prologue, its input is A.
+  // A folded norm of the input: its gamma (and beta) and eps go to the gemv's prologue, its input is A;
+  // where its gains ride in W, the prologue has none and W's buffer multiplies them in at load.
   ir::ValueId xv = op.operands[0].id;
   auto fold = folded.find(xv);
-  bool useGemv = decode && plan.options.maxBatch <= kGemvMaxRows;
-  assert((fold == folded.end() || useGemv) && "a norm is folded only into gemv kernels");
+  bool useGemv = gemvPhase();
+  assert((fold == folded.end() || useGemv || gainsInW.count(fold->second)) &&
+         "a norm is folded into gemv kernels, or into gemms with its gains in W");
   Prologue pro;
-  int x;
+  int x, gains = -1;
   if (fold != folded.end()) {
     const ir::Op &norm = *fold->second;
-    pro.kind = norm.kind == OpKind::LayerNorm ? Prologue::Kind::Layer : Prologue::Kind::Rms;
-    pro.weights = m.weights[norm.operands[1].id].type.dtype;
     x = use(norm.operands[0].id);
-    ea.gamma = weight(norm.operands[1]);
-    if (norm.kind == OpKind::LayerNorm) ea.beta = weight(norm.operands[2]);
     ea.eps = norm.floatAttr(ir::Attr::Eps);
+    if (gainsInW.count(&norm)) {
+      pro = Prologue::rmsUnitGain();
+      gains = weight(norm.operands[1]);
+    } else {
+      pro.kind = norm.kind == OpKind::LayerNorm ? Prologue::Kind::Layer : Prologue::Kind::Rms;
+      pro.weights = m.weights[norm.operands[1].id].type.dtype;
+      ea.gamma = weight(norm.operands[1]);
+      if (norm.kind == OpKind::LayerNorm) ea.beta = weight(norm.operands[2]);
+    }
   } else {
     x = use(xv);
   }
@@ -350,12 +409,13 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     }
     spec = std::make_shared<GemvSpec>(n, k, epi, tile, pro);
   } else {
-    auto gemm = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k));
+    auto gemm = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k), pro);
     gemm->smCount = plan.target.nominalSmCount();
     spec = std::move(gemm);
   }
   spec = tuned(std::move(spec), decode, rowsHint);
   int w = matmulWeight(op.operands[wi], layout, epi);
+  if (gains >= 0) plan.buffers[w].gains = gains;
   if (bias) ea.bias = matmulWeight(op.operands[bi], layout, epi);
   if (op.kind == OpKind::MatmulResidual) ea.residual = use(op.operands[2].id);
   if (op.kind == OpKind::Qkv) {
@@ -469,7 +529,7 @@ llvm::Error Lowering::lower(const ir::Op &op) {
   case OpKind::AddRmsNorm:
   case OpKind::LayerNorm:
   case OpKind::RmsNorm: {
-    if (foldable(op)) { // computed in the prologue of the gemv kernels that read it
+    if (foldable(op)) { // computed by the gemv (prologue) or wgmma gemm (row scale) kernels that read it
       folded[op.results[0]] = &op;
       use(op.operands[0].id);
       return llvm::Error::success();
@@ -479,12 +539,13 @@ llvm::Error Lowering::lower(const ir::Op &op) {
     bool residual = op.kind == OpKind::AddLayerNorm || op.kind == OpKind::AddRmsNorm;
     size_t g = residual ? 2 : 1; // gamma's operand
     int64_t dim = cols(op.operands[0].id);
+    const bool unit = gainsInW.count(&op) > 0; // its gamma rides in W: ones here
     auto spec = std::make_shared<NormSpec>(layerNorm ? NormKind::Layer : NormKind::Rms, dim,
-                                           m.weights[op.operands[g].id].type.dtype,
+                                           unit ? ir::DType::F32 : m.weights[op.operands[g].id].type.dtype,
                                            residual ? NormFusion::ResidualAdd : NormFusion::None);
     std::vector<Field> fields = {{"a", buf(use(op.operands[0].id))}};
     if (residual) fields.push_back({"b", buf(use(op.operands[1].id))});
-    fields.push_back({"gamma", buf(weight(op.operands[g]))});
+    fields.push_back({"gamma", buf(unit ? unitGains(dim) : weight(op.operands[g]))});
     if (layerNorm) fields.push_back({"beta", buf(weight(op.operands[g + 1]))});
     if (residual) fields.push_back({"sum", buf(define(op.results[0], dim))});
     fields.push_back({"y", buf(define(op.results.back(), dim))});
@@ -628,6 +689,7 @@ llvm::Error Lowering::run() {
   for (const ir::Item &item : m.items)
     if (const ir::Repeat *r = std::get_if<ir::Repeat>(&item)) yielded.insert(r->yields.begin(), r->yields.end());
   yielded.insert(m.outputs.begin(), m.outputs.end());
+  findGainsInWeights();
   for (const ir::Item &item : m.items) {
     if (const ir::Op *op = std::get_if<ir::Op>(&item)) {
       if (auto e = lowerChecked(*op)) return e;

@@ -17,8 +17,9 @@
 #include "llvm/Support/JSON.h"
 
 #include <map>
-#include <set>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,12 @@ struct PlanBuffer {
   enum class Layout { AsIs, RopePairs, GateUp } layout = Layout::AsIs;
   int64_t layoutHeadDim = 0, layoutRows = 0; // RopePairs
   bool zeroed = false; // Workspace: starts at zero, and the kernels leave it so (the lm_head's argmax keys)
+  // Weight: the buffer of an RMS norm's gamma (a Weight, [cols]) whose values multiply W's columns at load,
+  // rounded to bf16 once, so the matmul reading the norm normalises without it (Prologue::unitGain); -1: none.
+  int gains = -1;
+  // Constant: `constant` is empty and every one of its fixedBytes / 4 floats is this value (the unit gains of
+  // a norm kernel whose gamma rides in W).
+  std::optional<float> fill;
 };
 
 // For a weight buffer of `rows` logical rows: the logical row stored at each row (empty when AsIs).
@@ -179,6 +186,12 @@ struct PlanOptions {
   // templates/persistent.cuh WeightRing). Off by default: from batch 2 it beats the tasks' own loads, but not
   // the launches (bench/NOTES.md, session 16).
   bool weightRing = false;
+  // On targets with wgmma, in a fused module: each RMS norm read only by matmuls (whose weights nothing else
+  // reads) has its gamma multiplied into those weights' columns at load, and the matmuls normalise their
+  // input themselves: the gemvs in their prologue without a gamma, the wgmma gemms with 1 / rms of each row
+  // in the epilogue, so the norm has no launch of its own (where neither kernel reads it, the norm kernel
+  // runs with unit gains).
+  bool gainsInWeights = true;
 };
 
 struct Plan {

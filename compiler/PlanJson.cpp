@@ -167,7 +167,9 @@ llvm::json::Object Plan::toJSON() const {
       if (b.transposed) o["transposed"] = true;
       if (b.layout == PlanBuffer::Layout::RopePairs) o["layout"] = "rope_pairs";
       if (b.layout == PlanBuffer::Layout::GateUp) o["layout"] = "gate_up";
+      if (b.gains >= 0) o["column_gains"] = buffers[static_cast<size_t>(b.gains)].name;
     }
+    if (b.fill) o["fill"] = static_cast<double>(*b.fill);
     if (b.kind == BufferKind::KvCache) {
       o["kv_slot"] = b.kvSlot;
       o["value"] = b.isValue;

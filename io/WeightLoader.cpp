@@ -199,7 +199,8 @@ llvm::Expected<std::vector<StoredPart>> storedParts(const ir::Module &m, const C
 llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight, int64_t layer, ir::DType dtype,
                          size_t chunkBytes,
                          llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink,
-                         llvm::ArrayRef<int64_t> rowOrder, std::vector<uint8_t> *scratch) {
+                         llvm::ArrayRef<int64_t> rowOrder, std::vector<uint8_t> *scratch,
+                         llvm::ArrayRef<float> columnGains) {
   const ir::WeightDecl &w = m.weights[weight];
   // The checkpoint tensors behind it: itself, or a packed weight's parts, stacked.
   struct Part {
@@ -222,7 +223,12 @@ llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight
     totalRows += rows;
   }
   chunkBytes = std::max<size_t>(chunkBytes, 1);
-  bool asStored = rowOrder.empty() && llvm::all_of(parts, [&](const Part &p) {
+  int64_t cols = w.type.rank() == 2 ? w.type.shape[1].value : 1;
+  if (!columnGains.empty() && static_cast<int64_t>(columnGains.size()) != cols)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "weight @" + w.name + ": " +
+                                       llvm::Twine(columnGains.size()) + " column gains for " + llvm::Twine(cols) +
+                                       " columns");
+  bool asStored = rowOrder.empty() && columnGains.empty() && llvm::all_of(parts, [&](const Part &p) {
                     return p.decl->type.dtype == dtype && !p.decl->transposed;
                   });
   if (asStored) { // views of the mapped files, part after part
@@ -239,7 +245,6 @@ llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight
   if (!rowOrder.empty() && static_cast<int64_t>(rowOrder.size()) != totalRows)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "weight @" + w.name + ": row order of " +
                                        llvm::Twine(rowOrder.size()) + " rows for " + llvm::Twine(totalRows));
-  int64_t cols = w.type.rank() == 2 ? w.type.shape[1].value : 1;
   size_t outSize = ir::dtypeSize(dtype);
   int64_t rowsPerChunk = std::max<int64_t>(1, static_cast<int64_t>(chunkBytes / (cols * outSize)));
   std::vector<uint8_t> own;
@@ -255,6 +260,14 @@ llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight
     const ir::WeightDecl &d = *p->decl;
     size_t inSize = ir::dtypeSize(d.type.dtype);
     uint8_t *out = &buf[static_cast<size_t>((r - r0) * cols) * outSize];
+    if (!columnGains.empty()) {
+      for (int64_t c = 0; c < cols; ++c) {
+        int64_t from = d.transposed ? c * p->rows + src : src * cols + c;
+        float v = loadElement(&p->src[static_cast<size_t>(from) * inSize], d.type.dtype);
+        storeElement(out + static_cast<size_t>(c) * outSize, dtype, v * columnGains[static_cast<size_t>(c)]);
+      }
+      return;
+    }
     if (d.type.dtype == dtype && !d.transposed) {
       std::memcpy(out, &p->src[static_cast<size_t>(src * cols) * inSize], static_cast<size_t>(cols) * inSize);
       return;

@@ -30,10 +30,14 @@ llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &, const Checkpoin
 // logical row stored there (a fused epilogue's layout, Plan.h rowOrder); rows of a vector are its elements.
 // `scratch`, when given, is the chunk buffer, kept between calls: a loader streaming many weights then
 // touches fresh memory once rather than once a weight (page faults that held loading to ~2 GB/s).
+// `columnGains`, when given (one per column), multiplies each column, in fp32, before the one rounding to
+// `dtype`: an RMS norm's gamma carried into the matmul weight that reads the norm (compiler/Plan.h
+// PlanBuffer::gains).
 llvm::Error streamWeight(const ir::Module &, const Checkpoint &, int weight, int64_t layer, ir::DType dtype,
                          size_t chunkBytes,
                          llvm::function_ref<llvm::Error(llvm::ArrayRef<uint8_t> bytes, size_t offset)> sink,
-                         llvm::ArrayRef<int64_t> rowOrder = {}, std::vector<uint8_t> *scratch = nullptr);
+                         llvm::ArrayRef<int64_t> rowOrder = {}, std::vector<uint8_t> *scratch = nullptr,
+                         llvm::ArrayRef<float> columnGains = {});
 
 // The checkpoint tensors behind layer `layer` of weight `weight`, as stored: the weight itself, or a packed
 // weight's parts in the order they stack. A loader that can lay the rows out and convert the dtype itself

@@ -364,7 +364,8 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
       // A rotation table is built here, not carried in the plan (Plan.h PlanBuffer::rotation).
       std::vector<float> table;
       if (!b.rotation.empty()) table = rotationTable(b.rotation, pl.options.maxSeq);
-      const std::vector<float> &values = b.rotation.empty() ? b.constant : table;
+      else if (b.fill) table.assign(static_cast<size_t>(b.fixedBytes / 4), *b.fill);
+      const std::vector<float> &values = b.rotation.empty() && !b.fill ? b.constant : table;
       if (auto e = weightMemory.upload(values.data(), values.size() * 4, offsets[i])) return e;
       continue;
     }
@@ -376,13 +377,28 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     const ir::WeightDecl &w = mod->weights[b.weight];
     const int64_t rows = w.type.shape[0].value;
     std::vector<int64_t> order = rowOrder(b, rows);
+    // An RMS norm's gamma multiplied into the columns (Plan.h PlanBuffer::gains): read as fp32 first, then
+    // the weight goes through the host's conversion below.
+    std::vector<float> gains;
+    if (b.gains >= 0) {
+      const PlanBuffer &g = pl.buffers[static_cast<size_t>(b.gains)];
+      gains.resize(static_cast<size_t>(w.type.rank() == 2 ? w.type.shape[1].value : 1));
+      auto into = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
+        if (offset + bytes.size() > gains.size() * 4)
+          return ir::makeError("weight " + b.name + ": gains " + g.name + " do not match its " +
+                               std::to_string(gains.size()) + " columns");
+        std::memcpy(reinterpret_cast<uint8_t *>(gains.data()) + offset, bytes.data(), bytes.size());
+        return llvm::Error::success();
+      };
+      if (auto e = streamWeight(*mod, *ckpt, g.weight, g.layer, ir::DType::F32, chunkBytes, into)) return e;
+    }
     bool laidOutOnDevice = false; // the packed layout was made by strided device copies from `stacked`
     // The fast path: the stored parts go up as they are (f16 converted in the staging buffers), stacked, to
     // the weight's place, or, where the plan orders the rows otherwise, to `stacked`, from which strided
     // device copies lay the rows out, rather than the host gathering them row by row.
     auto parts = storedParts(*mod, *ckpt, b.weight, b.layer);
     if (!parts) return parts.takeError();
-    if (staging.pinned() && uploadableAsStored(*parts, b.dtype)) {
+    if (staging.pinned() && gains.empty() && uploadableAsStored(*parts, b.dtype)) {
       if (!order.empty() && stacked.size() < static_cast<size_t>(b.fixedBytes)) {
         if (auto e = staging.finish()) return e; // the old buffer may still be read
         stacked = cuda::DeviceBuffer();
@@ -404,7 +420,8 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
       }
     }
     if (!laidOutOnDevice)
-      if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink, order, &scratch)) return e;
+      if (auto e = streamWeight(*mod, *ckpt, b.weight, b.layer, b.dtype, chunkBytes, sink, order, &scratch, gains))
+        return e;
     if (written != static_cast<size_t>(b.fixedBytes))
       return ir::makeError("weight " + b.name + ": " + std::to_string(written) + " bytes loaded, the plan expects " +
                   std::to_string(b.fixedBytes));

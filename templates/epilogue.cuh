@@ -40,7 +40,7 @@
 // A pointwise C may alias p.residual (an in-place residual add): each residual element is read by the thread
 // that writes that element of C, before the write, and never through the read-only (.nc) path.
 //
-// Prologue policies (gemv.cuh only): ProNone, and ProNorm<LAYER, WeightT>, which normalises each activation row
+// Prologue policies (the gemvs; gemm_wgmma.cuh takes ProNorm<false, void> only): ProNone, and ProNorm<LAYER, WeightT>, which normalises each activation row
 // as the norm kernel (norm.cuh) would — fp32 statistics, two-pass for LayerNorm, rsqrtf, the result rounded to
 // bf16 before it is multiplied — so a folded norm gives the matmul what the norm kernel would have stored, up
 // to the order of the fp32 sums.
@@ -48,8 +48,9 @@
 //   into shared st[m], by the whole block (it synchronises); P::apply8(a[8], k0, st[m], p): elements
 //   k0..k0+7 of a row, in place. The statistics are computed once per block: a warp each would read the
 //   activation rows once per 1-2 rows of W (twice the lm_head's time, measured).
-//   P::kLayer, P::kGammaBytes (gamma's element size; 0 for ProNone); P::gamma8(g[8], at): the 8 gamma
-//   elements at `at` (16-byte aligned, global or shared) as floats. gemv_wgmma.cuh takes RMS norms only and
+//   P::kLayer, P::kGammaBytes (gamma's element size; 0 for ProNone and for unit gains, ProNorm<false, void>);
+//   P::gamma8(g[8], at): the 8 gamma elements at `at` (16-byte aligned, global or shared) as floats, ones
+//   for unit gains. gemv_wgmma.cuh takes RMS norms only and
 //   applies them in two halves, since its activation rows stream through K with the weights: x * gamma,
 //   rounded to bf16, is what it multiplies, and 1 / rms (from the same stream) scales each product. So its
 //   rounding is that of x * gamma rather than of the normalised value: the same size of error, not the same bits.
@@ -504,9 +505,16 @@ struct ProNone {
   __device__ __forceinline__ static void gamma8(float (&)[8], const void *) {}
 };
 
+// gamma's element size; 0 for WeightT void: unit gains, the norm's gamma multiplied into the columns of the
+// matmul's W when the weights were loaded (compiler/Plan.h PlanBuffer::gains), so the prologue only
+// normalises.
+template <typename WeightT> inline constexpr int kGainBytes = sizeof(WeightT);
+template <> inline constexpr int kGainBytes<void> = 0;
+
 template <bool LAYER, typename WeightT> struct ProNorm {
   static constexpr bool kActive = true, kLayer = LAYER;
-  static constexpr int kGammaBytes = sizeof(WeightT);
+  static constexpr int kGammaBytes = kGainBytes<WeightT>;
+  static_assert(!LAYER || kGammaBytes > 0, "ProNorm: a LayerNorm keeps its gamma and beta (unit gains are RMS only)");
 
   // {mean (0 for RMS), 1 / sqrt(var + eps)} of rows [0, rows) of A [.., K] into st[m], by the whole block of
   // WARPS warps (each sums a slice of K; the slices meet in `scratch`). Every thread of the block must call
@@ -553,7 +561,8 @@ template <bool LAYER, typename WeightT> struct ProNorm {
   // k0 is a multiple of 8: gamma's (and beta's) 8 elements come in 16-byte loads.
   __device__ __forceinline__ static void apply8(float (&a)[8], int k0, float2 st, const EpiParams &p) {
     float g[8], b[8];
-    gamma8(g, static_cast<const WeightT *>(p.gamma) + k0);
+    if constexpr (kGammaBytes > 0) gamma8(g, static_cast<const WeightT *>(p.gamma) + k0);
+    else gamma8(g, nullptr);
     if constexpr (LAYER) gamma8(b, static_cast<const WeightT *>(p.beta) + k0);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -564,13 +573,18 @@ template <bool LAYER, typename WeightT> struct ProNorm {
   }
 
   __device__ __forceinline__ static void gamma8(float (&g)[8], const void *at) {
-    static_assert(sizeof(WeightT) == 2 || sizeof(WeightT) == 4, "ProNorm: gamma is bf16, f16 or f32");
-    uint4 raw[sizeof(WeightT) / 2]; // 8 elements in 16-byte loads
+    if constexpr (kGammaBytes == 0) { // unit gains: nothing to read
 #pragma unroll
-    for (int i = 0; i < int(sizeof(WeightT)) / 2; ++i) raw[i] = static_cast<const uint4 *>(at)[i];
-    const WeightT *w = reinterpret_cast<const WeightT *>(raw);
+      for (int e = 0; e < 8; ++e) g[e] = 1.f;
+    } else {
+      static_assert(kGammaBytes == 2 || kGammaBytes == 4, "ProNorm: gamma is bf16, f16 or f32");
+      uint4 raw[kGammaBytes / 2]; // 8 elements in 16-byte loads
 #pragma unroll
-    for (int e = 0; e < 8; ++e) g[e] = toFloat(w[e]);
+      for (int i = 0; i < kGammaBytes / 2; ++i) raw[i] = static_cast<const uint4 *>(at)[i];
+      const WeightT *w = reinterpret_cast<const WeightT *>(raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) g[e] = toFloat(w[e]);
+    }
   }
 };
 

@@ -21,6 +21,12 @@
 //     on its `empty` barrier once those wgmmas have finished (one warpgroup-level group kept in flight);
 //   * tails: the tensor maps carry the true extents (rows M, N, K), so TMA fills everything past them with
 //     zeros; the epilogue stores nothing past M or N;
+//   * a folded RMS norm of A's rows (Pro = ProNorm<false, void>: the norm's gamma was multiplied into W's
+//     columns at load, so A is the un-normalised x): after issuing a slice's wgmmas each consumer thread
+//     adds up the squares of its share of the slice's rows, reading the slot the wgmmas read, and 1 / rms
+//     scales each row's products before the epilogue. No pass over x, no launch: the norm's cost is a few
+//     shared-memory reads a slice. The product is x · (gamma W) in fp32, then scaled: epilogue.cuh's
+//     rounding note for gemv_wgmma.cuh holds here too;
 //   * registers: with two consumers (384 threads) the producer gives back all but 40 and the consumers take
 //     232 each (setmaxnreg), room for BN = 256's 128 accumulators;
 //   * widths: BN is any multiple of 16 up to 256 (one wgmma of that N), so the tuner can fit a tile count to
@@ -86,7 +92,7 @@ __device__ __forceinline__ void prefetchResidualRows(const MatmulParams &p, int 
 // rings: W is read from L2 once per pair. A slot may refill only once both blocks' consumers have released
 // it (each consumer warp arrives on both blocks' empty barriers), and a block leaves only after its peer has
 // finished (a cluster barrier at the end), as the peer's consumers arrive on its barriers to the last.
-template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG, int CLUSTER>
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG, int CLUSTER, class Pro>
 __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const TensorMap &mapA, const TensorMap &mapW) {
   static_assert(CLUSTER == 1 || CLUSTER == 2, "gemmWgmma: one block, or a pair that shares W");
   static_assert(N >= 1 && K >= 8 && K % 8 == 0, "gemmWgmma: K must be a positive multiple of 8 (TMA row strides)");
@@ -102,6 +108,8 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
                 "gemmWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemmWgmma: this epilogue needs column pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemmWgmma: the argmax epilogue runs in the FMA gemv only");
+  static_assert(!Pro::kActive || (!Pro::kLayer && Pro::kGammaBytes == 0),
+                "gemmWgmma: a folded norm is an RMS norm whose gains ride in W (ProNorm<false, void>)");
   constexpr int BM = 64 * CONSUMERS, BK = 64;
   constexpr int HALVES = PINGPONG ? 2 : 1; // 64-row halves of a tile one consumer multiplies
   constexpr int kTilesK = (K + BK - 1) / BK, kTilesN = (N + BN - 1) / BN;
@@ -183,6 +191,10 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
   if constexpr (CONSUMERS == 2) setMaxRegistersInc<232>();
   const int c = wg - 1, warp = (threadIdx.x / 32) % 4;
   float accs[HALVES][BN / 2];
+  // The folded RMS norm: thread t of the warpgroup adds up the squares of row 16 * warp + lane / 2 of each
+  // 64-row half, chunk positions 4 * (lane % 2) .. + 3 of its 8, XORed with the row (as the swizzle
+  // places them: the 8 rows a quarter-warp reads then hit 8 different bank groups).
+  const int proRow = warp * 16 + lane / 2;
   int slot = 0;
   unsigned phase = 0;
   // Ping-pong: named barrier 1 + c is consumer c's turn to run its main loop. The turns keep the main
@@ -208,6 +220,9 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     if constexpr (Epi::kResidual)
       prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
     int previous = -1; // the slot whose wgmmas may still run
+    float squares[HALVES];
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h) squares[h] = 0.f;
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
       mbarWait(full + 8 * slot, phase);
@@ -222,6 +237,21 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
           Wgmma<BN>::mma(accs[h], wgmmaDescriptor(a + h * 64 * 128 + 32 * k), wgmmaDescriptor(w + 32 * k),
                          kt > 0 || k > 0);
       wgmmaCommit();
+      if constexpr (Pro::kActive) { // read while the wgmmas read the same slot; TMA's zeros add nothing
+#pragma unroll
+        for (int h = 0; h < HALVES; ++h)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const unsigned at = a + h * 64 * 128 + proRow * 128 + (((lane % 2) * 4 + q) ^ (proRow % 8)) * 16;
+            const uint4 raw = *reinterpret_cast<const uint4 *>(wgmmaShared + (at - smemAddress(wgmmaShared)));
+            const __nv_bfloat162 *x2 = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const float2 x = __bfloat1622float2(x2[e]);
+              squares[h] += x.x * x.x + x.y * x.y;
+            }
+          }
+      }
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
       // The group before this one has finished: its slot may be refilled while this one runs.
@@ -235,6 +265,22 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
     if (lane == 0) release(previous);
+    if constexpr (Pro::kActive) {
+      // 1 / rms of each row, from the two lanes that read it (2 r and 2 r + 1 for the warp's row r), scales
+      // its products: the accumulator rows of lane l are l / 4 and l / 4 + 8 of the warp's 16.
+#pragma unroll
+      for (int h = 0; h < HALVES; ++h) {
+        const float total = squares[h] + __shfl_xor_sync(0xffffffffu, squares[h], 1);
+        float scale[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          scale[half] = rsqrtf(__shfl_sync(0xffffffffu, total, 2 * (lane / 4 + 8 * half)) * (1.f / K) + p.epi.eps);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) accs[h][4 * j + e] *= scale[e / 2];
+      }
+    }
 
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) {
@@ -317,20 +363,20 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
   }
 }
 
-template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false>
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false, class Pro = ProNone>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1), 1)
     gemmWgmma(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
               const __grid_constant__ TensorMap mapW) {
-  gemmWgmmaBody<N, K, BN, CONSUMERS, STAGES, Epi, PINGPONG, 1>(p, mapA, mapW);
+  gemmWgmmaBody<N, K, BN, CONSUMERS, STAGES, Epi, PINGPONG, 1, Pro>(p, mapA, mapW);
 }
 
 // gemmWgmma as clusters of two blocks that share each W box (TMA multicast): the map of W has boxes of
 // BN / 2 rows, and the grid is even.
-template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false>
+template <int N, int K, int BN, int CONSUMERS, int STAGES, class Epi, bool PINGPONG = false, class Pro = ProNone>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128 * (CONSUMERS + 1), 1)
     gemmWgmmaPair(const __grid_constant__ MatmulParams p, const __grid_constant__ TensorMap mapA,
                   const __grid_constant__ TensorMap mapW) {
-  gemmWgmmaBody<N, K, BN, CONSUMERS, STAGES, Epi, PINGPONG, 2>(p, mapA, mapW);
+  gemmWgmmaBody<N, K, BN, CONSUMERS, STAGES, Epi, PINGPONG, 2, Pro>(p, mapA, mapW);
 }
 
 } // namespace minfer

@@ -25,7 +25,9 @@
 //     copies the block's share of gamma into shared memory once (cp.async.bulk, before the wait: a
 //     weight); as each slot lands, the consumers turn its A boxes into x * gamma (rounded to bf16) in place
 //     and add up each row's sum of squares; at the end 1 / rms scales the row's products (epilogue.cuh says
-//     how that rounds). Under a split each rank's sums go to rank 0 with its partial products;
+//     how that rounds). Under a split each rank's sums go to rank 0 with its partial products. With unit
+//     gains (ProNorm<false, void>: gamma multiplied into W's columns at load) the consumers only read the A
+//     boxes for the sums of squares, after issuing the slot's wgmmas, and no gamma is loaded;
 //   * tails: the tensor maps carry the true extents (N rows of W, M rows of A, K), so TMA fills everything
 //     past them with zeros and the epilogue stores nothing past M or N. M above MAX_M stays correct: the
 //     block walks groups of MMA_N rows of A, reading its W again for each.
@@ -116,7 +118,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       mbarInit(full + 8 * s, 1);  // the producer's arrive, plus the slot's bytes
       mbarInit(empty + 8 * s, 4); // one arrive per consumer warp
     }
-    if constexpr (Pro::kActive) mbarInit(gammaFull, 1);
+    if constexpr (Pro::kGammaBytes > 0) mbarInit(gammaFull, 1);
     mbarInitFence();
   }
   if constexpr (SPLIT > 1) clusterArriveRelaxed(); // this block has started; waited for before the first hand-over
@@ -138,7 +140,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     // The first group's first slots; none without rows (no copy may be left in flight when the block exits).
     const int early = groups == 0 ? 0 : count < STAGES ? count : STAGES;
     if (issues) {
-      if constexpr (Pro::kActive)
+      if constexpr (Pro::kGammaBytes > 0)
         if (groups > 0) { // gamma up to K's end (TMA-style zeros are not needed: nothing reads past K)
           const int begin = first * BK, end = (first + count) * BK < K ? (first + count) * BK : K;
           const unsigned bytes = static_cast<unsigned>((end - begin) * Pro::kGammaBytes);
@@ -178,7 +180,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // The norm prologue: thread t takes 16-byte chunk position t % 8 of row t / 8 in each A box.
   const int proRow = threadIdx.x / 8, proChunk = threadIdx.x % 8;
-  if constexpr (Pro::kActive)
+  if constexpr (Pro::kGammaBytes > 0)
     if (groups > 0) mbarWait(gammaFull, 0);
   int item = 0;
   for (int group = 0; group < groups; ++group) {
@@ -192,7 +194,7 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       const int slot = item % STAGES;
       const unsigned w = ring + slot * kSlot, a = w + kSlotW;
       mbarWait(full + 8 * slot, (item / STAGES) & 1);
-      if constexpr (Pro::kActive) {
+      if constexpr (Pro::kGammaBytes > 0) {
         // With the 128-byte swizzle, chunk position c of row r holds the row's chunk c ^ (r % 8).
 #pragma unroll
         for (int b = 0; b < kBoxes; ++b) {
@@ -222,6 +224,21 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
         for (int k = 0; k < 4; ++k)
           Wgmma<MMA_N>::mma(acc, wgmmaDescriptor(w + b * kBoxW + 32 * k), wgmmaDescriptor(a + b * kBoxA + 32 * k), 1);
       wgmmaCommit();
+      if constexpr (Pro::kActive && Pro::kGammaBytes == 0) {
+        // Unit gains (gamma rides in W): the prologue only adds up the rows' squares, reading the A boxes
+        // while the wgmmas read them too, so the slot's products need no write, fence or barrier first.
+#pragma unroll
+        for (int b = 0; b < kBoxes; ++b) {
+          if (proRow >= MMA_N) continue; // past K: TMA's zeros add nothing
+          const uint4 raw = *reinterpret_cast<const uint4 *>(sharedAt(a + b * kBoxA + proRow * 128 + proChunk * 16));
+          const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 x = __bfloat1622float2(h[e]);
+            squares += x.x * x.x + x.y * x.y;
+          }
+        }
+      }
       wgmmaFenceOperands(acc);
       // The group before this one has finished: its slot may be refilled while this one runs.
       wgmmaWait<1>();

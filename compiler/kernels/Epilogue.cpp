@@ -135,13 +135,19 @@ std::vector<Epilogue> allPointwiseEpilogues() {
   return out;
 }
 
+int64_t Prologue::gammaBytes() const {
+  return kind == Kind::None || unitGain ? 0 : static_cast<int64_t>(ir::dtypeSize(weights));
+}
+
 std::string Prologue::suffix() const {
   if (kind == Kind::None) return "";
+  if (unitGain) return "_pro_rms_unit";
   return std::string(kind == Kind::Rms ? "_pro_rms_" : "_pro_layer_") + ir::dtypeName(weights).str();
 }
 
 std::string Prologue::policy() const {
   if (kind == Kind::None) return "minfer::ProNone";
+  if (unitGain) return "minfer::ProNorm<false, void>";
   const char *t = weights == ir::DType::F32 ? "float" : weights == ir::DType::F16 ? "__half" : "__nv_bfloat16";
   return llvm::formatv("minfer::ProNorm<{0}, {1}>", boolArg(kind == Kind::Layer), t).str();
 }

@@ -65,15 +65,21 @@ struct Epilogue {
 // Every pointwise epilogue without scale: bias or not, each activation, residual or not (20).
 std::vector<Epilogue> allPointwiseEpilogues();
 
-// The prologue of a gemv: a norm of the activation rows, folded from the IR (a norm marked `fold = decode`).
+// The prologue of a matmul: a norm of the activation rows, folded from the IR (a norm marked `fold = decode`,
+// into a gemv; an RMS norm whose gains ride in W, into a gemv or a wgmma gemm).
 struct Prologue {
   enum class Kind { None, Rms, Layer };
   Kind kind = Kind::None;
   ir::DType weights = ir::DType::BF16; // gamma's (and beta's) element type
+  // RMS only: gamma was multiplied into the columns of the matmul's W at load (Plan.h PlanBuffer::gains),
+  // so the prologue normalises without it and reads no gamma (EpiParams::gamma unused).
+  bool unitGain = false;
 
-  std::string suffix() const; // "" or "_pro_rms_bf16"
-  std::string policy() const; // minfer::ProNone, minfer::ProNorm<false, bf16>
-  auto key() const { return std::tie(kind, weights); }
+  static Prologue rmsUnitGain() { return Prologue{Kind::Rms, ir::DType::BF16, true}; }
+  int64_t gammaBytes() const; // gamma's element size; 0 without a prologue or with unit gains
+  std::string suffix() const; // "", "_pro_rms_bf16", or "_pro_rms_unit" with unit gains
+  std::string policy() const; // minfer::ProNone, minfer::ProNorm<false, bf16>, minfer::ProNorm<false, void>
+  auto key() const { return std::tie(kind, weights, unitGain); }
   bool operator==(const Prologue &o) const { return key() == o.key(); }
 };
 

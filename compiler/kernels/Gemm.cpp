@@ -59,14 +59,16 @@ llvm::Error checkGemmTile(const GemmTile &t, int64_t k, const Target &target) {
 
 std::string GemmSpec::name() const {
   return "gemm_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_" + tile.str() + "_epi_" +
-         epi.suffix();
+         epi.suffix() + pro.suffix();
 }
 
 std::string GemmSpec::entry() const {
   if (tile.wgmma)
     return std::string(tile.cluster == 2 ? "minfer::gemmWgmmaPair<" : "minfer::gemmWgmma<") + std::to_string(n) +
            ", " + std::to_string(k) + ", " + std::to_string(tile.bn) + ", " + std::to_string(tile.bm / 64) + ", " +
-           std::to_string(tile.stages) + ", " + epi.policy() + (tile.pingpong ? ", true>" : ">");
+           std::to_string(tile.stages) + ", " + epi.policy() +
+           (pro.kind != Prologue::Kind::None ? std::string(tile.pingpong ? ", true, " : ", false, ") + pro.policy() + ">"
+                                             : tile.pingpong ? ", true>" : ">");
   return "minfer::gemm<" + std::to_string(n) + ", " + std::to_string(k) + ", " + std::to_string(tile.bm) + ", " +
          std::to_string(tile.bn) + ", " + std::to_string(tile.bk) + ", " + std::to_string(tile.stages) + ", " +
          std::to_string(tile.warpsM) + ", " + std::to_string(tile.warpsN) + ", " + epi.policy() +
@@ -114,7 +116,8 @@ llvm::json::Object GemmSpec::toJSON() const {
     t["warps_n"] = tile.warpsN;
   }
   llvm::json::Object o{
-      {"family", "gemm"},         {"n", n}, {"k", k}, {"epilogue", epi.suffix()}, {"tile", std::move(t)},
+      {"family", "gemm"},         {"n", n}, {"k", k}, {"epilogue", epi.suffix()},
+      {"prologue", pro.kind == Prologue::Kind::None ? "none" : pro.suffix().substr(5)}, {"tile", std::move(t)},
       {"threads", tile.threads()}, {"shared_bytes", tile.sharedBytes()},
   };
   if (tile.wgmma) o["persistent_blocks"] = smCount;
@@ -127,6 +130,12 @@ llvm::Error GemmSpec::validate(const Target &target) const {
   if (auto e = epi.validate(n)) return e;
   if (epi.argmax)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm: the argmax epilogue runs in gemv only");
+  if (pro.kind != Prologue::Kind::None && !(pro.kind == Prologue::Kind::Rms && pro.unitGain))
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "gemm: a folded norm is an RMS norm with its gains in W, not %s", pro.suffix().c_str());
+  if (pro.kind != Prologue::Kind::None && !tile.wgmma)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "gemm: a folded RMS norm runs in the wgmma kernel only, not %s", tile.str().c_str());
   return checkGemmTile(tile, k, target);
 }
 
@@ -326,13 +335,13 @@ std::optional<GemmTile> parseGemmTile(llvm::StringRef s) {
 }
 
 std::string GemmSpec::tuningKey() const {
-  return "gemm_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_epi_" + epi.suffix();
+  return "gemm_bf16_n" + std::to_string(n) + "_k" + std::to_string(k) + "_epi_" + epi.suffix() + pro.suffix();
 }
 
 std::shared_ptr<KernelSpec> GemmSpec::withTile(llvm::StringRef s, const Target &target) const {
   std::optional<GemmTile> t = parseGemmTile(s);
   if (!t) return nullptr;
-  auto spec = std::make_shared<GemmSpec>(n, k, epi, *t);
+  auto spec = std::make_shared<GemmSpec>(n, k, epi, *t, pro);
   spec->smCount = smCount;
   if (llvm::Error e = spec->validate(target)) {
     llvm::consumeError(std::move(e));

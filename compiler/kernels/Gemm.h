@@ -70,20 +70,23 @@ struct GemmSpec : KernelSpec {
   int64_t n = 0, k = 0; // W is [n, k]
   Epilogue epi;
   GemmTile tile;
+  // An RMS norm of A's rows whose gains ride in W (Prologue::rmsUnitGain), folded in: wgmma tiles only.
+  Prologue pro;
   // wgmma tiles: the persistent grid's size limit, one block per SM (the target's nominal count; the plan
   // sets it). Not part of the name: the code is the same whatever it is.
   int smCount = 132;
 
   GemmSpec() = default;
-  GemmSpec(int64_t n, int64_t k, Epilogue epi, GemmTile tile) : n(n), k(k), epi(epi), tile(tile) {}
+  GemmSpec(int64_t n, int64_t k, Epilogue epi, GemmTile tile, Prologue pro = {})
+      : n(n), k(k), epi(epi), tile(tile), pro(pro) {}
 
-  // gemm_bf16_n5632_k2048_m128n128k32_s4_w2x2_epi_bias
+  // gemm_bf16_n5632_k2048_m128n128k32_s4_w2x2_epi_bias (+ _pro_rms_unit)
   std::string name() const override;
   std::string header() const override { return tile.wgmma ? "gemm_wgmma.cuh" : "gemm.cuh"; }
   const ParamsLayout &params() const override { return MatmulParams::layout(); }
   // minfer::gemm<5632, 2048, 128, 128, 32, 4, 2, 2, minfer::EpiBias>, or for a wgmma tile
   // minfer::gemmWgmma<5632, 2048, 256, 2, 4, minfer::EpiBias> (N, K, BN, consumers, stages, policy), with
-  // a last `true` for a ping-pong tile
+  // a `true` for a ping-pong tile, and the prologue's policy where there is one
   std::string entry() const override;
   // mma.sync: grid (ceil(n / bn), ceil(rows / bm)) — at least one block row, so rows = 0 is a harmless
   // launch — block 32 * warpsM * warpsN; wgmma: grid min(tiles, smCount), at least 1, block 128 * (bm / 64
@@ -92,11 +95,12 @@ struct GemmSpec : KernelSpec {
   // wgmma: A [rows, k] in 64 x bm boxes and W [n, k] in 64 x bn boxes.
   std::vector<TensorMapArg> tensorMaps(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
-  std::string tuningKey() const override; // gemm_bf16_n5632_k2048_epi_bias
+  std::string tuningKey() const override; // gemm_bf16_n5632_k2048_epi_bias (+ _pro_rms_unit)
   std::string tileName() const override { return tile.str(); }
   std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
   std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
-  // checkGemmTile for this spec, plus n >= 1: success when gemm.cuh instantiates it for `target`.
+  // checkGemmTile for this spec, plus n >= 1 and a prologue only on a wgmma tile and with unit gains:
+  // success when gemm.cuh or gemm_wgmma.cuh instantiates it for `target`.
   llvm::Error validate(const Target &target) const override;
 };
 

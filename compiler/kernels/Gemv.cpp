@@ -163,10 +163,10 @@ int64_t GemvSpec::sharedBytes() const {
                           (p ? tile.maxM : 1) * 8 + int64_t(p ? tile.warps : 1) * tile.maxM * 4;
     return llvm::divideCeil(bytes, 16) * 16;
   }
-  if (!tile.wgmma || pro.kind == Prologue::Kind::None) return tile.sharedBytes();
+  if (!tile.wgmma || pro.gammaBytes() == 0) return tile.sharedBytes();
   // gemv_wgmma.cuh kGemvWgmmaGammaBytes: the block's share of gamma, padded to 16 bytes, and its barrier.
   int64_t perRank = llvm::divideCeil(llvm::divideCeil(k, tile.bk), tile.split);
-  return tile.sharedBytes() + perRank * tile.bk * static_cast<int64_t>(ir::dtypeSize(pro.weights)) / 16 * 16 + 16;
+  return tile.sharedBytes() + perRank * tile.bk * pro.gammaBytes() / 16 * 16 + 16;
 }
 
 LaunchDims GemvSpec::launch(int64_t rows) const {
@@ -210,6 +210,8 @@ llvm::Error GemvSpec::validate(const Target *target) const {
   if (n < 1)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: N = %lld must be at least 1", (long long)n);
   if (auto e = epi.validate(n)) return e;
+  if (pro.unitGain && pro.kind != Prologue::Kind::Rms)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: unit gains are an RMS norm's only");
   if (tile.wgmma && pro.kind == Prologue::Kind::Layer)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the wgmma kernel %s takes an RMS norm prologue, not a LayerNorm (%s)",

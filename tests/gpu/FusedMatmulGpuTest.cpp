@@ -2,7 +2,8 @@
 //
 // For each fused epilogue (gated MLP; qkv with half / interleaved / no rope, with and without bias, writing
 // k and v into a KV cache; bias + activation + scale + residual) and each prologue (none, a folded RMSNorm
-// or LayerNorm in gemv), every candidate tile of the buckets' row counts (gemv: 1, 5, 16 rows; gemm: 37
+// or LayerNorm in gemv, an RMSNorm whose gains ride in W in gemv and the wgmma gemm: the kernel gets W's
+// columns times gamma and the reference the norm with gamma, then W), every candidate tile of the buckets' row counts (gemv: 1, 5, 16 rows; gemm: 37
 // rows, a partial tile) is compiled (in parallel, through the cache) and run against the interpreter's own
 // definition of the fused op (ir::evalOp), with the weights laid out as the plan lays them out at load
 // (Plan.h rowOrder) and the output poisoned first so an unwritten element shows.
@@ -129,25 +130,28 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
   for (const Case &c : all) {
     for (int64_t rows : {1, 5, 16}) {
       for (Prologue pro : {Prologue{}, Prologue{Prologue::Kind::Rms, ir::DType::BF16},
-                           Prologue{Prologue::Kind::Layer, ir::DType::F32}}) {
+                           Prologue{Prologue::Kind::Layer, ir::DType::F32}, Prologue::rmsUnitGain()}) {
         GemvSpec base(kN, kK, c.epi, GemvTile{1, 2, 4}, pro);
         for (auto &s : base.tuningCandidates(target, rows)) runs.push_back({s, &c, pro, rows});
       }
     }
-    GemmSpec base(kN, kK, c.epi, GemmTile{});
-    for (auto &s : base.tuningCandidates(target, 64)) runs.push_back({s, &c, Prologue{}, 37});
-    if (target.hasWgmma()) // the ping-pong schedule (128-row tiles), one block: its consumers take turns;
-      for (int bn : {64, 128, 80, 176}) { // 80 and 176: widths fitted to the SMs, tiles across heads
-        auto pp = std::make_shared<GemmSpec>(kN, kK, c.epi, GemmTile::hopperPingpong(bn, 4));
-        pp->smCount = 1;
-        if (llvm::Error e = pp->validate(target)) llvm::consumeError(std::move(e));
-        else runs.push_back({pp, &c, Prologue{}, 37});
-        // And one pair of blocks sharing W: 37 rows leave the second block's tile past M.
-        auto pair = std::make_shared<GemmSpec>(kN, kK, c.epi, GemmTile::hopperPingpong(bn, 4).paired());
-        pair->smCount = 2;
-        if (llvm::Error e = pair->validate(target)) llvm::consumeError(std::move(e));
-        else runs.push_back({pair, &c, Prologue{}, 37});
-      }
+    // The gemm: without a prologue, and with a folded RMS norm whose gains ride in W (wgmma tiles only).
+    for (Prologue pro : {Prologue{}, Prologue::rmsUnitGain()}) {
+      GemmSpec base(kN, kK, c.epi, GemmTile{}, pro);
+      for (auto &s : base.tuningCandidates(target, 64)) runs.push_back({s, &c, pro, 37});
+      if (target.hasWgmma()) // the ping-pong schedule (128-row tiles), one block: its consumers take turns;
+        for (int bn : {64, 128, 80, 176}) { // 80 and 176: widths fitted to the SMs, tiles across heads
+          auto pp = std::make_shared<GemmSpec>(kN, kK, c.epi, GemmTile::hopperPingpong(bn, 4), pro);
+          pp->smCount = 1;
+          if (llvm::Error e = pp->validate(target)) llvm::consumeError(std::move(e));
+          else runs.push_back({pp, &c, pro, 37});
+          // And one pair of blocks sharing W: 37 rows leave the second block's tile past M.
+          auto pair = std::make_shared<GemmSpec>(kN, kK, c.epi, GemmTile::hopperPingpong(bn, 4).paired(), pro);
+          pair->smCount = 2;
+          if (llvm::Error e = pair->validate(target)) llvm::consumeError(std::move(e));
+          else runs.push_back({pair, &c, pro, 37});
+        }
+    }
   }
   std::vector<KernelSource> sources;
   std::set<std::string> names;
@@ -168,11 +172,18 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
   GPU_TRY(gammaF32, uploadVector(gamma.data));
   GPU_TRY(betaF32, uploadVector(beta.data));
   std::map<const Case *, std::pair<cuda::DeviceBuffer, cuda::DeviceBuffer>> weights; // laid-out W, bias
+  // With unit gains: W's columns times gamma, rounded to bf16 once (what the engine uploads), laid out.
+  ir::Tensor wGains = w;
+  for (int64_t r = 0; r < kN; ++r)
+    for (int64_t i = 0; i < kK; ++i) wGains.row(r)[i] = bf16ToFloat(floatToBf16(w.row(r)[i] * gamma.data[i]));
+  std::map<const Case *, cuda::DeviceBuffer> weightsWithGains;
   std::map<const Case *, cuda::DeviceBuffer> ropeTables; // each roping case's rotation table, kMaxSeq rows
   for (const Case &c : all) {
     GPU_TRY(wDev, uploadBf16(laidOut(w, c.layout)));
     GPU_TRY(bDev, uploadBf16(laidOut(bias, c.layout)));
     weights.emplace(&c, std::make_pair(std::move(wDev), std::move(bDev)));
+    GPU_TRY(wgDev, uploadBf16(laidOut(wGains, c.layout)));
+    weightsWithGains.emplace(&c, std::move(wgDev));
     if (c.epi.kind == Epilogue::Kind::Qkv && c.epi.rope != QkvRope::None) {
       GPU_TRY(tableDev, uploadVector(rotationTable(ir::ropeInverseFrequencies(*opDefining(*m, c.op)), kMaxSeq)));
       ropeTables.emplace(&c, std::move(tableDev));
@@ -221,7 +232,8 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     MINFER_ASSERT_OK(out.fill(0xFF));
     MINFER_ASSERT_OK(kCache.fill(0xFF));
     MINFER_ASSERT_OK(vCache.fill(0xFF));
-    MatmulParams p{.C = out.ptr(), .A = xDev.ptr(), .W = weights.at(&c).first.ptr(), .rows = static_cast<int32_t>(rows)};
+    const cuda::DevicePtr wPtr = run.pro.unitGain ? weightsWithGains.at(&c).ptr() : weights.at(&c).first.ptr();
+    MatmulParams p{.C = out.ptr(), .A = xDev.ptr(), .W = wPtr, .rows = static_cast<int32_t>(rows)};
     EpiParams &epi = p.epi;
     epi.bias = weights.at(&c).second.ptr();
     epi.residual = resDev.ptr();
@@ -233,7 +245,7 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     epi.k_cache = kCache.ptr();
     epi.v_cache = vCache.ptr();
     bool f32Norm = run.pro.weights == ir::DType::F32;
-    epi.gamma = f32Norm ? gammaF32.ptr() : gammaDev.ptr();
+    epi.gamma = run.pro.unitGain ? 0 : f32Norm ? gammaF32.ptr() : gammaDev.ptr(); // unit gains read none
     epi.beta = betaF32.ptr();
     epi.eps = 1e-5f;
     MINFER_ASSERT_OK(launchKernel(kernel->fn, *run.spec, rows, p));

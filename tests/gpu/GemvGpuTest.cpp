@@ -29,6 +29,8 @@ TEST_P(GemvKernel, MatchesInterpreter) {
   std::mt19937 rng(static_cast<unsigned>(k));
   const ir::Tensor gamma = randomBf16({k}, rng, 1, 0.2f);
   GPU_TRY(gammaDev, uploadBf16(gamma));
+  ir::Tensor ones({k});
+  std::fill(ones.data.begin(), ones.data.end(), 1.f);
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 19}) {
     auto c = caseFor(m);
     ASSERT_TRUE(c);
@@ -61,6 +63,8 @@ TEST_P(GemvKernel, MatchesInterpreter) {
         // A folded RMS norm: each rank's sums of squares meet in rank 0 with its partial products.
         c->checkRmsNormed(kernels, GemvSpec(n, k, es[i], t, Prologue{Prologue::Kind::Rms, ir::DType::BF16}), gamma,
                           gammaDev.ptr(), 1e-5f);
+        // With unit gains (gamma rides in W): only the sums of squares, no gamma read (null here).
+        c->checkRmsNormed(kernels, GemvSpec(n, k, es[i], t, Prologue::rmsUnitGain()), ones, 0, 1e-5f);
       }
     }
   }

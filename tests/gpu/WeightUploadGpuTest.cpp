@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <iostream>
 
 using namespace minfer;
 
@@ -33,7 +34,7 @@ void expectDeviceWeightsMatchTheHost(const std::string &model, int &converted, i
   ASSERT_TRUE(bool(ckpt)) << llvm::toString(ckpt.takeError());
   const ir::Module &m = (*engine)->module();
   const Plan &plan = (*engine)->plan();
-  int weights = 0;
+  int weights = 0, withGains = 0;
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const PlanBuffer &b = plan.buffers[i];
     if (b.kind != BufferKind::Weight) continue;
@@ -46,7 +47,21 @@ void expectDeviceWeightsMatchTheHost(const std::string &model, int &converted, i
       std::memcpy(want.data() + offset, bytes.data(), bytes.size());
       return llvm::Error::success();
     };
-    ASSERT_FALSE(bool(streamWeight(m, *ckpt, b.weight, b.layer, b.dtype, 1 << 20, sink, order))) << b.name;
+    // Gains riding in W (Plan.h PlanBuffer::gains): the host multiplies them in as it converts (its own test
+    // holds that to an fp32 reference: RuntimeTest's StreamWeight.ColumnGains...).
+    std::vector<float> gains;
+    if (b.gains >= 0) {
+      const PlanBuffer &g = plan.buffers[b.gains];
+      gains.resize(static_cast<size_t>(w.type.shape[1].value));
+      auto into = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
+        std::memcpy(reinterpret_cast<uint8_t *>(gains.data()) + offset, bytes.data(), bytes.size());
+        return llvm::Error::success();
+      };
+      ASSERT_FALSE(bool(streamWeight(m, *ckpt, g.weight, g.layer, ir::DType::F32, 1 << 20, into))) << g.name;
+      ++withGains;
+    }
+    ASSERT_FALSE(bool(streamWeight(m, *ckpt, b.weight, b.layer, b.dtype, 1 << 20, sink, order, nullptr, gains)))
+        << b.name;
     std::vector<uint8_t> got(want.size());
     MINFER_ASSERT_OK(cuda::copyDeviceToHost(got.data(), (*engine)->weightPointer(static_cast<int>(i)), got.size(), nullptr));
     MINFER_ASSERT_OK(cuda::synchronize());
@@ -57,6 +72,7 @@ void expectDeviceWeightsMatchTheHost(const std::string &model, int &converted, i
     reordered += !order.empty();
   }
   EXPECT_GT(weights, 0);
+  std::cout << "[ upload ] " << model << ": " << weights << " weights, " << withGains << " with a norm's gains\n";
 }
 
 TEST(WeightUpload, EveryWeightOfEveryFixtureIsTheHostsBytes) {

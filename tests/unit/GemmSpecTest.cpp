@@ -620,6 +620,46 @@ TEST(GemvWgmmaSpec, TheNormPrologueIsTheRmsPolicyInTheEntry) {
   EXPECT_NE(errorOf(big.validate(hopperTarget)).find("with its share of gamma"), std::string::npos);
 }
 
+// An RMS norm whose gains ride in W: the gemv reads no gamma (no shared memory for it, no pointer), only the
+// rows' sums of squares; the wgmma gemm takes it (row scales in the epilogue), the mma.sync gemm does not.
+TEST(GemvWgmmaSpec, UnitGainsNameTheirPolicyAndNeedNoGamma) {
+  const Target hopperTarget = target("sm_90a");
+  Prologue unit = Prologue::rmsUnitGain();
+  EXPECT_EQ(unit.suffix(), "_pro_rms_unit");
+  EXPECT_EQ(unit.policy(), "minfer::ProNorm<false, void>");
+  EXPECT_EQ(unit.gammaBytes(), 0);
+  EXPECT_EQ(Prologue{Prologue::Kind::Rms}.gammaBytes(), 2);
+  EXPECT_FALSE(unit == Prologue{Prologue::Kind::Rms}) << "unit gains are a kernel of their own";
+  GemvSpec s(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemvTile::hopper(16, 128, 4, 2), unit);
+  EXPECT_EQ(s.name(), "gemv_bf16_n2560_k2048_m16_wgmma_k128_s4_split2_epi_qkv_h32_kv4_d64_half_pro_rms_unit");
+  EXPECT_EQ(s.entry(), "minfer::gemvWgmma<2560, 2048, 16, 128, 4, 2, " + s.epi.policy() + ", minfer::ProNorm<false, void>>");
+  EXPECT_EQ(s.launch(16).sharedBytes, s.tile.sharedBytes()) << "no share of gamma";
+  EXPECT_EQ(errorOf(s.validate(hopperTarget)), "(success)");
+  // The big ring that gamma pushed over the limit above fits with unit gains.
+  GemvSpec big(4096, 16384, Epilogue::None, GemvTile::hopper(16, 256, 5, 1), unit);
+  EXPECT_EQ(errorOf(big.validate(hopperTarget)), "(success)");
+  Prologue layerUnit{Prologue::Kind::Layer, ir::DType::F32, true};
+  EXPECT_NE(errorOf(GemvSpec(64, 64, Epilogue::None, GemvTile{1, 2, 4}, layerUnit).validate(hopperTarget))
+                .find("unit gains are an RMS norm's only"),
+            std::string::npos);
+
+  GemmSpec g(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemmTile::hopper(64, 256, 5), unit);
+  EXPECT_EQ(g.name(), "gemm_bf16_n2560_k2048_wgmma_m64n256_s5_epi_qkv_h32_kv4_d64_half_pro_rms_unit");
+  EXPECT_EQ(g.entry(), "minfer::gemmWgmma<2560, 2048, 256, 1, 5, " + g.epi.policy() + ", false, minfer::ProNorm<false, void>>");
+  EXPECT_EQ(g.tuningKey(), "gemm_bf16_n2560_k2048_epi_qkv_h32_kv4_d64_half_pro_rms_unit");
+  EXPECT_EQ(g.launch(2048).sharedBytes, static_cast<unsigned>(g.tile.sharedBytes())) << "the row sums stay in registers";
+  EXPECT_EQ(errorOf(g.validate(hopperTarget)), "(success)");
+  GemmSpec pp(2048, 2048, Epilogue::Residual, GemmTile::hopperPingpong(128, 4), unit);
+  EXPECT_EQ(pp.entry(), "minfer::gemmWgmma<2048, 2048, 128, 2, 4, " + pp.epi.policy() + ", true, minfer::ProNorm<false, void>>");
+  GemmSpec mma(2048, 2048, Epilogue::None, GemmTile{128, 128, 32, 4, 2, 2}, unit);
+  EXPECT_NE(errorOf(mma.validate(hopperTarget)).find("wgmma kernel only"), std::string::npos);
+  GemmSpec withGamma(2048, 2048, Epilogue::None, GemmTile::hopper(128, 256, 4), Prologue{Prologue::Kind::Rms});
+  EXPECT_NE(errorOf(withGamma.validate(hopperTarget)).find("gains in W"), std::string::npos);
+  for (const auto &c : g.tuningCandidates(hopperTarget, 2048))
+    EXPECT_NE(c->name().find("_wgmma_"), std::string::npos) << c->name() << ": only wgmma tiles take the prologue";
+  EXPECT_FALSE(g.tuningCandidates(hopperTarget, 2048).empty());
+}
+
 // Which decode plans fold a norm into their gemvs: every norm up to 2 rows; RMS norms up to 16 rows where the
 // gemv is the wgmma kernel (sm_90a); never above 16 rows (gemm, no prologue).
 TEST(GemvWgmmaSpec, RmsNormsFoldUpTo16RowsOnlyOnSm90a) {

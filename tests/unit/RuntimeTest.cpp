@@ -145,6 +145,61 @@ TEST(StreamWeight, PackedWeightsArriveInTheirEpiloguesRowOrder) {
   EXPECT_EQ(checked, 2) << "the packed q/k/v (rope pairs) and gate/up weights";
 }
 
+// On sm_90a the fused plan carries each RMS norm's gamma into the packed q/k/v and gate/up weights that read
+// it: streamed with those gains, each element is the one bf16 rounding of the stored value times its
+// column's gain (computed here in fp32 from the f32 copies), in the epilogue's row order; gains of the wrong
+// length are refused.
+TEST(StreamWeight, ColumnGainsMultiplyEachColumnBeforeTheOneRounding) {
+  auto fx = importFixture("llama_gqa");
+  ASSERT_TRUE(bool(fx)) << llvm::toString(fx.takeError());
+  ir::Module &m = *fx->module;
+  const ir::WeightSet &f32 = fx->f32;
+  ASSERT_TRUE(bool(fuseModule(m)));
+  auto plan = buildPlan(m, *parseTarget("sm_90a"));
+  ASSERT_TRUE(bool(plan)) << llvm::toString(plan.takeError());
+  int checked = 0;
+  for (const PlanBuffer &b : plan->buffers) {
+    if (b.kind != BufferKind::Weight || b.gains < 0 || b.layer != 1) continue;
+    const ir::WeightDecl &w = m.weights[b.weight];
+    const PlanBuffer &g = plan->buffers[b.gains];
+    ASSERT_EQ(g.kind, BufferKind::Weight);
+    EXPECT_EQ(g.layer, 1) << "the same layer's norm";
+    const std::vector<float> &gamma = f32.byDecl[g.weight][1].data;
+    int64_t rows = w.type.shape[0].value, cols = w.type.shape[1].value;
+    ASSERT_EQ(static_cast<int64_t>(gamma.size()), cols);
+    std::vector<float> stacked;
+    for (int p : w.packed() ? w.parts : std::vector<int>{b.weight})
+      stacked.insert(stacked.end(), f32.byDecl[p][1].data.begin(), f32.byDecl[p][1].data.end());
+    std::vector<int64_t> order = rowOrder(b, rows);
+    std::vector<uint8_t> bytes;
+    auto sink = [&](llvm::ArrayRef<uint8_t> part, size_t offset) {
+      EXPECT_EQ(offset, bytes.size());
+      bytes.insert(bytes.end(), part.begin(), part.end());
+      return llvm::Error::success();
+    };
+    ASSERT_FALSE(bool(streamWeight(m, fx->ckpt, b.weight, 1, b.dtype, 1000, sink, order, nullptr, gamma)));
+    ASSERT_EQ(bytes.size(), size_t(rows * cols * 2)) << b.name;
+    int changed = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t logical = order.empty() ? r : order[r];
+      for (int64_t c = 0; c < cols; ++c) {
+        uint16_t h;
+        std::memcpy(&h, &bytes[size_t(r * cols + c) * 2], 2);
+        float stored = stacked[size_t(logical * cols + c)];
+        ASSERT_EQ(h, floatToBf16(stored * gamma[c])) << b.name << " row " << r << " col " << c;
+        changed += floatToBf16(stored * gamma[c]) != floatToBf16(stored);
+      }
+    }
+    EXPECT_GT(changed, rows * cols / 2) << b.name << ": the gains must move most elements for this to test them";
+    std::vector<float> short_(gamma.begin(), gamma.end() - 1);
+    llvm::Error e = streamWeight(m, fx->ckpt, b.weight, 1, b.dtype, 1000, sink, order, nullptr, short_);
+    ASSERT_TRUE(bool(e));
+    EXPECT_NE(llvm::toString(std::move(e)).find("column gains for"), std::string::npos);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2) << "the packed q/k/v and gate/up weights of layer 1";
+}
+
 // A large f16 weight (2^20 elements a chunk: converted on several threads) arrives as the exact bf16
 // rounding of every element, in order, transposed where the IR says so.
 TEST(StreamWeight, LargeConversionsSplitOverThreadsStayExact) {

@@ -264,6 +264,16 @@ llvm::Expected<std::vector<Result>> runGemmFused(const Ceilings &) {
           if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, fused ? baseline : "gemm_tuning"))
             return e;
         }
+      // The matmuls that read an RMS norm in a Llama layer (qkv, gate/up), on sm_90a with the norm folded in
+      // (its gains in W: Prologue::rmsUnitGain), default tile, as "gemm_prologue": the fold's cost in the
+      // gemm is the difference from the default tile without it, against the norm launch it removes.
+      bool readsNorm = f.epi.kind != Epilogue::Kind::Pointwise || !f.epi.residual;
+      if (readsNorm && dflt.wgmma) {
+        GemmSpec spec(f.n, f.k, f.epi, dflt, Prologue::rmsUnitGain());
+        spec.smCount = dev->smCount;
+        if (llvm::Error e = spec.validate(dev->target)) return e;
+        if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, "gemm_prologue")) return e;
+      }
     }
   return out;
 }
@@ -297,12 +307,13 @@ llvm::Expected<std::vector<Result>> runGemvFused(const Ceilings &) {
       }
       bool readsNorm = f.epi.kind != Epilogue::Kind::Pointwise || !f.epi.residual;
       Prologue rms{Prologue::Kind::Rms, ir::DType::BF16};
-      if (readsNorm && gemvFoldsNorm(dev->target, m, rms.kind)) {
-        GemvSpec spec(f.n, f.k, f.epi, dflt, rms);
-        if (llvm::Error e = spec.validate(dev->target)) return e;
-        if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, "gemv_prologue", /*norm=*/true))
-          return e;
-      }
+      if (readsNorm && gemvFoldsNorm(dev->target, m, rms.kind))
+        for (const Prologue &pro : {rms, Prologue::rmsUnitGain()}) { // with gamma, and with its gains in W
+          GemvSpec spec(f.n, f.k, f.epi, dflt, pro);
+          if (llvm::Error e = spec.validate(dev->target)) return e;
+          if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, "gemv_prologue", /*norm=*/true))
+            return e;
+        }
     }
   return out;
 }

@@ -8,8 +8,8 @@
 // attention that reads them, which then skips its KV write). In decode, a norm marked `fold = decode` gets no
 // launch where gemvFoldsNorm says so (up to 2 rows; RMS norms up to 16 rows on sm_90a): the gemvs that read
 // it normalise in their prologue. On sm_90a an RMS norm read only by matmuls has its gamma multiplied into
-// their weights at load (PlanOptions::gainsInWeights, PlanBuffer::gains), and where those are wgmma gemms
-// (128 rows and more) they scale each row by its 1 / rms, so the norm has no launch in prefill either. Decode matmuls
+// their weights at load (PlanOptions::gainsInWeights, PlanBuffer::gains); with PlanOptions::gemmFoldsNorm the
+// wgmma gemms (128 rows and more) scale each row by its 1 / rms, so the norm has no launch in prefill either. Decode matmuls
 // at a batch of up to kGemvMaxRows (16) use the GEMV template, everything else the tensor-core GEMM; a tile
 // comes from the tuning database when it has one (PlanOptions::tuning), else from the heuristic. Matmul
 // weights and biases are read as bf16, converted at load when the checkpoint stores another type, packed and
@@ -204,11 +204,11 @@ private:
   }
   // Whether the matmuls of this phase lower to gemv kernels (decode up to kGemvMaxRows rows).
   bool gemvPhase() const { return decode && plan.options.maxBatch <= kGemvMaxRows; }
-  // A norm whose gains ride in W (gainsInW) is folded into the gemms that read it where they are wgmma
-  // kernels (the default from 128 rows on sm_90a; a tuned tile of such a spec is wgmma too, as only those
-  // accept the prologue).
+  // With PlanOptions::gemmFoldsNorm, a norm whose gains ride in W (gainsInW) is folded into the gemms that
+  // read it where they are wgmma kernels (the default from 128 rows on sm_90a; a tuned tile of such a spec
+  // is wgmma too, as only those accept the prologue).
   bool gemmFolds(const ir::Op &norm) const {
-    if (!gainsInW.count(&norm) || gemvPhase()) return false;
+    if (!plan.options.gemmFoldsNorm || !gainsInW.count(&norm) || gemvPhase()) return false;
     int64_t rows = decode ? plan.options.maxBatch : plan.options.maxPrefillRows;
     return defaultGemmTile(plan.target, rows, 1, 64).wgmma;
   }

@@ -187,11 +187,15 @@ struct PlanOptions {
   // the launches (bench/NOTES.md, session 16).
   bool weightRing = false;
   // On targets with wgmma, in a fused module: each RMS norm read only by matmuls (whose weights nothing else
-  // reads) has its gamma multiplied into those weights' columns at load, and the matmuls normalise their
-  // input themselves: the gemvs in their prologue without a gamma, the wgmma gemms with 1 / rms of each row
-  // in the epilogue, so the norm has no launch of its own (where neither kernel reads it, the norm kernel
-  // runs with unit gains).
+  // reads) has its gamma multiplied into those weights' columns at load. The decode gemvs then normalise in
+  // their prologue without a gamma (no gamma in shared memory, no write of A: session 22 measured 0.026-0.039
+  // ms off a 16-row step); elsewhere the norm kernel runs with unit gains.
   bool gainsInWeights = true;
+  // With gainsInWeights: the wgmma gemms (128 rows and more) fold those norms too, adding up each row's
+  // squares from their A slots and scaling the rows by 1 / rms in the epilogue, so the norm has no launch.
+  // Off by default: the sums cost the gemms 4-18%, more than the norm launches they remove (bench/NOTES.md,
+  // session 22).
+  bool gemmFoldsNorm = false;
 };
 
 struct Plan {

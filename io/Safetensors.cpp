@@ -311,15 +311,6 @@ int64_t TensorInfo::numel() const {
 
 // ---- scalar conversions ----------------------------------------------------------------------------
 
-float bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
-
-uint16_t floatToBf16(float value) {
-  uint32_t u = std::bit_cast<uint32_t>(value);
-  if (std::isnan(value)) return uint16_t((u >> 16) | 0x0040); // set the quiet bit so a low-payload NaN stays a NaN
-  // Round to nearest even: add just under half an ulp, plus one more when the kept lsb is odd.
-  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
 float f16ToFloat(uint16_t bits) {
   uint32_t sign = uint32_t(bits & 0x8000u) << 16;
   uint32_t exp = (bits >> 10) & 0x1Fu, man = bits & 0x3FFu;

@@ -16,6 +16,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -103,9 +105,14 @@ llvm::Expected<std::vector<int64_t>> readAsInt64(const SafetensorsFile &file, co
 
 // Scalar conversions. bf16 is the top half of a float32; f16 is IEEE binary16 (5-bit exponent, 10-bit
 // mantissa, subnormals down to 2^-24). float -> half rounds to nearest, ties to even, overflows to inf,
-// and keeps NaN a NaN with its sign.
-float bf16ToFloat(uint16_t bits);
-uint16_t floatToBf16(float value);
+// and keeps NaN a NaN with its sign. The bf16 ones are inline: loaders call them once an element.
+inline float bf16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+inline uint16_t floatToBf16(float value) {
+  uint32_t u = std::bit_cast<uint32_t>(value);
+  if (std::isnan(value)) return uint16_t((u >> 16) | 0x0040); // set the quiet bit so a low-payload NaN stays a NaN
+  // Round to nearest even: add just under half an ulp, plus one more when the kept lsb is odd.
+  return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
 float f16ToFloat(uint16_t bits);
 uint16_t floatToF16(float value);
 

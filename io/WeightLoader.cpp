@@ -261,6 +261,16 @@ llvm::Error streamWeight(const ir::Module &m, const Checkpoint &ckpt, int weight
     size_t inSize = ir::dtypeSize(d.type.dtype);
     uint8_t *out = &buf[static_cast<size_t>((r - r0) * cols) * outSize];
     if (!columnGains.empty()) {
+      if (d.type.dtype == ir::DType::BF16 && dtype == ir::DType::BF16 && !d.transposed) { // the usual case, inlined
+        const uint8_t *in = &p->src[static_cast<size_t>(src * cols) * 2];
+        for (int64_t c = 0; c < cols; ++c) {
+          uint16_t h;
+          std::memcpy(&h, in + 2 * c, 2);
+          const uint16_t b = floatToBf16(bf16ToFloat(h) * columnGains[static_cast<size_t>(c)]);
+          std::memcpy(out + 2 * c, &b, 2);
+        }
+        return;
+      }
       for (int64_t c = 0; c < cols; ++c) {
         int64_t from = d.transposed ? c * p->rows + src : src * cols + c;
         float v = loadElement(&p->src[static_cast<size_t>(from) * inSize], d.type.dtype);

@@ -22,11 +22,18 @@
 //   * tails: the tensor maps carry the true extents (rows M, N, K), so TMA fills everything past them with
 //     zeros; the epilogue stores nothing past M or N;
 //   * a folded RMS norm of A's rows (Pro = ProNorm<false, void>: the norm's gamma was multiplied into W's
-//     columns at load, so A is the un-normalised x): after issuing a slice's wgmmas each consumer thread
-//     adds up the squares of its share of the slice's rows, reading the slot the wgmmas read, and 1 / rms
-//     scales each row's products before the epilogue. No pass over x, no launch: the norm's cost is a few
-//     shared-memory reads a slice. The product is x · (gamma W) in fp32, then scaled: epilogue.cuh's
-//     rounding note for gemv_wgmma.cuh holds here too;
+//     columns at load, so A is the un-normalised x): each consumer thread adds up the squares of its share
+//     of its rows, one slot behind the wgmmas: at the top of slice k's iteration it reads slot k - 1, whose
+//     wgmmas are still running and which it releases only after. There, before the wait for slot k (a loop:
+//     a block boundary ptxas does not schedule across), the reads overlap the tensor cores' work; placed
+//     after a slot's wgmma issue, ptxas moved them between the wgmmas and the 64-row tiles lost 12-19%
+//     (one warp of the producer warpgroup per 64 rows doing it instead was the bottleneck: 25% slower).
+//     At the tile's end 1 / rms (the two lanes of a row meet by shuffle) scales each row's products before
+//     the epilogue. No pass over x, no launch. The product is x · (gamma W) in fp32, then scaled:
+//     epilogue.cuh's rounding note for gemv_wgmma.cuh holds here too. Even so the reads cost these gemms
+//     4-18% (the SASS has them where intended; shared-memory bandwidth beside the wgmmas' operand reads is
+//     the suspect, not measured), more than the norm launch saved, so plans use it only on request
+//     (PlanOptions::gemmFoldsNorm);
 //   * registers: with two consumers (384 threads) the producer gives back all but 40 and the consumers take
 //     232 each (setmaxnreg), room for BN = 256's 128 accumulators;
 //   * widths: BN is any multiple of 16 up to 256 (one wgmma of that N), so the tuner can fit a tile count to
@@ -191,10 +198,27 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
   if constexpr (CONSUMERS == 2) setMaxRegistersInc<232>();
   const int c = wg - 1, warp = (threadIdx.x / 32) % 4;
   float accs[HALVES][BN / 2];
-  // The folded RMS norm: thread t of the warpgroup adds up the squares of row 16 * warp + lane / 2 of each
-  // 64-row half, chunk positions 4 * (lane % 2) .. + 3 of its 8, XORed with the row (as the swizzle
-  // places them: the 8 rows a quarter-warp reads then hit 8 different bank groups).
+  // The folded norm: thread t of the warpgroup adds up the squares of row 16 * warp + lane / 2 of each 64-row
+  // half, chunk positions 4 * (lane % 2) .. + 3 XORed with the row (where the swizzle put them; a row's 8
+  // chunks are read by its two lanes whatever the order): a quarter-warp's 8 rows hit 8 bank groups.
   const int proRow = warp * 16 + lane / 2;
+  float squares[HALVES];
+  auto addSquares = [&](int s) {
+    const unsigned a = sA + s * kSlotA + (PINGPONG ? 0 : c * 64 * 128);
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const unsigned at = a + h * 64 * 128 + proRow * 128 + (((lane % 2) * 4 + q) ^ (proRow % 8)) * 16;
+        const uint4 raw = *reinterpret_cast<const uint4 *>(wgmmaShared + (at - smemAddress(wgmmaShared)));
+        const __nv_bfloat162 *x2 = reinterpret_cast<const __nv_bfloat162 *>(&raw);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 x = __bfloat1622float2(x2[e]);
+          squares[h] += x.x * x.x + x.y * x.y;
+        }
+      }
+  };
   int slot = 0;
   unsigned phase = 0;
   // Ping-pong: named barrier 1 + c is consumer c's turn to run its main loop. The turns keep the main
@@ -220,11 +244,12 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     if constexpr (Epi::kResidual)
       prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
     int previous = -1; // the slot whose wgmmas may still run
-    float squares[HALVES];
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) squares[h] = 0.f;
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
+      if constexpr (Pro::kActive)
+        if (previous >= 0) addSquares(previous); // its wgmmas are running; it is released below
       mbarWait(full + 8 * slot, phase);
       const unsigned a = sA + slot * kSlotA + (PINGPONG ? 0 : c * 64 * 128), w = sW + slot * kSlotW;
 #pragma unroll
@@ -237,21 +262,6 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
           Wgmma<BN>::mma(accs[h], wgmmaDescriptor(a + h * 64 * 128 + 32 * k), wgmmaDescriptor(w + 32 * k),
                          kt > 0 || k > 0);
       wgmmaCommit();
-      if constexpr (Pro::kActive) { // read while the wgmmas read the same slot; TMA's zeros add nothing
-#pragma unroll
-        for (int h = 0; h < HALVES; ++h)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const unsigned at = a + h * 64 * 128 + proRow * 128 + (((lane % 2) * 4 + q) ^ (proRow % 8)) * 16;
-            const uint4 raw = *reinterpret_cast<const uint4 *>(wgmmaShared + (at - smemAddress(wgmmaShared)));
-            const __nv_bfloat162 *x2 = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const float2 x = __bfloat1622float2(x2[e]);
-              squares[h] += x.x * x.x + x.y * x.y;
-            }
-          }
-      }
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
       // The group before this one has finished: its slot may be refilled while this one runs.
@@ -261,6 +271,7 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
       if (++slot == STAGES) slot = 0, phase ^= 1;
     }
     if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+    if constexpr (Pro::kActive) addSquares(previous); // the last slice, before its slot is released
     wgmmaWait<0>();
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
@@ -281,7 +292,6 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
           for (int e = 0; e < 4; ++e) accs[h][4 * j + e] *= scale[e / 2];
       }
     }
-
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) {
       // Epilogue straight from the accumulators (layout in hopper.cuh), through the policy, a 64-row half at

@@ -266,10 +266,11 @@ TEST(Plan, AnOpNoKernelCanServeIsAnErrorAtTheOp) {
 } // namespace
 
 // PlanOptions::gainsInWeights on sm_90a: the layers' RMS norms (read only by the q/k/v and gate/up matmuls)
-// have their gamma multiplied into those weights at load and no launch of their own: the wgmma gemms (prefill
-// from 128 rows) and the gemvs (decode) normalise their input. The final norm feeds the lm_head that is the
-// embedding table too (tied), so its gains cannot ride in W: it keeps its launch in prefill and its gamma in
-// the decode gemv's prologue. Below 128 prefill rows the gemm is mma.sync: the norm launches with unit gains.
+// have their gamma multiplied into those weights at load. Decode folds them into the gemvs, whose prologue
+// then reads no gamma; prefill launches them with unit gains, or with PlanOptions::gemmFoldsNorm folds them
+// into the wgmma gemms (from 128 rows; below, the mma.sync gemm has no prologue and they launch). The final
+// norm feeds the lm_head that is the embedding table too (tied), so its gains cannot ride in W: it keeps its
+// gamma, in its prefill launch and in the decode gemv's prologue.
 TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
   auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
   ASSERT_TRUE(m);
@@ -281,6 +282,12 @@ TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
     EXPECT_TRUE(bool(p)) << (p ? "" : llvm::toString(p.takeError()));
     return p ? std::move(*p) : Plan();
   };
+  auto options = [](int64_t prefillRows, bool gemmFolds, bool gains = true) {
+    PlanOptions o{1, prefillRows, 128};
+    o.gemmFoldsNorm = gemmFolds;
+    o.gainsInWeights = gains;
+    return o;
+  };
   auto normLaunches = [](const Plan &p, const PhasePlan &ph) {
     std::vector<const PlannedLaunch *> out;
     for (const PlannedLaunch &l : ph.launches)
@@ -288,40 +295,60 @@ TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
     return out;
   };
   auto name = [](const Plan &p, int b) { return b < 0 ? std::string("(none)") : p.buffers[b].name; };
-
-  Plan p = plan("sm_90a", PlanOptions{1, 128, 128});
-  // Prefill: only the final norm launches; decode: none (every norm is some gemv's prologue).
-  auto pre = normLaunches(p, p.prefill);
-  ASSERT_EQ(pre.size(), 1u);
-  EXPECT_EQ(pre[0]->op, "%f = rms_norm");
-  EXPECT_EQ(name(p, p.param(*pre[0], "gamma")->buffer), "@nf") << "the tied head's norm keeps its gains";
-  EXPECT_TRUE(normLaunches(p, p.decode).empty());
-  int withGains = 0;
-  for (const PhasePlan *ph : {&p.prefill, &p.decode})
-    for (const PlannedLaunch &l : ph->launches) {
-      const std::string k = p.kernels[l.kernel]->name();
-      const ParamValue *wv = p.param(l, "W");
-      if (!wv) continue;
-      const PlanBuffer &w = p.buffers[wv->buffer];
-      const bool qkv = k.find("_epi_qkv") != std::string::npos, gated = k.find("_epi_gated") != std::string::npos;
-      SCOPED_TRACE(k);
-      if (qkv || gated) {
+  // Every norm launch of a layer reads fp32 ones; the final norm its own gamma.
+  auto expectUnitGainLaunches = [&](const Plan &p) {
+    auto launched = normLaunches(p, p.prefill);
+    ASSERT_EQ(launched.size(), 2u * 2 + 1);
+    for (const PlannedLaunch *l : launched) {
+      const PlanBuffer &g = p.buffers[p.param(*l, "gamma")->buffer];
+      if (l->op == "%f = rms_norm") {
+        EXPECT_EQ(g.name, "@nf");
+        continue;
+      }
+      EXPECT_EQ(g.kind, BufferKind::Constant) << l->op;
+      ASSERT_TRUE(g.fill.has_value());
+      EXPECT_EQ(*g.fill, 1.f);
+      EXPECT_EQ(g.fixedBytes, 32 * 4) << "hidden fp32 ones";
+      EXPECT_NE(p.kernels[l->kernel]->name().find("f32"), std::string::npos) << "the norm reads fp32 gains";
+    }
+  };
+  // The matmuls reading a layer norm carry its gains and a gamma-less prologue where they fold it; the others
+  // neither. Returns how many launches carried gains.
+  auto checkMatmuls = [&](const Plan &p, bool gemmFolds) {
+    int withGains = 0;
+    for (const PhasePlan *ph : {&p.prefill, &p.decode})
+      for (const PlannedLaunch &l : ph->launches) {
+        const std::string k = p.kernels[l.kernel]->name();
+        const ParamValue *wv = p.param(l, "W");
+        if (!wv) continue;
+        const PlanBuffer &w = p.buffers[wv->buffer];
+        const bool qkv = k.find("_epi_qkv") != std::string::npos, gated = k.find("_epi_gated") != std::string::npos;
+        SCOPED_TRACE(k);
+        if (!qkv && !gated) {
+          EXPECT_EQ(w.gains, -1) << w.name;
+          EXPECT_EQ(k.find("_pro_rms_unit"), std::string::npos);
+          continue;
+        }
         ++withGains;
-        EXPECT_NE(k.find("_pro_rms_unit"), std::string::npos);
         EXPECT_EQ(name(p, w.gains), std::string(qkv ? "@n1@" : "@n2@") + std::to_string(l.layer));
+        const bool folds = ph == &p.decode || gemmFolds;
+        EXPECT_EQ(k.find("_pro_rms_unit") != std::string::npos, folds);
         EXPECT_EQ(p.param(l, "epi")->epi.gamma, -1) << "no gamma read: it is in W";
+        if (!folds) continue;
         EXPECT_EQ(p.param(l, "epi")->epi.eps, 1e-5);
         // A is the norm's input, the residual stream, not a normalised copy.
         const std::string stream = !qkv ? "%x1@" + std::to_string(l.layer)
                                    : l.layer == 0 ? "%x0"
                                                   : "%x2@" + std::to_string(l.layer - 1);
         EXPECT_EQ(p.buffers[p.param(l, "A")->buffer].name, stream);
-      } else {
-        EXPECT_EQ(w.gains, -1) << w.name;
-        EXPECT_EQ(k.find("_pro_rms_unit"), std::string::npos);
       }
-    }
-  EXPECT_EQ(withGains, 2 * 2 * 2); // q/k/v and gate/up, two layers, two phases
+    return withGains;
+  };
+
+  Plan p = plan("sm_90a", options(128, false));
+  EXPECT_EQ(checkMatmuls(p, false), 2 * 2 * 2); // q/k/v and gate/up, two layers, two phases
+  expectUnitGainLaunches(p);
+  EXPECT_TRUE(normLaunches(p, p.decode).empty()) << "every decode norm is some gemv's prologue";
   // The tied head in decode: the final norm in the gemv's prologue with its own gamma.
   const PlannedLaunch *head = nullptr;
   for (const PlannedLaunch &l : p.decode.launches)
@@ -330,31 +357,21 @@ TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
   EXPECT_EQ(name(p, p.param(*head, "epi")->epi.gamma), "@nf");
   EXPECT_NE(p.kernels[head->kernel]->name().find("_pro_rms_bf16"), std::string::npos);
 
-  // 64 prefill rows: the mma.sync gemm has no prologue, so the norms launch, with unit gains (gamma in W).
-  Plan small = plan("sm_90a", PlanOptions{1, 64, 128});
-  auto launched = normLaunches(small, small.prefill);
-  ASSERT_EQ(launched.size(), 2u * 2 + 1);
-  for (const PlannedLaunch *l : launched) {
-    const PlanBuffer &g = small.buffers[small.param(*l, "gamma")->buffer];
-    if (l->op == "%f = rms_norm") {
-      EXPECT_EQ(g.name, "@nf");
-      continue;
-    }
-    EXPECT_EQ(g.kind, BufferKind::Constant) << l->op;
-    ASSERT_TRUE(g.fill.has_value());
-    EXPECT_EQ(*g.fill, 1.f);
-    EXPECT_EQ(g.fixedBytes, 32 * 4) << "hidden fp32 ones";
-    EXPECT_NE(small.kernels[l->kernel]->name().find("f32"), std::string::npos) << "the norm reads fp32 gains";
-  }
+  // gemmFoldsNorm: prefill launches only the final norm; the wgmma gemms take the layers' ones.
+  Plan folded = plan("sm_90a", options(128, true));
+  EXPECT_EQ(checkMatmuls(folded, true), 2 * 2 * 2);
+  auto pre = normLaunches(folded, folded.prefill);
+  ASSERT_EQ(pre.size(), 1u);
+  EXPECT_EQ(pre[0]->op, "%f = rms_norm");
+  // 64 prefill rows: the mma.sync gemm has no prologue, so the norms launch, with unit gains.
+  expectUnitGainLaunches(plan("sm_90a", options(64, true)));
 
-  // Other targets, or the option off: no gains in any weight, the norms launch in prefill as before.
-  for (Plan q : {plan("sm_90", PlanOptions{1, 128, 128}), plan("sm_89", PlanOptions{1, 128, 128}),
-                 plan("sm_90a", [] {
-                   PlanOptions o{1, 128, 128};
-                   o.gainsInWeights = false;
-                   return o;
-                 }())}) {
+  // Other targets, or the option off: no gains in any weight, the norms launch with their gamma.
+  for (Plan q : {plan("sm_90", options(128, true)), plan("sm_89", options(128, true)),
+                 plan("sm_90a", options(128, true, false))}) {
     for (const PlanBuffer &b : q.buffers) EXPECT_EQ(b.gains, -1) << b.name;
+    for (const PlannedLaunch *l : normLaunches(q, q.prefill))
+      EXPECT_EQ(q.buffers[q.param(*l, "gamma")->buffer].kind, BufferKind::Weight) << l->op;
     EXPECT_EQ(normLaunches(q, q.prefill).size(), 2u * 2 + 1);
   }
 }

@@ -9,11 +9,11 @@
 // launch where gemvFoldsNorm says so (up to 2 rows; RMS norms up to 16 rows on sm_90a): the gemvs that read
 // it normalise in their prologue. On sm_90a an RMS norm read only by matmuls has its gamma multiplied into
 // their weights at load (PlanOptions::gainsInWeights, PlanBuffer::gains); with PlanOptions::gemmFoldsNorm the
-// wgmma gemms (128 rows and more) scale each row by its 1 / rms, so the norm has no launch in prefill either. Decode matmuls
-// at a batch of up to kGemvMaxRows (16) use the GEMV template, everything else the tensor-core GEMM; a tile
-// comes from the tuning database when it has one (PlanOptions::tuning), else from the heuristic. Matmul
-// weights and biases are read as bf16, converted at load when the checkpoint stores another type, packed and
-// reordered as the epilogue reads them (rowOrder).
+// wgmma gemms (128 rows and more) scale each row by its 1 / rms, so the norm has no launch in prefill
+// either. Decode matmuls at a batch of up to kGemvMaxRows (16) use the GEMV template, everything else the
+// tensor-core GEMM; a tile comes from the tuning database when it has one (PlanOptions::tuning), else from
+// the heuristic. Matmul weights and biases are read as bf16, converted at load when the checkpoint stores
+// another type, packed and reordered as the epilogue reads them (rowOrder).
 #include "compiler/Plan.h"
 
 #include "compiler/MemoryPlanner.h"

@@ -43,6 +43,8 @@ cl::opt<bool> noFuse("no-fuse", cl::desc("Skip the fusion pass (the unfused base
 cl::opt<bool> noTune("no-tune", cl::desc("Ignore the tuning database: heuristic default tiles"));
 cl::opt<bool> weightRing("weight-ring", cl::desc("The persistent decode kernel streams its matmul weights through a "
                                                  "shared-memory ring (PlanOptions::weightRing)"));
+cl::opt<bool> noGainsInWeights("no-gains-in-weights", cl::desc("Keep each RMS norm's gamma in the norm, not in the "
+                                                               "matmul weights (PlanOptions::gainsInWeights)"));
 cl::opt<bool> gemmFoldsNorm("gemm-folds-norm", cl::desc("The wgmma gemms fold the RMS norms whose gains ride in W "
                                                         "(PlanOptions::gemmFoldsNorm)"));
 cl::opt<bool> loadOnly("load-only", cl::desc("Only load the engine (decode batch 1) and report the load: how fast "
@@ -76,6 +78,7 @@ llvm::Expected<Loaded> load(const PlanOptions &po) {
   eo.plan = po;
   eo.plan.weightRing = weightRing;
   eo.plan.gemmFoldsNorm = gemmFoldsNorm;
+  eo.plan.gainsInWeights = !noGainsInWeights;
   eo.fuse = !noFuse;
   eo.tuned = !noTune;
   auto e = rt::Engine::load(model, eo);
@@ -299,6 +302,7 @@ int main(int argc, char **argv) {
                          {"tuned", !noTune},
                          {"weight_ring", weightRing.getValue()},
                          {"gemm_folds_norm", gemmFoldsNorm.getValue()},
+                         {"gains_in_weights", !noGainsInWeights.getValue()},
                          {"decode", std::move(decodeRows)},
                          {"prefill", std::move(prefillRows)}};
   std::error_code ec;

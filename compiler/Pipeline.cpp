@@ -38,6 +38,8 @@ llvm::Expected<PlanOptions> bundlePlanOptions(const Bundle &b, llvm::StringRef p
   o.maxBatch = *batch;
   o.maxPrefillRows = *rows;
   o.maxSeq = *seq;
+  // Whether the RMS norms' gains ride in W (the kernels' prologues depend on it); absent: the default.
+  if (auto gains = b.plan.getBoolean("gains_in_weights")) o.gainsInWeights = *gains;
   return o;
 }
 

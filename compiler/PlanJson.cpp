@@ -191,6 +191,7 @@ llvm::json::Object Plan::toJSON() const {
                             {"max_batch", options.maxBatch},
                             {"max_prefill_rows", options.maxPrefillRows},
                             {"max_seq", options.maxSeq},
+                            {"gains_in_weights", options.gainsInWeights},
                             {"prefill", phaseJSON(*this, prefill)},
                             {"decode", std::move(decodeJSON)},
                             {"kernels", std::move(ks)},

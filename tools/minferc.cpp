@@ -101,6 +101,10 @@ cl::opt<bool> weightRing("weight-ring",
                          cl::desc("The persistent decode kernel streams its matmul weights through a shared-memory ring "
                                   "(sm_90 and later; the plan's decode.persistent.weight_ring says what was built)"),
                          cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<bool> noGainsInWeights("no-gains-in-weights",
+                               cl::desc("Keep each RMS norm's gamma in the norm instead of multiplying it into the "
+                                        "weights of the matmuls that read it (sm_90a; the plan's gains_in_weights)"),
+                               cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<int64_t> maxPrefill("max-prefill-tokens",
                             cl::desc("Tokens of one prefill step (default: 2048, or what the caches hold)"), cl::init(0),
                             cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
@@ -165,6 +169,9 @@ cl::opt<std::string> stopIds("stop-ids", cl::desc("Stop a sequence after one of 
                              cl::value_desc("2,..."), cl::sub(runCmd), cl::cat(category));
 cl::opt<bool> runNoFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel per IR op (for comparison)"),
                         cl::sub(runCmd), cl::cat(category));
+cl::opt<bool> runNoGainsInWeights("no-gains-in-weights",
+                                  cl::desc("Keep each RMS norm's gamma in the norm, not in the matmul weights (sm_90a)"),
+                                  cl::sub(runCmd), cl::cat(category));
 cl::opt<bool> noGraph("no-cuda-graph", cl::desc("Launch the decode kernels one by one instead of replaying a CUDA graph"),
                       cl::sub(runCmd), cl::cat(category));
 cl::opt<rt::DecodePath> decodePath(
@@ -271,6 +278,7 @@ PipelineOptions compileOptions() {
   o.plan.maxSeq = maxSeq;
   o.plan.maxPrefillRows = maxPrefill;
   o.plan.weightRing = weightRing;
+  o.plan.gainsInWeights = !noGainsInWeights;
   o.jobs = jobs;
   if (!dumpDir.empty()) o.compile.dumpDir = dumpDir;
   o.progress = cli::compileProgress();
@@ -608,6 +616,7 @@ int runGpu() {
   eo.plan.maxBatch = runBatch;
   eo.plan.maxSeq = runMaxSeq;
   eo.plan.weightRing = runWeightRing;
+  eo.plan.gainsInWeights = !runNoGainsInWeights;
   eo.fuse = !runNoFuse;
   eo.compileProgress = cli::compileProgress();
   // The checks that need the model but no GPU (ids against its vocabulary) before the driver is loaded; then

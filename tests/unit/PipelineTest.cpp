@@ -15,6 +15,7 @@ TEST(Pipeline, AnIrFileThroughEveryStepThenItsBundle) {
   std::string ir = tmp.write("model.ir", test::tinyLlamaText("schedule = default", 8));
   PipelineOptions opts;
   opts.plan = PlanOptions{2, 32, 64};
+  opts.plan.gainsInWeights = false;
   opts.cache = false; // compile in this process: the test's own kernels, no cache state
   int printed = 0;
   opts.afterPasses = [&](const ir::Module &) { ++printed; };
@@ -59,6 +60,7 @@ TEST(Pipeline, AnIrFileThroughEveryStepThenItsBundle) {
   ASSERT_TRUE(bool(bplan)) << llvm::toString(bplan.takeError());
   EXPECT_EQ((*bplan)->options.maxBatch, 2);
   EXPECT_EQ((*bplan)->options.maxSeq, 64);
+  EXPECT_FALSE((*bplan)->options.gainsInWeights) << "the bundle's plan keeps its norms' gains where it built them";
   uint64_t before = nvrtcCompileCount();
   auto fromBundle = b->compile(sm89);
   ASSERT_TRUE(bool(fromBundle)) << llvm::toString(fromBundle.takeError());

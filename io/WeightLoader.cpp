@@ -75,24 +75,34 @@ llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &m, const Checkpoi
   for (size_t i = 0; i < m.weights.size(); ++i) {
     const ir::WeightDecl &w = m.weights[i];
     for (int64_t l = 0; l < counts[i] && !w.packed(); ++l) { // packed: the interpreter stacks the parts
-      auto ref = lookup(w, l, ckpt);
-      if (!ref) return ref.takeError();
-      auto data = readAsFloat32(*ref->file, *ref->info);
+      auto data = loadWeightF32(m, ckpt, static_cast<int>(i), l);
       if (!data) return data.takeError();
       ir::Tensor t;
       for (const ir::Dim &d : w.type.shape) t.shape.push_back(d.value);
-      if (!w.transposed) {
-        t.data = std::move(*data);
-      } else { // stored [in, out]; the IR wants [out, in]
-        int64_t rows = t.shape[0], cols = t.shape[1];
-        t.data.resize(data->size());
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t c = 0; c < cols; ++c) t.data[r * cols + c] = (*data)[c * rows + r];
-      }
+      t.data = std::move(*data);
       set.byDecl[i].push_back(std::move(t));
     }
   }
   return set;
+}
+
+llvm::Expected<std::vector<float>> loadWeightF32(const ir::Module &m, const Checkpoint &ckpt, int weight,
+                                                 int64_t layer) {
+  const ir::WeightDecl &w = m.weights[static_cast<size_t>(weight)];
+  if (w.packed())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "weight @" + w.name + ": a packed weight is its parts, read each");
+  auto ref = lookup(w, layer, ckpt);
+  if (!ref) return ref.takeError();
+  auto data = readAsFloat32(*ref->file, *ref->info);
+  if (!data) return data.takeError();
+  if (!w.transposed) return data;
+  // Stored [in, out]; the IR wants [out, in].
+  const int64_t rows = w.type.shape[0].value, cols = w.type.shape[1].value;
+  std::vector<float> t(data->size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[r * cols + c] = (*data)[c * rows + r];
+  return t;
 }
 
 namespace {

@@ -20,6 +20,9 @@ llvm::Error checkWeights(const ir::Module &, const Checkpoint &);
 
 // checkWeights, then every tensor converted to fp32 in the IR's logical layout, for the interpreter.
 llvm::Expected<ir::WeightSet> loadWeightsF32(const ir::Module &, const Checkpoint &);
+// Layer `layer` of one unpacked weight converted to fp32 in the IR's logical layout (an RMS norm's gamma that
+// the engine multiplies into a matmul weight; each tensor of loadWeightsF32).
+llvm::Expected<std::vector<float>> loadWeightF32(const ir::Module &, const Checkpoint &, int weight, int64_t layer);
 
 // Layer `layer` of weight `weight` (an index into Module::weights) as the kernels read it: element type
 // `dtype` (bf16, f16 or f32) in the IR's logical layout ([out, in] for a `transpose` weight stored [in, out]).

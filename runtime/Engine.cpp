@@ -378,19 +378,13 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     const int64_t rows = w.type.shape[0].value;
     std::vector<int64_t> order = rowOrder(b, rows);
     // An RMS norm's gamma multiplied into the columns (Plan.h PlanBuffer::gains): read as fp32 first, then
-    // the weight goes through the host's conversion below.
+    // the weight goes through the host's conversion below (which checks its length against the columns).
     std::vector<float> gains;
     if (b.gains >= 0) {
       const PlanBuffer &g = pl.buffers[static_cast<size_t>(b.gains)];
-      gains.resize(static_cast<size_t>(w.type.rank() == 2 ? w.type.shape[1].value : 1));
-      auto into = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
-        if (offset + bytes.size() > gains.size() * 4)
-          return ir::makeError("weight " + b.name + ": gains " + g.name + " do not match its " +
-                               std::to_string(gains.size()) + " columns");
-        std::memcpy(reinterpret_cast<uint8_t *>(gains.data()) + offset, bytes.data(), bytes.size());
-        return llvm::Error::success();
-      };
-      if (auto e = streamWeight(*mod, *ckpt, g.weight, g.layer, ir::DType::F32, chunkBytes, into)) return e;
+      auto values = loadWeightF32(*mod, *ckpt, g.weight, g.layer);
+      if (!values) return values.takeError();
+      gains = std::move(*values);
     }
     bool laidOutOnDevice = false; // the packed layout was made by strided device copies from `stacked`
     // The fast path: the stored parts go up as they are (f16 converted in the staging buffers), stacked, to

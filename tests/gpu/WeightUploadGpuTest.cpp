@@ -51,13 +51,9 @@ void expectDeviceWeightsMatchTheHost(const std::string &model, int &converted, i
     // holds that to an fp32 reference: RuntimeTest's StreamWeight.ColumnGains...).
     std::vector<float> gains;
     if (b.gains >= 0) {
-      const PlanBuffer &g = plan.buffers[b.gains];
-      gains.resize(static_cast<size_t>(w.type.shape[1].value));
-      auto into = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
-        std::memcpy(reinterpret_cast<uint8_t *>(gains.data()) + offset, bytes.data(), bytes.size());
-        return llvm::Error::success();
-      };
-      ASSERT_FALSE(bool(streamWeight(m, *ckpt, g.weight, g.layer, ir::DType::F32, 1 << 20, into))) << g.name;
+      auto values = loadWeightF32(m, *ckpt, plan.buffers[b.gains].weight, plan.buffers[b.gains].layer);
+      ASSERT_TRUE(bool(values)) << llvm::toString(values.takeError());
+      gains = std::move(*values);
       ++withGains;
     }
     ASSERT_FALSE(bool(streamWeight(m, *ckpt, b.weight, b.layer, b.dtype, 1 << 20, sink, order, nullptr, gains)))

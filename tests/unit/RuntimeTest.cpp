@@ -165,6 +165,13 @@ TEST(StreamWeight, ColumnGainsMultiplyEachColumnBeforeTheOneRounding) {
     ASSERT_EQ(g.kind, BufferKind::Weight);
     EXPECT_EQ(g.layer, 1) << "the same layer's norm";
     const std::vector<float> &gamma = f32.byDecl[g.weight][1].data;
+    // The engine reads the gains one weight at a time: the interpreter's copy, and a packed weight refused.
+    auto one = loadWeightF32(m, fx->ckpt, g.weight, 1);
+    ASSERT_TRUE(bool(one)) << llvm::toString(one.takeError());
+    EXPECT_EQ(*one, gamma);
+    auto packed = loadWeightF32(m, fx->ckpt, b.weight, 1);
+    ASSERT_FALSE(bool(packed));
+    EXPECT_NE(llvm::toString(packed.takeError()).find("a packed weight is its parts"), std::string::npos);
     int64_t rows = w.type.shape[0].value, cols = w.type.shape[1].value;
     ASSERT_EQ(static_cast<int64_t>(gamma.size()), cols);
     std::vector<float> stacked;

@@ -85,6 +85,9 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   if (!rope) return rope.takeError();
   auto gamma = filled(size_t(k * 2));
   if (!gamma) return gamma.takeError();
+  // Row squares: written a partial per tile of columns (16 at the narrowest), read as 8 partials a row.
+  auto rowSq = filled(size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4));
+  if (!rowSq) return rowSq.takeError();
   auto kCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   auto vCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   if (!kCache) return kCache.takeError();
@@ -101,6 +104,8 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
     p.epi.v_cache = vCache->ptr();
     p.epi.gamma = norm ? gamma->ptr() : 0;
     p.epi.eps = 1e-5f;
+    p.epi.row_sq = rowSq->ptr();
+    p.epi.row_sq_parts = 8;
     return launchKernel(kernel->fn, spec, m, p);
   });
   if (!ms) return ms.takeError();
@@ -264,12 +269,15 @@ llvm::Expected<std::vector<Result>> runGemmFused(const Ceilings &) {
           if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, fused ? baseline : "gemm_tuning"))
             return e;
         }
-      // The matmuls that read an RMS norm in a Llama layer (qkv, gate/up), on sm_90a with the norm folded in
-      // (its gains in W: Prologue::rmsUnitGain), default tile, as "gemm_prologue": the fold's cost in the
-      // gemm is the difference from the default tile without it, against the norm launch it removes.
+      // The norm folded across two gemms (PlanOptions::gemmFoldsNorm), default tile, as "gemm_prologue": the
+      // matmuls that read an RMS norm in a Llama layer (qkv, gate/up) with its 1 / rms from the rows' squares
+      // (Prologue::rmsRowSquares), the residual ones (o, down) writing those squares. The fold's cost is the
+      // difference from the default tile without it, against the norm launch it removes.
       bool readsNorm = f.epi.kind != Epilogue::Kind::Pointwise || !f.epi.residual;
-      if (readsNorm && dflt.wgmma) {
-        GemmSpec spec(f.n, f.k, f.epi, dflt, Prologue::rmsUnitGain());
+      if (dflt.wgmma) {
+        Epilogue e = f.epi;
+        e.rowSquares = !readsNorm;
+        GemmSpec spec(f.n, f.k, e, dflt, readsNorm ? Prologue::rmsRowSquares() : Prologue{});
         spec.smCount = dev->smCount;
         if (llvm::Error e = spec.validate(dev->target)) return e;
         if (llvm::Error e = addMatmul(out, spec, spec.epi, dev->target, m, f.n, f.k, "gemm_prologue")) return e;

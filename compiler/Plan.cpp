@@ -204,14 +204,29 @@ private:
   }
   // Whether the matmuls of this phase lower to gemv kernels (decode up to kGemvMaxRows rows).
   bool gemvPhase() const { return decode && plan.options.maxBatch <= kGemvMaxRows; }
-  // With PlanOptions::gemmFoldsNorm, a norm whose gains ride in W (gainsInW) is folded into the gemms that
-  // read it where they are wgmma kernels (the default from 128 rows on sm_90a; a tuned tile of such a spec
-  // is wgmma too, as only those accept the prologue).
-  bool gemmFolds(const ir::Op &norm) const {
-    if (!plan.options.gemmFoldsNorm || !gainsInW.count(&norm) || gemvPhase()) return false;
+  // PlanOptions::gemmFoldsNorm: the gemms of this phase are wgmma kernels (the default from 128 rows on
+  // sm_90a; a tuned tile of a spec with row squares is wgmma too, as only those take them) and some norm's
+  // gains ride in W: the residual gemms write their rows' squares.
+  bool gemmRowSquares() const {
+    if (!plan.options.gemmFoldsNorm || gainsInW.empty() || gemvPhase()) return false;
     int64_t rows = decode ? plan.options.maxBatch : plan.options.maxPrefillRows;
     return defaultGemmTile(plan.target, rows, 1, 64).wgmma;
   }
+  // A norm whose gains ride in W is folded into the gemms that read it where its input's rows' squares were
+  // written by the gemm that stored it (rowSquaresOf).
+  bool gemmFolds(const ir::Op &norm) const {
+    if (!gainsInW.count(&norm) || !gemmRowSquares()) return false;
+    auto x = env.find(norm.operands[0].id);
+    return x != env.end() && rowSquaresOf.count(x->second) > 0;
+  }
+  // A buffer of `bytesPerRow` in the phase's arena that no IR value names (a gemm's row squares), live from
+  // the next launch; `reads` extends it to the launch being lowered.
+  int scratchActivation(const std::string &name, int64_t bytesPerRow) {
+    int b = buffer(named(name + (layer >= 0 ? "@" + std::to_string(layer) : ""), BufferKind::Activation, bytesPerRow));
+    live[b] = {static_cast<int>(phase.launches.size()), static_cast<int>(phase.launches.size())};
+    return b;
+  }
+  void reads(int b) { live[b].second = static_cast<int>(phase.launches.size()); }
   // The weight operand of a matmul-family op.
   static size_t weightOperand(const ir::Op &op) { return op.kind == ir::OpKind::Qkv ? 2 : 1; }
   // PlanOptions::gainsInWeights: the RMS norms whose gamma goes into the columns of the weights of the
@@ -336,6 +351,11 @@ private:
   std::set<ir::ValueId> yielded;                                     // yielded by a repeat or returned
   llvm::DenseMap<ir::ValueId, const ir::Op *> folded; // a folded norm's result -> the norm
   std::set<const ir::Op *> gainsInW; // the RMS norms whose gamma rides in W (findGainsInWeights)
+  struct RowSquares {
+    int buffer = -1;
+    int64_t parts = 0;
+  };
+  std::map<int, RowSquares> rowSquaresOf; // an activation -> its rows' squares, written by the gemm storing it
 };
 
 // matmul, matmul_residual, gated_matmul and qkv: one gemm (prefill, large decode batches) or gemv launch
@@ -381,6 +401,13 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     if (gainsInW.count(&norm)) {
       pro = Prologue::rmsUnitGain();
       gains = weight(norm.operands[1]);
+      if (!useGemv) { // the squares of x's rows, from the gemm that stored x
+        const RowSquares &sq = rowSquaresOf.at(x);
+        pro = Prologue::rmsRowSquares();
+        ea.rowSq = sq.buffer;
+        ea.rowSqParts = sq.parts;
+        reads(sq.buffer);
+      }
     } else {
       pro.kind = norm.kind == OpKind::LayerNorm ? Prologue::Kind::Layer : Prologue::Kind::Rms;
       pro.weights = m.weights[norm.operands[1].id].type.dtype;
@@ -409,6 +436,8 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     }
     spec = std::make_shared<GemvSpec>(n, k, epi, tile, pro);
   } else {
+    // A norm folded across two gemms: the residual gemm writes its rows' squares for the one after it.
+    if (op.kind == OpKind::MatmulResidual && gemmRowSquares() && n % 2 == 0 && !pro.rowSquares) epi.rowSquares = true;
     auto gemm = std::make_shared<GemmSpec>(n, k, epi, defaultGemmTile(plan.target, rowsHint, n, k), pro);
     gemm->smCount = plan.target.nominalSmCount();
     spec = std::move(gemm);
@@ -430,7 +459,16 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     ea.maxSeq = plan.options.maxSeq;
     if (epi.rope != QkvRope::None) ea.rope = rotationTable(op);
   }
+  // The residual stream's rows' squares for a norm the next gemm folds, a partial per tile of columns.
+  RowSquares squares;
+  if (epi.rowSquares) {
+    squares.parts = (n + static_cast<const GemmSpec &>(*spec).tile.bn - 1) / static_cast<const GemmSpec &>(*spec).tile.bn;
+    squares.buffer = scratchActivation("%" + m.value(op.results[0]).name + ":row_squares", squares.parts * 4);
+    ea.rowSq = squares.buffer;
+    ea.rowSqParts = squares.parts;
+  }
   int y = define(op.results[0], epi.outCols(n));
+  if (epi.rowSquares) rowSquaresOf[y] = squares;
   V epiValue = of(V::Epilogue);
   epiValue.epi = ea;
   emit(kernel(spec), {{"C", buf(y)}, {"A", buf(x)}, {"W", buf(w)}, {"rows", rows()}, {"epi", epiValue}}, op);
@@ -779,7 +817,7 @@ std::vector<int> ParamValue::buffers() const {
   if (kind == Buffer) add(buffer);
   if (kind == Epilogue)
     for (int b : {epi.bias, epi.residual, epi.positions, epi.seqOf, epi.rope, epi.kCache, epi.vCache, epi.gamma,
-                  epi.beta, epi.argmax})
+                  epi.beta, epi.argmax, epi.rowSq})
       add(b);
   return out;
 }

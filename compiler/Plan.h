@@ -79,6 +79,10 @@ struct EpilogueArgs {
   int gamma = -1, beta = -1;                                              // a folded norm (gemv prologue)
   double eps = 0;
   int argmax = -1; // the lm_head's argmax keys (greedy decode; the session passes null when it samples)
+  // Row squares (a norm folded across two gemms): the Activation the residual gemm writes them to, which
+  // the next gemm reads, and the partials a row (the writer's tiles across its N).
+  int rowSq = -1;
+  int64_t rowSqParts = 0;
 };
 
 // A value the runtime writes into one field of a launch's Params (compiler/kernels/Params.h), converted to
@@ -191,10 +195,10 @@ struct PlanOptions {
   // their prologue without a gamma (no gamma in shared memory, no write of A: session 22 measured 0.026-0.039
   // ms off a 16-row step); elsewhere the norm kernel runs with unit gains.
   bool gainsInWeights = true;
-  // With gainsInWeights: the wgmma gemms (128 rows and more) fold those norms too, adding up each row's
-  // squares from their A slots and scaling the rows by 1 / rms in the epilogue, so the norm has no launch.
-  // Off by default: the sums cost the gemms 4-18%, more than the norm launches they remove (bench/NOTES.md,
-  // session 22).
+  // With gainsInWeights, prefill: where such a norm reads the output of a wgmma residual gemm and only wgmma
+  // gemms read the norm, the residual gemm also writes its rows' sums of squares (Epilogue::rowSquares) and
+  // the reading gemms scale their rows by 1 / rms (Prologue::rowSquares), so the norm has no launch.
+  // (Session 22's first form added up the squares in the reading gemm's main loop: 4-18% slower gemms.)
   bool gemmFoldsNorm = false;
 };
 

@@ -63,6 +63,8 @@ llvm::json::Value valueJSON(const Plan &plan, const ParamValue &v) {
     put("norm_beta", e.beta);
     if (e.gamma >= 0) o["norm_eps"] = e.eps;
     put("argmax_keys", e.argmax);
+    put("row_squares", e.rowSq);
+    if (e.rowSq >= 0 && e.rowSqParts > 0) o["row_squares_parts"] = e.rowSqParts;
     return o;
   }
   }

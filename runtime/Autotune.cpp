@@ -54,7 +54,7 @@ PlanOptions optionsFor(const ir::Module &m, llvm::StringRef bucket) {
 // so L2 does not hold them between runs), the activations, and everything an epilogue or prologue reads.
 struct MatmulBuffers {
   std::vector<cuda::DeviceBuffer> weights;
-  cuda::DeviceBuffer a, c, residual, bias, ints, floats, norm, cache, keys;
+  cuda::DeviceBuffer a, c, residual, bias, ints, floats, norm, cache, keys, rowSq;
 };
 
 llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
@@ -79,6 +79,9 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
   if (auto e = make(static_cast<size_t>(k * 4), b.norm)) return e;    // gamma / beta of any element type
   if (auto e = make(static_cast<size_t>(4096 * 4), b.floats)) return e; // the rope table's row 0 (positions 0)
   if (auto e = make(static_cast<size_t>(n * 2), b.cache)) return e;  // one cache row: every row writes it
+  // Row squares: a partial per 16 columns at most (the narrowest wgmma tile), and the reader's 8.
+  if (auto e = make(static_cast<size_t>(std::max<int64_t>(rows, 1) * std::max<int64_t>((n + 15) / 16, 8) * 4), b.rowSq))
+    return e;
   auto keys = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 8));
   if (!keys) return keys.takeError();
   if (auto e = keys->fill(0)) return e; // the lm_head's argmax keys (EpiArgmax)
@@ -116,6 +119,8 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
   epi.beta = b.norm.ptr();
   epi.eps = 1e-5f;
   epi.argmax = b.keys.ptr();
+  epi.row_sq = b.rowSq.ptr(); // written by a residual gemm with row squares, read by one that folds a norm
+  epi.row_sq_parts = 8;
   auto launch = [&](int i, bool dependent) {
     p.W = b.weights[static_cast<size_t>(i) % b.weights.size()].ptr();
     return launchKernel(kernel->fn, spec, rows, p, nullptr, dependent);

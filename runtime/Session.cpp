@@ -212,6 +212,8 @@ void Session::fillParams(const PlannedLaunch &l, const PhaseState &ph, int64_t r
       p.beta = address(ph, e.beta);
       p.eps = static_cast<float>(e.eps);
       p.argmax = greedyKeys ? address(ph, e.argmax) : 0;
+      p.row_sq = address(ph, e.rowSq);
+      p.row_sq_parts = static_cast<int32_t>(e.rowSqParts);
       std::memcpy(blob + f.offset, &p, sizeof p);
       break;
     }

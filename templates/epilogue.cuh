@@ -5,7 +5,12 @@
 // compiler/kernels/Epilogue.h names the policy of each kernel spec; gemm.cuh and gemv.cuh take it as a
 // template parameter, so its code is inlined into the store. The policies:
 //
-//   EpiPointwise<BIAS, Act, SCALE, RESIDUAL>   v = act(acc + bias[col]) * scale + residual[row, col] -> C[row, col]
+//   EpiPointwise<BIAS, Act, SCALE, RESIDUAL, ROW_SQ>
+//                                              v = act(acc + bias[col]) * scale + residual[row, col] -> C[row, col];
+//                                              ROW_SQ (with RESIDUAL, gemm_wgmma.cuh only): the kernel also writes
+//                                              each row's sum of squares of what it stored, one partial a tile
+//                                              of BN columns, to p.row_sq [M, ceil(N / BN)] (the next matmul's
+//                                              RMS norm: ProRowSquares)
 //   EpiGated<Act>                              W's rows interleave gate and up (packed so at load): the pair
 //                                              (col, col + 1) = (g, u) of output col / 2: C[row, col/2] = act(g) * u
 //   EpiQkv<HEADS, KV_HEADS, HEAD_DIM, ROPE, BIAS>
@@ -18,6 +23,7 @@
 // Interface, for a policy P and C [M, N] (N = W's rows):
 //   P::kPairs                                    true when P needs columns (col, col + 1) together
 //   P::kArgmax                                   EpiArgmax: the kernel also folds each row's argmax (gemv only)
+//   P::kRowSquares                               EpiPointwise<.., true>: also the rows' partial sums of squares
 //   P::kRopeHeadDim                              EpiQkv with rope: HEAD_DIM, else 0. Column pair (col, col + 1)
 //                                                then rotates by the angle of pair (col % HEAD_DIM) / 2, the same
 //                                                in every head: a kernel whose tiles hold whole heads may
@@ -77,6 +83,8 @@ struct EpiParams {
   const void *beta;      // ProNorm<true>: [K]
   float eps;             // ProNorm
   unsigned long long *argmax; // EpiArgmax: [M] keys (argmaxKey), zero before the kernel, atomically maxed
+  float *row_sq;         // EpiPointwise<.., ROW_SQ> writes, ProRowSquares reads: [M, row_sq_parts] partial sums
+  int row_sq_parts;      // ProRowSquares: the partials of a row (the writing gemm's tiles across its N)
 };
 
 // The matmul kernels' one argument (gemm, gemv, gemvMma); its host mirror (same field names and offsets,
@@ -110,11 +118,13 @@ struct ActRelu {
   __device__ __forceinline__ static float f(float x) { return fmaxf(x, 0.f); }
 };
 
-template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
+template <bool BIAS, class Act, bool SCALE, bool RESIDUAL, bool ROW_SQ = false> struct EpiPointwise {
+  static_assert(!ROW_SQ || RESIDUAL, "EpiPointwise: row squares come with the residual add (the residual stream)");
   static constexpr bool kPairs = false;
   static constexpr bool kArgmax = false;
   static constexpr int kRopeHeadDim = 0;
   static constexpr bool kResidual = RESIDUAL;
+  static constexpr bool kRowSquares = ROW_SQ;
   struct Row {};
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
@@ -165,15 +175,17 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL> struct EpiPointwise {
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(p.residual + static_cast<long long>(row) * N + col));
   }
 
-  // store2 with the residual pair `res` = residual2<N>(row, col, p) already loaded.
+  // store2 with the residual pair `res` = residual2<N>(row, col, p) already loaded; returns the stored pair.
   template <int N>
-  __device__ __forceinline__ static void store2Residual(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
-                                                        float2 res) {
+  __device__ __forceinline__ static float2 store2Residual(bf16 *C, float2 acc, int row, int col, const EpiParams &p,
+                                                          float2 res) {
     static_assert(RESIDUAL, "store2Residual: a policy with a residual");
     float2 v = beforeResidual2(acc, col, p);
     v.x += res.x;
     v.y += res.y;
-    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = __floats2bfloat162_rn(v.x, v.y);
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v.x, v.y);
+    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * N + col) = h;
+    return __bfloat1622float2(h);
   }
 
 private:
@@ -212,6 +224,7 @@ struct EpiArgmax : EpiPointwise<false, ActNone, false, false> {
 template <class Act> struct EpiGated {
   static constexpr bool kPairs = true;
   static constexpr bool kArgmax = false;
+  static constexpr bool kRowSquares = false;
   static constexpr int kRopeHeadDim = 0;
   static constexpr bool kResidual = false;
   struct Row {};
@@ -231,6 +244,7 @@ template <class Act> struct EpiGated {
 template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct EpiQkv {
   static constexpr bool kPairs = true;
   static constexpr bool kArgmax = false;
+  static constexpr bool kRowSquares = false;
   static constexpr int kRopeHeadDim = ROPE != 0 ? HEAD_DIM : 0;
   static constexpr int kRope = ROPE;
   static constexpr bool kResidual = false;
@@ -497,12 +511,27 @@ __device__ __forceinline__ void storeAccPair(bf16 *C, int row, int col, float x,
 // ---- prologues -----------------------------------------------------------------------------------------
 
 struct ProNone {
-  static constexpr bool kActive = false, kLayer = false;
+  static constexpr bool kActive = false, kLayer = false, kRowSquares = false;
   static constexpr int kGammaBytes = 0;
   template <int K, int WARPS, int MAX_M>
   __device__ __forceinline__ static void blockStats(const bf16 *, int, float2 *, float (*)[MAX_M], const EpiParams &) {}
   __device__ __forceinline__ static void apply8(float (&)[8], int, float2, const EpiParams &) {}
   __device__ __forceinline__ static void gamma8(float (&)[8], const void *) {}
+};
+
+// The RMS norm of A's rows, its gains in W (PlanBuffer::gains), its sums of squares written by the gemm that
+// stored A (EpiPointwise<.., true>: p.row_sq, p.row_sq_parts partials a row): gemm_wgmma.cuh adds a row's
+// partials in order and scales the row's products by 1 / rms. No pass over A at all.
+struct ProRowSquares {
+  static constexpr bool kActive = true, kLayer = false, kRowSquares = true;
+  static constexpr int kGammaBytes = 0;
+  // 1 / rms of row `row` of A [.., K].
+  template <int K> __device__ __forceinline__ static float invRms(int row, const EpiParams &p) {
+    const float *part = p.row_sq + static_cast<long long>(row) * p.row_sq_parts;
+    float total = 0.f;
+    for (int j = 0; j < p.row_sq_parts; ++j) total += part[j];
+    return rsqrtf(total * (1.f / K) + p.eps);
+  }
 };
 
 // gamma's element size; 0 for WeightT void: unit gains, the norm's gamma multiplied into the columns of the
@@ -512,7 +541,7 @@ template <typename WeightT> inline constexpr int kGainBytes = sizeof(WeightT);
 template <> inline constexpr int kGainBytes<void> = 0;
 
 template <bool LAYER, typename WeightT> struct ProNorm {
-  static constexpr bool kActive = true, kLayer = LAYER;
+  static constexpr bool kActive = true, kLayer = LAYER, kRowSquares = false;
   static constexpr int kGammaBytes = kGainBytes<WeightT>;
   static_assert(!LAYER || kGammaBytes > 0, "ProNorm: a LayerNorm keeps its gamma and beta (unit gains are RMS only)");
 

@@ -21,19 +21,15 @@
 //     on its `empty` barrier once those wgmmas have finished (one warpgroup-level group kept in flight);
 //   * tails: the tensor maps carry the true extents (rows M, N, K), so TMA fills everything past them with
 //     zeros; the epilogue stores nothing past M or N;
-//   * a folded RMS norm of A's rows (Pro = ProNorm<false, void>: the norm's gamma was multiplied into W's
-//     columns at load, so A is the un-normalised x): each consumer thread adds up the squares of its share
-//     of its rows, one slot behind the wgmmas: at the top of slice k's iteration it reads slot k - 1, whose
-//     wgmmas are still running and which it releases only after. There, before the wait for slot k (a loop:
-//     a block boundary ptxas does not schedule across), the reads overlap the tensor cores' work; placed
-//     after a slot's wgmma issue, ptxas moved them between the wgmmas and the 64-row tiles lost 12-19%
-//     (one warp of the producer warpgroup per 64 rows doing it instead was the bottleneck: 25% slower).
-//     At the tile's end 1 / rms (the two lanes of a row meet by shuffle) scales each row's products before
-//     the epilogue. No pass over x, no launch. The product is x · (gamma W) in fp32, then scaled:
-//     epilogue.cuh's rounding note for gemv_wgmma.cuh holds here too. Even so the reads cost these gemms
-//     4-18% (the SASS has them where intended; shared-memory bandwidth beside the wgmmas' operand reads is
-//     the suspect, not measured), more than the norm launch saved, so plans use it only on request
-//     (PlanOptions::gemmFoldsNorm);
+//   * the RMS norm folded across two gemms, its gains in W (PlanBuffer::gains): a residual epilogue with row
+//     squares (EpiPointwise<.., true>) also writes, for each row it stores, the sum of squares of the stored
+//     bf16 values over the tile's BN columns, one float a tile (p.row_sq [M, ceil(N / BN)]): from
+//     registers, the quad's four lanes meeting by shuffle, in a fixed order (deterministic). The next gemm
+//     (Pro = ProRowSquares) reads that x, un-normalised, as A, and before its epilogue scales each row's
+//     products by 1 / rms from the row's partials. No pass over x, no norm launch, nothing in the main loop.
+//     (Adding up the squares in the main loop from the A slots instead cost these gemms 4-18%, and a
+//     producer warp per 64 rows doing it 25%: bench/NOTES.md, session 22.) The product is x · (gamma W) in
+//     fp32, then scaled: epilogue.cuh's rounding note for gemv_wgmma.cuh holds here too;
 //   * registers: with two consumers (384 threads) the producer gives back all but 40 and the consumers take
 //     232 each (setmaxnreg), room for BN = 256's 128 accumulators;
 //   * widths: BN is any multiple of 16 up to 256 (one wgmma of that N), so the tuner can fit a tile count to
@@ -115,8 +111,9 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
                 "gemmWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemmWgmma: this epilogue needs column pairs, so N must be even");
   static_assert(!Epi::kArgmax, "gemmWgmma: the argmax epilogue runs in the FMA gemv only");
-  static_assert(!Pro::kActive || (!Pro::kLayer && Pro::kGammaBytes == 0),
-                "gemmWgmma: a folded norm is an RMS norm whose gains ride in W (ProNorm<false, void>)");
+  static_assert(!Pro::kActive || Pro::kRowSquares,
+                "gemmWgmma: a folded norm comes with its rows' sums of squares (ProRowSquares)");
+  static_assert(!Epi::kRowSquares || N % 2 == 0, "gemmWgmma: row squares come from the paired residual stores (N even)");
   constexpr int BM = 64 * CONSUMERS, BK = 64;
   constexpr int HALVES = PINGPONG ? 2 : 1; // 64-row halves of a tile one consumer multiplies
   constexpr int kTilesK = (K + BK - 1) / BK, kTilesN = (N + BN - 1) / BN;
@@ -198,27 +195,6 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
   if constexpr (CONSUMERS == 2) setMaxRegistersInc<232>();
   const int c = wg - 1, warp = (threadIdx.x / 32) % 4;
   float accs[HALVES][BN / 2];
-  // The folded norm: thread t of the warpgroup adds up the squares of row 16 * warp + lane / 2 of each 64-row
-  // half, chunk positions 4 * (lane % 2) .. + 3 XORed with the row (where the swizzle put them; a row's 8
-  // chunks are read by its two lanes whatever the order): a quarter-warp's 8 rows hit 8 bank groups.
-  const int proRow = warp * 16 + lane / 2;
-  float squares[HALVES];
-  auto addSquares = [&](int s) {
-    const unsigned a = sA + s * kSlotA + (PINGPONG ? 0 : c * 64 * 128);
-#pragma unroll
-    for (int h = 0; h < HALVES; ++h)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const unsigned at = a + h * 64 * 128 + proRow * 128 + (((lane % 2) * 4 + q) ^ (proRow % 8)) * 16;
-        const uint4 raw = *reinterpret_cast<const uint4 *>(wgmmaShared + (at - smemAddress(wgmmaShared)));
-        const __nv_bfloat162 *x2 = reinterpret_cast<const __nv_bfloat162 *>(&raw);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 x = __bfloat1622float2(x2[e]);
-          squares[h] += x.x * x.x + x.y * x.y;
-        }
-      }
-  };
   int slot = 0;
   unsigned phase = 0;
   // Ping-pong: named barrier 1 + c is consumer c's turn to run its main loop. The turns keep the main
@@ -244,12 +220,8 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     if constexpr (Epi::kResidual)
       prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
     int previous = -1; // the slot whose wgmmas may still run
-#pragma unroll
-    for (int h = 0; h < HALVES; ++h) squares[h] = 0.f;
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
-      if constexpr (Pro::kActive)
-        if (previous >= 0) addSquares(previous); // its wgmmas are running; it is released below
       mbarWait(full + 8 * slot, phase);
       const unsigned a = sA + slot * kSlotA + (PINGPONG ? 0 : c * 64 * 128), w = sW + slot * kSlotW;
 #pragma unroll
@@ -271,21 +243,21 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
       if (++slot == STAGES) slot = 0, phase ^= 1;
     }
     if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
-    if constexpr (Pro::kActive) addSquares(previous); // the last slice, before its slot is released
     wgmmaWait<0>();
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
     if (lane == 0) release(previous);
     if constexpr (Pro::kActive) {
-      // 1 / rms of each row, from the two lanes that read it (2 r and 2 r + 1 for the warp's row r), scales
-      // its products: the accumulator rows of lane l are l / 4 and l / 4 + 8 of the warp's 16.
+      // 1 / rms of each row from its partial sums of squares scales its products (the accumulator rows of
+      // lane l are l / 4 and l / 4 + 8 of its warp's 16); rows past M have no partials.
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
-        const float total = squares[h] + __shfl_xor_sync(0xffffffffu, squares[h], 1);
         float scale[2];
 #pragma unroll
-        for (int half = 0; half < 2; ++half)
-          scale[half] = rsqrtf(__shfl_sync(0xffffffffu, total, 2 * (lane / 4 + 8 * half)) * (1.f / K) + p.epi.eps);
+        for (int half = 0; half < 2; ++half) {
+          const int row = tileM * BM + (PINGPONG ? 64 * h : 64 * c) + warp * 16 + lane / 4 + 8 * half;
+          scale[half] = row < M ? Pro::template invRms<K>(row, p.epi) : 0.f;
+        }
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
@@ -340,6 +312,7 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
           // behind the store before it. Each element is read and written by this thread only, so an in-place
           // residual (C aliasing it) reads every value before it is overwritten.
           constexpr int kGroup = gemm_detail::residualGroup(BN / 8);
+          float squares = 0.f; // row squares: of the stored values
 #pragma unroll
           for (int j0 = 0; j0 < BN / 8; j0 += kGroup) {
             float2 res[kGroup];
@@ -352,9 +325,17 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
             for (int g = 0; g < kGroup; ++g) {
               const int j = j0 + g, col = col0 + 8 * j;
               if (N % BN != 0 && col >= N) continue;
-              Epi::template store2Residual<N>(p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
-                                              row, col, p.epi, res[g]);
+              const float2 v = Epi::template store2Residual<N>(
+                  p.C, make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]), row, col, p.epi, res[g]);
+              if constexpr (Epi::kRowSquares) squares += v.x * v.x + v.y * v.y;
             }
+          }
+          if constexpr (Epi::kRowSquares) {
+            // The row's squares over the tile's columns: its quad's four lanes (all on this row, so all here).
+            const unsigned quad = 0xFu << (lane & ~3);
+            squares += __shfl_xor_sync(quad, squares, 1);
+            squares += __shfl_xor_sync(quad, squares, 2);
+            if (lane % 4 == 0) p.epi.row_sq[static_cast<long long>(row) * kTilesN + tileN] = squares;
           }
         } else {
 #pragma unroll

@@ -74,6 +74,7 @@ std::string Epilogue::suffix() const {
     if (scale) parts.push_back("scale");
     if (residual) parts.push_back("residual");
     if (argmax) parts.push_back(parts.empty() ? "none_argmax" : "argmax");
+    if (rowSquares) parts.push_back("rowsq");
     return parts.empty() ? "none" : llvm::join(parts, "_");
   }
   case Kind::Gated: return "gated_" + ir::enumText(act).str();
@@ -92,7 +93,8 @@ std::string Epilogue::policy() const {
   switch (kind) {
   case Kind::Pointwise:
     if (argmax) return "minfer::EpiArgmax";
-    return llvm::formatv("minfer::EpiPointwise<{0}, {1}, {2}, {3}>", boolArg(bias), a, boolArg(scale), boolArg(residual));
+    return llvm::formatv("minfer::EpiPointwise<{0}, {1}, {2}, {3}{4}>", boolArg(bias), a, boolArg(scale), boolArg(residual),
+                         rowSquares ? ", true" : "");
   case Kind::Gated: return llvm::formatv("minfer::EpiGated<{0}>", a).str();
   case Kind::Qkv:
     return llvm::formatv("minfer::EpiQkv<{0}, {1}, {2}, {3}, {4}>", heads, kvHeads, headDim, static_cast<int>(rope),
@@ -124,6 +126,9 @@ llvm::Error Epilogue::validate(int64_t n) const {
     return failure("scale and residual apply to pointwise epilogues only");
   if (argmax && (kind != Kind::Pointwise || bias || act != Activation::None || scale || residual))
     return failure("the argmax epilogue stores the plain product (the lm_head's logits): nothing else may be fused");
+  if (rowSquares && (kind != Kind::Pointwise || !residual || argmax || n % 2))
+    return failure("row squares come with a pointwise residual epilogue (the residual stream) of even N, not " +
+                   suffix() + " of N = " + llvm::Twine(n));
   return llvm::Error::success();
 }
 
@@ -141,12 +146,14 @@ int64_t Prologue::gammaBytes() const {
 
 std::string Prologue::suffix() const {
   if (kind == Kind::None) return "";
+  if (rowSquares) return "_pro_rms_sq";
   if (unitGain) return "_pro_rms_unit";
   return std::string(kind == Kind::Rms ? "_pro_rms_" : "_pro_layer_") + ir::dtypeName(weights).str();
 }
 
 std::string Prologue::policy() const {
   if (kind == Kind::None) return "minfer::ProNone";
+  if (rowSquares) return "minfer::ProRowSquares";
   if (unitGain) return "minfer::ProNorm<false, void>";
   const char *t = weights == ir::DType::F32 ? "float" : weights == ir::DType::F16 ? "__half" : "__nv_bfloat16";
   return llvm::formatv("minfer::ProNorm<{0}, {1}>", boolArg(kind == Kind::Layer), t).str();
@@ -157,7 +164,7 @@ MINFER_PARAMS_LAYOUT(EpiParams,
                      MINFER_FIELD(max_seq, I32), MINFER_FIELD(positions, Ptr), MINFER_FIELD(seq_of, Ptr),
                      MINFER_FIELD(rope, Ptr), MINFER_FIELD(k_cache, Ptr), MINFER_FIELD(v_cache, Ptr),
                      MINFER_FIELD(gamma, Ptr), MINFER_FIELD(beta, Ptr), MINFER_FIELD(eps, F32),
-                     MINFER_FIELD(argmax, Ptr))
+                     MINFER_FIELD(argmax, Ptr), MINFER_FIELD(row_sq, Ptr), MINFER_FIELD(row_sq_parts, I32))
 
 MINFER_PARAMS_LAYOUT(MatmulParams,
                      MINFER_FIELD(C, Ptr), MINFER_FIELD(A, Ptr), MINFER_FIELD(W, Ptr), MINFER_FIELD(rows, I32),

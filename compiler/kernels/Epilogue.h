@@ -38,6 +38,9 @@ struct Epilogue {
   int heads = 0, kvHeads = 0, headDim = 0; // Qkv
   QkvRope rope = QkvRope::None;            // Qkv
   bool argmax = false; // Pointwise without anything else: also fold each row's argmax (greedy lm_head; gemv)
+  // Pointwise with a residual, in the wgmma gemm: also write each stored row's sums of squares, a partial per
+  // tile of columns (EpiParams::row_sq), for the next gemm's folded RMS norm (Prologue::rowSquares).
+  bool rowSquares = false;
 
   static Epilogue pointwise(bool bias, Activation act = Activation::None, bool residual = false, bool scale = false);
   static Epilogue gated(Activation act);
@@ -54,7 +57,9 @@ struct Epilogue {
   // Success when the policy instantiates for a W of n rows.
   llvm::Error validate(int64_t n) const;
 
-  auto key() const { return std::tie(kind, bias, act, scale, residual, heads, kvHeads, headDim, rope, argmax); }
+  auto key() const {
+    return std::tie(kind, bias, act, scale, residual, heads, kvHeads, headDim, rope, argmax, rowSquares);
+  }
   bool operator==(const Epilogue &o) const { return key() == o.key(); }
   bool operator<(const Epilogue &o) const { return key() < o.key(); }
 
@@ -74,12 +79,18 @@ struct Prologue {
   // RMS only: gamma was multiplied into the columns of the matmul's W at load (Plan.h PlanBuffer::gains),
   // so the prologue normalises without it and reads no gamma (EpiParams::gamma unused).
   bool unitGain = false;
+  // With unitGain, the wgmma gemm only: the rows' sums of squares come from the gemm that stored A
+  // (Epilogue::rowSquares; EpiParams::row_sq, row_sq_parts), so the kernel reads nothing more of A.
+  bool rowSquares = false;
 
   static Prologue rmsUnitGain() { return Prologue{Kind::Rms, ir::DType::BF16, true}; }
+  static Prologue rmsRowSquares() { return Prologue{Kind::Rms, ir::DType::BF16, true, true}; }
   int64_t gammaBytes() const; // gamma's element size; 0 without a prologue or with unit gains
-  std::string suffix() const; // "", "_pro_rms_bf16", or "_pro_rms_unit" with unit gains
-  std::string policy() const; // minfer::ProNone, minfer::ProNorm<false, bf16>, minfer::ProNorm<false, void>
-  auto key() const { return std::tie(kind, weights, unitGain); }
+  // "", "_pro_rms_bf16", "_pro_rms_unit" with unit gains, "_pro_rms_sq" with row squares
+  std::string suffix() const;
+  // minfer::ProNone, minfer::ProNorm<false, bf16>, minfer::ProNorm<false, void>, minfer::ProRowSquares
+  std::string policy() const;
+  auto key() const { return std::tie(kind, weights, unitGain, rowSquares); }
   bool operator==(const Prologue &o) const { return key() == o.key(); }
 };
 
@@ -92,6 +103,8 @@ struct EpiParams {
   uint64_t gamma = 0, beta = 0;
   float eps = 0.f;
   uint64_t argmax = 0;
+  uint64_t row_sq = 0;      // Epilogue::rowSquares writes, Prologue::rowSquares reads: [M, row_sq_parts] floats
+  int32_t row_sq_parts = 0; // Prologue::rowSquares: the partials of a row
   static const ParamsLayout &layout();
 };
 

@@ -130,12 +130,18 @@ llvm::Error GemmSpec::validate(const Target &target) const {
   if (auto e = epi.validate(n)) return e;
   if (epi.argmax)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemm: the argmax epilogue runs in gemv only");
-  if (pro.kind != Prologue::Kind::None && !(pro.kind == Prologue::Kind::Rms && pro.unitGain))
+  if (pro.kind != Prologue::Kind::None && !(pro.kind == Prologue::Kind::Rms && pro.unitGain && pro.rowSquares))
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "gemm: a folded norm is an RMS norm with its gains in W, not %s", pro.suffix().c_str());
-  if (pro.kind != Prologue::Kind::None && !tile.wgmma)
+                                   "gemm: a folded norm is an RMS norm with its gains in W and its rows' squares "
+                                   "from the gemm before, not %s",
+                                   pro.suffix().c_str());
+  if (pro.rowSquares && epi.rowSquares)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "gemm: a folded RMS norm runs in the wgmma kernel only, not %s", tile.str().c_str());
+                                   "gemm: one row_sq buffer: a gemm reads its rows' squares or writes them, not both");
+  if ((pro.kind != Prologue::Kind::None || epi.rowSquares) && !tile.wgmma)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "gemm: a folded RMS norm and row squares run in the wgmma kernel only, not %s",
+                                   tile.str().c_str());
   return checkGemmTile(tile, k, target);
 }
 

@@ -212,6 +212,9 @@ llvm::Error GemvSpec::validate(const Target *target) const {
   if (auto e = epi.validate(n)) return e;
   if (pro.unitGain && pro.kind != Prologue::Kind::Rms)
     return llvm::createStringError(llvm::inconvertibleErrorCode(), "gemv: unit gains are an RMS norm's only");
+  if (pro.rowSquares || epi.rowSquares)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "gemv: row squares (a norm folded across two gemms) run in the wgmma gemm only");
   if (tile.wgmma && pro.kind == Prologue::Kind::Layer)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the wgmma kernel %s takes an RMS norm prologue, not a LayerNorm (%s)",

@@ -2,8 +2,10 @@
 //
 // For each fused epilogue (gated MLP; qkv with half / interleaved / no rope, with and without bias, writing
 // k and v into a KV cache; bias + activation + scale + residual) and each prologue (none, a folded RMSNorm
-// or LayerNorm in gemv, an RMSNorm whose gains ride in W in gemv and the wgmma gemm: the kernel gets W's
-// columns times gamma and the reference the norm with gamma, then W), every candidate tile of the buckets' row counts (gemv: 1, 5, 16 rows; gemm: 37
+// or LayerNorm in gemv, an RMSNorm whose gains ride in W in gemv and the wgmma gemm, the gemm's from rows'
+// squares given in three parts: the kernel gets W's columns times gamma and the reference the norm with
+// gamma, then W; and the residual epilogue that writes those squares, checked against the squares of what it
+// stored), every candidate tile of the buckets' row counts (gemv: 1, 5, 16 rows; gemm: 37
 // rows, a partial tile) is compiled (in parallel, through the cache) and run against the interpreter's own
 // definition of the fused op (ir::evalOp), with the weights laid out as the plan lays them out at load
 // (Plan.h rowOrder) and the output poisoned first so an unwritten element shows.
@@ -75,6 +77,12 @@ std::vector<Case> cases() {
        PlanBuffer::Layout::RopePairs},
       {"qkv_norope_bias", Epilogue::qkv(kHeads, kKvHeads, kHeadDim, QkvRope::None, true), "q3"},
       {"bias_gelu_scale_residual", Epilogue::pointwise(true, Activation::GeluTanh, true, true), "pw"},
+      // The same, also writing each row's partial sums of squares (the wgmma gemm only).
+      {"bias_gelu_scale_residual_rowsq", [] {
+         Epilogue e = Epilogue::pointwise(true, Activation::GeluTanh, true, true);
+         e.rowSquares = true;
+         return e;
+       }(), "pw"},
   };
 }
 
@@ -129,14 +137,17 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
   std::vector<Run> runs;
   for (const Case &c : all) {
     for (int64_t rows : {1, 5, 16}) {
+      if (c.epi.rowSquares) break; // a gemm's epilogue only
       for (Prologue pro : {Prologue{}, Prologue{Prologue::Kind::Rms, ir::DType::BF16},
                            Prologue{Prologue::Kind::Layer, ir::DType::F32}, Prologue::rmsUnitGain()}) {
         GemvSpec base(kN, kK, c.epi, GemvTile{1, 2, 4}, pro);
         for (auto &s : base.tuningCandidates(target, rows)) runs.push_back({s, &c, pro, rows});
       }
     }
-    // The gemm: without a prologue, and with a folded RMS norm whose gains ride in W (wgmma tiles only).
-    for (Prologue pro : {Prologue{}, Prologue::rmsUnitGain()}) {
+    // The gemm: without a prologue, and with a folded RMS norm whose gains ride in W and whose rows' squares
+    // come from the gemm before (wgmma tiles only).
+    for (Prologue pro : {Prologue{}, Prologue::rmsRowSquares()}) {
+      if (pro.rowSquares && c.epi.rowSquares) continue; // one row_sq buffer: a gemm reads or writes squares
       GemmSpec base(kN, kK, c.epi, GemmTile{}, pro);
       for (auto &s : base.tuningCandidates(target, 64)) runs.push_back({s, &c, pro, 37});
       if (target.hasWgmma()) // the ping-pong schedule (128-row tiles), one block: its consumers take turns;
@@ -193,6 +204,18 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
   GPU_TRY(kCache, poisonedBf16(size_t(kMaxSeq * kvd)));
   GPU_TRY(vCache, poisonedBf16(size_t(kMaxSeq * kvd)));
   GPU_TRY(out, poisonedBf16(size_t(maxRows * kN)));
+  // Row squares: what a gemm writes (poisoned first: NaN), and what a folding gemm reads, x's rows' squares in
+  // three unequal parts computed here in double.
+  constexpr int64_t kMaxParts = kN / 16, kParts = 3;
+  GPU_TRY(rowSqOut, cuda::DeviceBuffer::alloc(size_t(maxRows * kMaxParts * 4)));
+  std::vector<float> partials(size_t(maxRows * kParts));
+  for (int64_t r = 0; r < maxRows; ++r)
+    for (int64_t j = 0; j < kParts; ++j) {
+      double sum = 0;
+      for (int64_t i = j * 40; i < (j == kParts - 1 ? kK : (j + 1) * 40); ++i) sum += double(x.row(r)[i]) * x.row(r)[i];
+      partials[size_t(r * kParts + j)] = float(sum);
+    }
+  GPU_TRY(rowSqIn, uploadVector(partials));
 
   int failures = 0;
   for (const Run &run : runs) {
@@ -246,6 +269,9 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     epi.v_cache = vCache.ptr();
     bool f32Norm = run.pro.weights == ir::DType::F32;
     epi.gamma = run.pro.unitGain ? 0 : f32Norm ? gammaF32.ptr() : gammaDev.ptr(); // unit gains read none
+    MINFER_ASSERT_OK(rowSqOut.fill(0xFF));
+    epi.row_sq = run.pro.rowSquares ? rowSqIn.ptr() : c.epi.rowSquares ? rowSqOut.ptr() : 0;
+    epi.row_sq_parts = run.pro.rowSquares ? static_cast<int32_t>(kParts) : 0;
     epi.beta = betaF32.ptr();
     epi.eps = 1e-5f;
     MINFER_ASSERT_OK(launchKernel(kernel->fn, *run.spec, rows, p));
@@ -269,6 +295,22 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
       if (!ok) ADD_FAILURE() << "q err " << err << ", k err " << ek << ", v err " << ev;
     } else if (!ok) {
       ADD_FAILURE() << "relative error " << err << ", " << countNaN(got) << " unwritten";
+    }
+    if (c.epi.rowSquares) {
+      // Each row's partial j: the squares of what the kernel stored in tile j's columns, added here in double.
+      const int64_t bn = static_cast<const GemmSpec &>(*run.spec).tile.bn, parts = (kN + bn - 1) / bn;
+      std::vector<float> sq(size_t(rows * parts));
+      MINFER_ASSERT_OK(rowSqOut.download(sq.data(), sq.size() * 4));
+      int bad = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < parts; ++j) {
+          double want = 0;
+          for (int64_t i = j * bn; i < std::min(kN, (j + 1) * bn); ++i) want += double(got.row(r)[i]) * got.row(r)[i];
+          const float have = sq[size_t(r * parts + j)];
+          if (!(std::abs(have - want) <= 1e-5 * want + 1e-6) && ++bad <= 3)
+            ADD_FAILURE() << "row " << r << " part " << j << ": squares " << have << ", want " << want;
+        }
+      ok = ok && bad == 0;
     }
     if (!ok && ++failures > 10) FAIL() << "more than 10 failures; stopping";
   }

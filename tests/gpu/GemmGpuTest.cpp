@@ -7,7 +7,7 @@
 // widths fitted to the SMs, 80, 176 and 176 as ping-pong, and three run by pairs of blocks that share W) run
 // with the epilogues none, bias, residual and bias + gelu_tanh; outputs are poisoned first and compared with ir::evalOp. Every epilogue
 // runs on two small shapes, and the residual epilogue also in place (C aliasing the residual). Each wgmma tile
-// also runs with a folded RMS norm whose gains ride in W (Prologue::rmsUnitGain).
+// also runs with a folded RMS norm whose gains ride in W and rows' squares given (Prologue::rmsRowSquares).
 #include "MatmulGpuTest.h"
 
 #include "compiler/kernels/Gemm.h"
@@ -43,13 +43,13 @@ TEST_P(GemmKernel, MatchesInterpreter) {
         c->check(kernels, GemmSpec(n, k, e, tiles[i]));
     }
     c->checkInPlace(kernels, GemmSpec(n, k, Epilogue::Residual, tiles[0]));
-    // A folded RMS norm whose gains ride in W (the reference normalises with unit gains): every wgmma tile,
-    // rows of different scales, the sums of squares over K's tail slice and the M tails.
+    // A folded RMS norm whose gains ride in W (the reference normalises with unit gains) and whose rows'
+    // squares are given: every wgmma tile, rows of different scales, the M tails (rows past M read none).
     for (size_t i = 0; i < tiles.size(); ++i)
       if (tiles[i].wgmma && std::find(tiles.begin(), tiles.begin() + i, tiles[i]) == tiles.begin() + i)
         c->checkRmsNormed(kernels, GemmSpec(n, k, i % 2 ? Epilogue::Residual : Epilogue::Bias, tiles[i],
-                                            Prologue::rmsUnitGain()),
-                          ones, 0, 1e-5f);
+                                            Prologue::rmsRowSquares()),
+                          ones, 0, 1e-5f, /*givenRowSquares=*/true);
     if (target.hasWgmma()) {
       // Ping-pong on one block: its consumers take every other tile of the whole matrix, in place.
       GemmSpec one(n, k, Epilogue::Residual, GemmTile::hopperPingpong(128, 3));

@@ -249,12 +249,23 @@ public:
   // bf16): the norm all but undoes it, so a missing or misplaced 1 / rms is off by up to 16 times, where
   // rows of rms ~1 would hide it within the tolerance.
   template <typename Spec>
-  void checkRmsNormed(KernelSet &kernels, const Spec &spec, const ir::Tensor &gamma, cuda::DevicePtr gammaDev, float eps) {
+  // With `givenRowSquares` (a wgmma gemm with Prologue::rowSquares, its gains in W: gamma all ones) the
+  // kernel reads the rows' sums of squares instead, given in two unequal parts computed here in double.
+  void checkRmsNormed(KernelSet &kernels, const Spec &spec, const ir::Tensor &gamma, cuda::DevicePtr gammaDev, float eps,
+                      bool givenRowSquares = false) {
     ir::Tensor scaled = a;
     for (int64_t r = 0; r < scaled.rows(); ++r)
       for (int64_t i = 0; i < scaled.cols(); ++i) scaled.row(r)[i] *= std::ldexp(1.f, static_cast<int>(r % 5) - 2);
     auto scaledDev = uploadBf16(scaled);
     ASSERT_TRUE(bool(scaledDev)) << llvm::toString(scaledDev.takeError());
+    std::vector<double> sums(static_cast<size_t>(scaled.rows() * 2));
+    for (int64_t r = 0; r < scaled.rows(); ++r)
+      for (int64_t i = 0; i < scaled.cols(); ++i) {
+        const double x = bf16ToFloat(floatToBf16(scaled.row(r)[i])); // as uploaded
+        sums[static_cast<size_t>(r * 2 + (i < scaled.cols() / 3 ? 0 : 1))] += x * x;
+      }
+    auto partialsDev = uploadVector(std::vector<float>(sums.begin(), sums.end()));
+    ASSERT_TRUE(bool(partialsDev)) << llvm::toString(partialsDev.takeError());
     ir::Tensor normed = selectRows(scaled, rows);
     for (int64_t r = 0; r < normed.rows(); ++r) {
       float *x = normed.row(r);
@@ -266,7 +277,7 @@ public:
     auto ref = problem.reference(normed, resRows, spec.epi);
     ASSERT_TRUE(bool(ref)) << "reference: " << llvm::toString(ref.takeError());
     runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " M=" + std::to_string(m), /*keepC=*/false,
-                  gammaDev, eps, scaledDev->ptr());
+                  gammaDev, eps, scaledDev->ptr(), givenRowSquares ? partialsDev->ptr() : 0, givenRowSquares ? 2 : 0);
   }
 
   // The same in place: C is the residual buffer (the residual stream updated by an output projection).
@@ -302,7 +313,7 @@ private:
   // (poisoned first unless `keepC`) and compares the checked rows with `ref`; gamma and eps go to a prologue.
   void runAndCompare(KernelSet &kernels, const KernelSpec &spec, cuda::DevicePtr residual, const ir::Tensor &ref,
                      const std::string &what, bool keepC, cuda::DevicePtr gamma = 0, float eps = 0,
-                     cuda::DevicePtr otherA = 0) {
+                     cuda::DevicePtr otherA = 0, cuda::DevicePtr rowSq = 0, int rowSqParts = 0) {
     const GpuKernel *k = kernels.get(spec);
     if (!k) return;
     if (!keepC) MINFER_ASSERT_OK(cDev.fill(0xFF));
@@ -311,6 +322,8 @@ private:
     params.epi.residual = residual;
     params.epi.gamma = gamma;
     params.epi.eps = eps;
+    params.epi.row_sq = rowSq;
+    params.epi.row_sq_parts = rowSqParts;
     MINFER_ASSERT_OK(launchMatmul(*k, spec, m, params));
     auto got = downloadBf16(cDev, {m, problem.n});
     ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());

@@ -621,7 +621,8 @@ TEST(GemvWgmmaSpec, TheNormPrologueIsTheRmsPolicyInTheEntry) {
 }
 
 // An RMS norm whose gains ride in W: the gemv reads no gamma (no shared memory for it, no pointer), only the
-// rows' sums of squares; the wgmma gemm takes it (row scales in the epilogue), the mma.sync gemm does not.
+// rows' sums of squares. The wgmma gemm takes it only with the rows' squares written by the residual gemm
+// before it (row scales in the epilogue); the mma.sync gemm and the gemvs write or read no row squares.
 TEST(GemvWgmmaSpec, UnitGainsNameTheirPolicyAndNeedNoGamma) {
   const Target hopperTarget = target("sm_90a");
   Prologue unit = Prologue::rmsUnitGain();
@@ -643,21 +644,47 @@ TEST(GemvWgmmaSpec, UnitGainsNameTheirPolicyAndNeedNoGamma) {
                 .find("unit gains are an RMS norm's only"),
             std::string::npos);
 
-  GemmSpec g(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemmTile::hopper(64, 256, 5), unit);
-  EXPECT_EQ(g.name(), "gemm_bf16_n2560_k2048_wgmma_m64n256_s5_epi_qkv_h32_kv4_d64_half_pro_rms_unit");
-  EXPECT_EQ(g.entry(), "minfer::gemmWgmma<2560, 2048, 256, 1, 5, " + g.epi.policy() + ", false, minfer::ProNorm<false, void>>");
-  EXPECT_EQ(g.tuningKey(), "gemm_bf16_n2560_k2048_epi_qkv_h32_kv4_d64_half_pro_rms_unit");
-  EXPECT_EQ(g.launch(2048).sharedBytes, static_cast<unsigned>(g.tile.sharedBytes())) << "the row sums stay in registers";
+  // The wgmma gemm folds an RMS norm only with its rows' squares from the gemm before (Prologue::rowSquares).
+  Prologue sq = Prologue::rmsRowSquares();
+  EXPECT_EQ(sq.suffix(), "_pro_rms_sq");
+  EXPECT_EQ(sq.policy(), "minfer::ProRowSquares");
+  EXPECT_EQ(sq.gammaBytes(), 0);
+  GemmSpec g(2560, 2048, Epilogue::qkv(32, 4, 64, QkvRope::Half, false), GemmTile::hopper(64, 256, 5), sq);
+  EXPECT_EQ(g.name(), "gemm_bf16_n2560_k2048_wgmma_m64n256_s5_epi_qkv_h32_kv4_d64_half_pro_rms_sq");
+  EXPECT_EQ(g.entry(), "minfer::gemmWgmma<2560, 2048, 256, 1, 5, " + g.epi.policy() + ", false, minfer::ProRowSquares>");
+  EXPECT_EQ(g.tuningKey(), "gemm_bf16_n2560_k2048_epi_qkv_h32_kv4_d64_half_pro_rms_sq");
+  EXPECT_EQ(g.launch(2048).sharedBytes, static_cast<unsigned>(g.tile.sharedBytes())) << "nothing more in shared memory";
   EXPECT_EQ(errorOf(g.validate(hopperTarget)), "(success)");
-  GemmSpec pp(2048, 2048, Epilogue::Residual, GemmTile::hopperPingpong(128, 4), unit);
-  EXPECT_EQ(pp.entry(), "minfer::gemmWgmma<2048, 2048, 128, 2, 4, " + pp.epi.policy() + ", true, minfer::ProNorm<false, void>>");
-  GemmSpec mma(2048, 2048, Epilogue::None, GemmTile{128, 128, 32, 4, 2, 2}, unit);
+  GemmSpec pp(2048, 2048, Epilogue::Residual, GemmTile::hopperPingpong(128, 4), sq);
+  EXPECT_EQ(pp.entry(), "minfer::gemmWgmma<2048, 2048, 128, 2, 4, " + pp.epi.policy() + ", true, minfer::ProRowSquares>");
+  GemmSpec mma(2048, 2048, Epilogue::None, GemmTile{128, 128, 32, 4, 2, 2}, sq);
   EXPECT_NE(errorOf(mma.validate(hopperTarget)).find("wgmma kernel only"), std::string::npos);
-  GemmSpec withGamma(2048, 2048, Epilogue::None, GemmTile::hopper(128, 256, 4), Prologue{Prologue::Kind::Rms});
-  EXPECT_NE(errorOf(withGamma.validate(hopperTarget)).find("gains in W"), std::string::npos);
+  for (Prologue other : {unit, Prologue{Prologue::Kind::Rms}}) {
+    GemmSpec inLoop(2048, 2048, Epilogue::None, GemmTile::hopper(128, 256, 4), other);
+    EXPECT_NE(errorOf(inLoop.validate(hopperTarget)).find("squares from the gemm before"), std::string::npos)
+        << other.suffix();
+  }
   for (const auto &c : g.tuningCandidates(hopperTarget, 2048))
     EXPECT_NE(c->name().find("_wgmma_"), std::string::npos) << c->name() << ": only wgmma tiles take the prologue";
   EXPECT_FALSE(g.tuningCandidates(hopperTarget, 2048).empty());
+  EXPECT_NE(errorOf(GemvSpec(64, 64, Epilogue::None, GemvTile{1, 2, 4}, sq).validate(hopperTarget)).find("wgmma gemm only"),
+            std::string::npos);
+
+  // The residual gemm before it writes the squares: a pointwise residual epilogue of even N, wgmma tiles only.
+  Epilogue rs = Epilogue::Residual;
+  rs.rowSquares = true;
+  EXPECT_EQ(rs.suffix(), "residual_rowsq");
+  EXPECT_EQ(rs.policy(), "minfer::EpiPointwise<false, minfer::ActNone, false, true, true>");
+  EXPECT_EQ(Epilogue::Residual.policy(), "minfer::EpiPointwise<false, minfer::ActNone, false, true>") << "names unchanged";
+  EXPECT_EQ(errorOf(GemmSpec(2048, 5632, rs, GemmTile::hopper(128, 256, 4)).validate(hopperTarget)), "(success)");
+  EXPECT_NE(errorOf(GemmSpec(2048, 5632, rs, GemmTile{128, 128, 32, 4, 2, 2}).validate(hopperTarget)).find("wgmma kernel only"),
+            std::string::npos);
+  EXPECT_NE(errorOf(rs.validate(321)).find("even N"), std::string::npos);
+  Epilogue noResidual = Epilogue::Bias;
+  noResidual.rowSquares = true;
+  EXPECT_NE(errorOf(noResidual.validate(2048)).find("row squares come with"), std::string::npos);
+  EXPECT_NE(errorOf(GemvSpec(2048, 5632, rs, GemvTile{1, 2, 4}).validate(hopperTarget)).find("wgmma gemm only"),
+            std::string::npos);
 }
 
 // Which decode plans fold a norm into their gemvs: every norm up to 2 rows; RMS norms up to 16 rows where the

@@ -267,10 +267,11 @@ TEST(Plan, AnOpNoKernelCanServeIsAnErrorAtTheOp) {
 
 // PlanOptions::gainsInWeights on sm_90a: the layers' RMS norms (read only by the q/k/v and gate/up matmuls)
 // have their gamma multiplied into those weights at load. Decode folds them into the gemvs, whose prologue
-// then reads no gamma; prefill launches them with unit gains, or with PlanOptions::gemmFoldsNorm folds them
-// into the wgmma gemms (from 128 rows; below, the mma.sync gemm has no prologue and they launch). The final
-// norm feeds the lm_head that is the embedding table too (tied), so its gains cannot ride in W: it keeps its
-// gamma, in its prefill launch and in the decode gemv's prologue.
+// then reads no gamma; prefill launches them with unit gains, or with PlanOptions::gemmFoldsNorm folds each
+// whose input a residual wgmma gemm stored (it writes its rows' squares; layer 0's first norm reads the
+// embedding, so it launches) into the wgmma gemms that read it (from 128 rows; below, the mma.sync gemm
+// takes no norm and they launch). The final norm feeds the lm_head that is the embedding table too (tied),
+// so its gains cannot ride in W: it keeps its gamma, in its prefill launch and in the decode gemv's prologue.
 TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
   auto m = test::parseVerified(test::tinyLlamaText("schedule = default", 8));
   ASSERT_TRUE(m);
@@ -296,9 +297,9 @@ TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
   };
   auto name = [](const Plan &p, int b) { return b < 0 ? std::string("(none)") : p.buffers[b].name; };
   // Every norm launch of a layer reads fp32 ones; the final norm its own gamma.
-  auto expectUnitGainLaunches = [&](const Plan &p) {
+  auto expectUnitGainLaunches = [&](const Plan &p, size_t launches) {
     auto launched = normLaunches(p, p.prefill);
-    ASSERT_EQ(launched.size(), 2u * 2 + 1);
+    ASSERT_EQ(launched.size(), launches);
     for (const PlannedLaunch *l : launched) {
       const PlanBuffer &g = p.buffers[p.param(*l, "gamma")->buffer];
       if (l->op == "%f = rms_norm") {
@@ -331,10 +332,29 @@ TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
         }
         ++withGains;
         EXPECT_EQ(name(p, w.gains), std::string(qkv ? "@n1@" : "@n2@") + std::to_string(l.layer));
-        const bool folds = ph == &p.decode || gemmFolds;
-        EXPECT_EQ(k.find("_pro_rms_unit") != std::string::npos, folds);
+        const bool decoding = ph == &p.decode, folds = decoding || (gemmFolds && !(qkv && l.layer == 0));
+        EXPECT_EQ(k.find(decoding ? "_pro_rms_unit" : "_pro_rms_sq") != std::string::npos, folds);
         EXPECT_EQ(p.param(l, "epi")->epi.gamma, -1) << "no gamma read: it is in W";
         if (!folds) continue;
+        if (!decoding) {
+          // The squares come from the residual gemm that stored A: gate/up's from the o projection of its
+          // layer, q/k/v's from the down projection of the layer before.
+          const PlannedLaunch *producer = nullptr;
+          for (const PlannedLaunch &q : ph->launches)
+            if (q.op == (qkv ? "%x2 = matmul_residual" : "%x1 = matmul_residual") &&
+                q.layer == (qkv ? l.layer - 1 : l.layer))
+              producer = &q;
+          EXPECT_NE(producer, nullptr);
+          if (!producer) continue;
+          const EpilogueArgs &mine = p.param(l, "epi")->epi, &theirs = p.param(*producer, "epi")->epi;
+          EXPECT_NE(p.kernels[producer->kernel]->name().find("_epi_residual_rowsq"), std::string::npos);
+          EXPECT_GE(mine.rowSq, 0);
+          if (mine.rowSq < 0) continue;
+          EXPECT_EQ(mine.rowSq, theirs.rowSq);
+          EXPECT_EQ(mine.rowSqParts, theirs.rowSqParts);
+          EXPECT_EQ(p.buffers[mine.rowSq].bytesPerRow, 4 * mine.rowSqParts);
+          EXPECT_EQ(mine.rowSqParts, (32 + 127) / 128) << "hidden 32 in one tile of the default width";
+        }
         EXPECT_EQ(p.param(l, "epi")->epi.eps, 1e-5);
         // A is the norm's input, the residual stream, not a normalised copy.
         const std::string stream = !qkv ? "%x1@" + std::to_string(l.layer)
@@ -347,7 +367,7 @@ TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
 
   Plan p = plan("sm_90a", options(128, false));
   EXPECT_EQ(checkMatmuls(p, false), 2 * 2 * 2); // q/k/v and gate/up, two layers, two phases
-  expectUnitGainLaunches(p);
+  expectUnitGainLaunches(p, 2 * 2 + 1);
   EXPECT_TRUE(normLaunches(p, p.decode).empty()) << "every decode norm is some gemv's prologue";
   // The tied head in decode: the final norm in the gemv's prologue with its own gamma.
   const PlannedLaunch *head = nullptr;
@@ -357,14 +377,17 @@ TEST(Plan, OnSm90aTheLayersRmsGainsRideInTheirMatmulWeights) {
   EXPECT_EQ(name(p, p.param(*head, "epi")->epi.gamma), "@nf");
   EXPECT_NE(p.kernels[head->kernel]->name().find("_pro_rms_bf16"), std::string::npos);
 
-  // gemmFoldsNorm: prefill launches only the final norm; the wgmma gemms take the layers' ones.
+  // gemmFoldsNorm: prefill launches layer 0's first norm (unit gains) and the final one; the wgmma gemms
+  // take the others.
   Plan folded = plan("sm_90a", options(128, true));
   EXPECT_EQ(checkMatmuls(folded, true), 2 * 2 * 2);
-  auto pre = normLaunches(folded, folded.prefill);
-  ASSERT_EQ(pre.size(), 1u);
-  EXPECT_EQ(pre[0]->op, "%f = rms_norm");
-  // 64 prefill rows: the mma.sync gemm has no prologue, so the norms launch, with unit gains.
-  expectUnitGainLaunches(plan("sm_90a", options(64, true)));
+  expectUnitGainLaunches(folded, 2);
+  EXPECT_EQ(normLaunches(folded, folded.prefill)[0]->op, "%a = rms_norm");
+  EXPECT_EQ(normLaunches(folded, folded.prefill)[0]->layer, 0);
+  // 64 prefill rows: the mma.sync gemm takes no norm, so the norms launch, with unit gains.
+  Plan small = plan("sm_90a", options(64, true));
+  expectUnitGainLaunches(small, 2 * 2 + 1);
+  for (const auto &k : small.kernels) EXPECT_EQ(k->name().find("rowsq"), std::string::npos) << k->name();
 
   // Other targets, or the option off: no gains in any weight, the norms launch with their gamma.
   for (Plan q : {plan("sm_90", options(128, true)), plan("sm_89", options(128, true)),

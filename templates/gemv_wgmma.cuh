@@ -1,6 +1,6 @@
 // templates/gemv_wgmma.cuh — decode matmul for Hopper (sm_90a) at a few to 16 rows: C[M, N] = epi(A[M, K] ·
 // W[N, K]^T), bound by reading W once, the same contract as gemv.cuh's kernels (bf16 in and out, fp32
-// accumulation, every epilogue policy but the FMA gemv's argmax; the RMS norm prologue, not LayerNorm's).
+// accumulation, every epilogue policy, the lm_head's argmax included; the RMS norm prologue, not LayerNorm's).
 //
 // The operands swap places: W's rows are wgmma's 64-row A operand and the (up to 16) rows of A its N side,
 // so the product is C^T = W · A^T, 64 rows of W a block, and a row of A costs no more W traffic than the
@@ -81,7 +81,6 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT> + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes>;
   static_assert(kShared <= 227 * 1024, "gemvWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemvWgmma: this epilogue needs W rows in pairs, so N must be even");
-  static_assert(!Epi::kArgmax, "gemvWgmma: the argmax epilogue runs in the FMA gemv only");
   static_assert(!Pro::kLayer, "gemvWgmma: a folded LayerNorm runs in the FMA and mma.sync gemvs only");
   constexpr int MMA_N = kGemvWgmmaN<MAX_M>;
   constexpr int kBoxes = BK / 64;                         // boxes of W (and of A) a slot
@@ -318,6 +317,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[e] *= scale[j][e % 2];
       gemv_detail::storeFragmentT<N, Epi>(p.C, v, row0 + 16 * warp, m0, 8 * j, rows, p.epi, loads[j]);
+      // Greedy decode: each row's best key over the fragment's W rows, one atomicMax a warp and row.
+      if constexpr (Epi::kArgmax) gemv_detail::argmaxFragmentT<N>(v, row0 + 16 * warp, m0, 8 * j, rows, p.epi.argmax);
     }
   }
 }

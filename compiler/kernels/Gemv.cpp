@@ -111,7 +111,8 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
   // does the same product (the same rows of A, every epilogue); at one row the FMA body, the task the
   // persistent kernel ran before one-row launches took wgmma (H200, TinyLlama at batch 1: 1.18 ms a step
   // with it, 1.42-1.55 with the mma.sync body).
-  if (tile.wgmma) t->tile = tile.maxM == 1 ? GemvTile{1, 1, 4, false} : GemvTile{tile.maxM, 1, 4, true};
+  // The argmax epilogue takes the FMA body at any row count (the mma.sync body has none).
+  if (tile.wgmma) t->tile = GemvTile{tile.maxM, 1, 4, tile.maxM > 1 && !epi.argmax};
   t->tile.warps = threads / 32;
   t->loads = kTaskLoads;
   if (t->tile.fma()) {
@@ -224,10 +225,10 @@ llvm::Error GemvSpec::validate(const Target *target) const {
                                      "above the %lld a block can have",
                                      tile.str().c_str(), (long long)k, (long long)sharedBytes(), (long long)limit);
   }
-  if (epi.argmax && !tile.fma() && !stream)
+  if (epi.argmax && tile.mma && !stream)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "gemv: the argmax epilogue runs in the FMA kernel only (and in the "
-                                   "persistent kernel's weight-ring task), not %s",
+                                   "gemv: the argmax epilogue runs in the FMA and wgmma kernels (and in the "
+                                   "persistent kernel's weight-ring task), not the mma.sync kernel %s",
                                    tile.str().c_str());
   if (epi.pairs() && tile.fma() && tile.rowsPerWarp % 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

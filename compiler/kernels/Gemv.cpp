@@ -164,10 +164,13 @@ int64_t GemvSpec::sharedBytes() const {
                           (p ? tile.maxM : 1) * 8 + int64_t(p ? tile.warps : 1) * tile.maxM * 4;
     return llvm::divideCeil(bytes, 16) * 16;
   }
-  if (!tile.wgmma || pro.gammaBytes() == 0) return tile.sharedBytes();
-  // gemv_wgmma.cuh kGemvWgmmaGammaBytes: the block's share of gamma, padded to 16 bytes, and its barrier.
+  if (!tile.wgmma) return tile.sharedBytes();
+  // gemv_wgmma.cuh: the argmax epilogue's best key per row of A (8 bytes each of wgmma's N rows), and
+  // kGemvWgmmaGammaBytes: the block's share of gamma, padded to 16 bytes, and its barrier (none with unit gains).
+  const int64_t keys = epi.argmax ? int64_t(tile.mmaN()) * 8 : 0;
+  if (pro.gammaBytes() == 0) return tile.sharedBytes() + keys;
   int64_t perRank = llvm::divideCeil(llvm::divideCeil(k, tile.bk), tile.split);
-  return tile.sharedBytes() + perRank * tile.bk * pro.gammaBytes() / 16 * 16 + 16;
+  return tile.sharedBytes() + perRank * tile.bk * pro.gammaBytes() / 16 * 16 + 16 + keys;
 }
 
 LaunchDims GemvSpec::launch(int64_t rows) const {
@@ -217,12 +220,12 @@ llvm::Error GemvSpec::validate(const Target *target) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the wgmma kernel %s takes an RMS norm prologue, not a LayerNorm (%s)",
                                    tile.str().c_str(), pro.suffix().c_str());
-  if (tile.wgmma && pro.kind != Prologue::Kind::None) {
+  if (tile.wgmma && (pro.kind != Prologue::Kind::None || epi.argmax)) {
     int64_t limit = target ? std::min<int64_t>(227 * 1024, target->maxSharedBytesPerBlock()) : 227 * 1024;
     if (sharedBytes() > limit)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "gemv: %s with its share of gamma (K = %lld) needs %lld bytes of shared memory, "
-                                     "above the %lld a block can have",
+                                     "gemv: %s with its share of gamma (K = %lld) and any argmax keys needs %lld bytes "
+                                     "of shared memory, above the %lld a block can have",
                                      tile.str().c_str(), (long long)k, (long long)sharedBytes(), (long long)limit);
   }
   if (epi.argmax && tile.mma && !stream)

@@ -134,6 +134,10 @@ TEST(Epilogue, TheArgmaxEpilogueIsThePlainProductInTheFmaAndWgmmaGemvs) {
   GemvSpec wgmma(32000, 2048, argmax, GemvTile::hopper(16, 128, 4, 1), Prologue{Prologue::Kind::Rms, ir::DType::BF16});
   EXPECT_EQ(errorOf(wgmma.validate(&hopper)), "(success)");
   EXPECT_EQ(wgmma.name(), "gemv_bf16_n32000_k2048_m16_wgmma_k128_s4_split1_epi_none_argmax_pro_rms_bf16");
+  // Its block's best key per row (16 rows of 8 bytes) follows gamma's share (2048 bf16 and a barrier).
+  EXPECT_EQ(wgmma.sharedBytes(), wgmma.tile.sharedBytes() + 2048 * 2 + 16 + 16 * 8);
+  EXPECT_EQ(GemvSpec(32000, 2048, argmax, GemvTile::hopper(8, 128, 4, 1)).sharedBytes(),
+            GemvTile::hopper(8, 128, 4, 1).sharedBytes() + 8 * 8);
   int wgmmaTiles = 0;
   for (const auto &c : wgmma.tuningCandidates(hopper, 16)) {
     EXPECT_EQ(c->name().find("_mma_"), std::string::npos) << c->name();

@@ -424,9 +424,9 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     GemvTile tile = defaultGemvTile(plan.target, rowsHint, n, k, 0, pro.kind);
     if (epi.pairs() && tile.fma() && tile.rowsPerWarp % 2) tile.rowsPerWarp = std::min(tile.rowsPerWarp * 2, 8);
     // Greedy decode: the logits' gemv also folds each row's argmax, so the step needs no argmax launch. The
-    // FMA kernel does it, on the plain product, in a fused module (--no-fuse keeps one kernel per op); a tuned
-    // tile it cannot take (the tensor-core kernel) is refused by the spec, leaving this default.
-    if (plan.fused && op.results[0] == m.outputs[0] && op.kind == OpKind::Matmul && epi == Epilogue::None && tile.fma()) {
+    // FMA and wgmma kernels do it, on the plain product, in a fused module (--no-fuse keeps one kernel per
+    // op); a tuned tile that cannot take it (the mma.sync kernel) is refused by the spec, leaving this default.
+    if (plan.fused && op.results[0] == m.outputs[0] && op.kind == OpKind::Matmul && epi == Epilogue::None && !tile.mma) {
       epi.argmax = true;
       PlanBuffer keys = named("argmax_keys", BufferKind::Workspace);
       keys.fixedBytes = plan.options.maxBatch * 8;

@@ -214,8 +214,10 @@ private:
 };
 
 // The lm_head's epilogue in greedy decode: the logits as EpiPointwise<false, ActNone, false, false> stores
-// them, and each row's argmax folded into p.argmax[row] (gemv.cuh reduces over its block, then one atomicMax
-// per block and row) with argmaxKey (argmax_key.cuh).
+// them, and each row's argmax folded into p.argmax[row] with argmaxKey (argmax_key.cuh): the FMA gemv reduces
+// over its block, then one atomicMax per block and row; the wgmma gemv likewise (its warps' fragments through
+// gemv.cuh argmaxFragmentT into shared memory); the weight-ring task reduces over a warp's fragment, then one
+// atomicMax per warp and row.
 
 struct EpiArgmax : EpiPointwise<false, ActNone, false, false> {
   static constexpr bool kArgmax = true;

@@ -1,6 +1,6 @@
 // templates/gemv_wgmma.cuh — decode matmul for Hopper (sm_90a) at a few to 16 rows: C[M, N] = epi(A[M, K] ·
 // W[N, K]^T), bound by reading W once, the same contract as gemv.cuh's kernels (bf16 in and out, fp32
-// accumulation, every epilogue policy but the FMA gemv's argmax; the RMS norm prologue, not LayerNorm's).
+// accumulation, every epilogue policy, the lm_head's argmax included; the RMS norm prologue, not LayerNorm's).
 //
 // The operands swap places: W's rows are wgmma's 64-row A operand and the (up to 16) rows of A its N side,
 // so the product is C^T = W · A^T, 64 rows of W a block, and a row of A costs no more W traffic than the
@@ -56,7 +56,8 @@ template <int MAX_M> constexpr int kGemvWgmmaN = MAX_M <= 8 ? 8 : 16;
 // of 64 rows of W and of MMA_N rows of A, 128 bytes a row), a full and an empty barrier per slot, the
 // partial sums ranks 1.. hand to rank 0 (MMA_N / 2 floats a consumer thread each), each rank's sums of
 // squares of the rows (the norm prologue: MMA_N floats a rank), and 1 KB to align the ring to the 1024
-// bytes the swizzle pattern needs. The norm prologue adds kGemvWgmmaGammaBytes.
+// bytes the swizzle pattern needs. The norm prologue adds kGemvWgmmaGammaBytes, and the argmax epilogue MMA_N
+// keys of 8 bytes after that (the block's best key per row of A).
 template <int MAX_M, int BK, int STAGES, int SPLIT>
 constexpr int kGemvWgmmaSharedBytes = STAGES * (BK / 64) * (64 + kGemvWgmmaN<MAX_M>) * 128 + STAGES * 16 +
                                       (SPLIT - 1) * 128 * (kGemvWgmmaN<MAX_M> / 2) * 4 +
@@ -77,11 +78,10 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   static_assert(SPLIT >= 1 && SPLIT <= 8, "gemvWgmma: SPLIT must be 1..8 (a portable cluster)");
   static_assert(BK == 64 || BK == 128 || BK == 256, "gemvWgmma: BK must be 64, 128 or 256 (1, 2 or 4 boxes a slot)");
   static_assert(STAGES >= 2, "gemvWgmma: at least two slots (one loading while one is multiplied)");
-  constexpr int kShared =
-      kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT> + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes>;
+  constexpr int kShared = kGemvWgmmaSharedBytes<MAX_M, BK, STAGES, SPLIT> +
+                          kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes> + (Epi::kArgmax ? kGemvWgmmaN<MAX_M> * 8 : 0);
   static_assert(kShared <= 227 * 1024, "gemvWgmma: the ring exceeds the 227 KB of shared memory a block can have");
   static_assert(!Epi::kPairs || N % 2 == 0, "gemvWgmma: this epilogue needs W rows in pairs, so N must be even");
-  static_assert(!Epi::kArgmax, "gemvWgmma: the argmax epilogue runs in the FMA gemv only");
   static_assert(!Pro::kLayer, "gemvWgmma: a folded LayerNorm runs in the FMA and mma.sync gemvs only");
   constexpr int MMA_N = kGemvWgmmaN<MAX_M>;
   constexpr int kBoxes = BK / 64;                         // boxes of W (and of A) a slot
@@ -103,7 +103,9 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   const unsigned sums = partials + (SPLIT - 1) * 128 * (MMA_N / 2) * 4;  // [SPLIT][MMA_N] floats: sums of squares
   const unsigned gamma = sums + SPLIT * MMA_N * 4;                       // the prologue: gamma from slice `first`
   const unsigned gammaFull = gamma + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes> - 16; // its barrier
+  const unsigned bestKeys = gamma + kGemvWgmmaGammaBytes<K, BK, SPLIT, Pro::kGammaBytes>; // EpiArgmax: [MMA_N]
   auto sharedAt = [&](unsigned addr) { return gemvWgmmaShared + (addr - smemAddress(gemvWgmmaShared)); };
+  unsigned long long *blockBest = reinterpret_cast<unsigned long long *>(sharedAt(bestKeys)); // the block's best key a row
 
   const unsigned rank = SPLIT > 1 ? clusterRank() : 0;
   const int row0 = static_cast<int>(blockIdx.x / SPLIT) * 64; // this block's 64 rows of W
@@ -307,6 +309,13 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       if (rank > 0) continue;
     }
     const int m0 = group * MMA_N, rows = M - m0 < MMA_N ? M - m0 : MMA_N;
+    // Greedy decode (a non-null epi.argmax; uniform over the block): the block's best key per row of A,
+    // reduced in shared memory from each warp's fragments, then one atomicMax a block and row.
+    const bool argmax = Epi::kArgmax && p.epi.argmax;
+    if (argmax) {
+      if (threadIdx.x < MMA_N) blockBest[threadIdx.x] = 0;
+      namedBarrierSync(1, 128);
+    }
     // What the stores read (residual elements; a qkv epilogue's rows, rotations and biases), all loaded
     // before the first store.
     gemv_detail::FragmentLoads<Epi> loads[MMA_N / 8];
@@ -318,6 +327,18 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[e] *= scale[j][e % 2];
       gemv_detail::storeFragmentT<N, Epi>(p.C, v, row0 + 16 * warp, m0, 8 * j, rows, p.epi, loads[j]);
+      if (argmax) gemv_detail::argmaxFragmentT<N>(v, row0 + 16 * warp, 0, 8 * j, rows, blockBest);
+    }
+    if (argmax) {
+      namedBarrierSync(1, 128); // every warp's best is in
+      // Keys only grow within a step: where the row's key already holds a larger one (read plainly, perhaps
+      // stale, so never too large), this block's cannot win and its atomic is skipped.
+      if (threadIdx.x < rows) {
+        unsigned long long *key = p.epi.argmax + m0 + threadIdx.x;
+        const unsigned long long best = blockBest[threadIdx.x];
+        if (best > *reinterpret_cast<volatile unsigned long long *>(key)) atomicMax(key, best);
+      }
+      namedBarrierSync(1, 128); // blockBest is read before the next group resets it
     }
   }
 }

@@ -111,7 +111,8 @@ std::shared_ptr<KernelSpec> GemvSpec::asTask(int threads, int grid) const {
   // does the same product (the same rows of A, every epilogue); at one row the FMA body, the task the
   // persistent kernel ran before one-row launches took wgmma (H200, TinyLlama at batch 1: 1.18 ms a step
   // with it, 1.42-1.55 with the mma.sync body).
-  if (tile.wgmma) t->tile = tile.maxM == 1 ? GemvTile{1, 1, 4, false} : GemvTile{tile.maxM, 1, 4, true};
+  // The argmax epilogue takes the FMA body at any row count (the mma.sync body has none).
+  if (tile.wgmma) t->tile = GemvTile{tile.maxM, 1, 4, tile.maxM > 1 && !epi.argmax};
   t->tile.warps = threads / 32;
   t->loads = kTaskLoads;
   if (t->tile.fma()) {
@@ -163,10 +164,13 @@ int64_t GemvSpec::sharedBytes() const {
                           (p ? tile.maxM : 1) * 8 + int64_t(p ? tile.warps : 1) * tile.maxM * 4;
     return llvm::divideCeil(bytes, 16) * 16;
   }
-  if (!tile.wgmma || pro.gammaBytes() == 0) return tile.sharedBytes();
-  // gemv_wgmma.cuh kGemvWgmmaGammaBytes: the block's share of gamma, padded to 16 bytes, and its barrier.
+  if (!tile.wgmma) return tile.sharedBytes();
+  // gemv_wgmma.cuh: the argmax epilogue's best key per row of A (8 bytes each of wgmma's N rows), and
+  // kGemvWgmmaGammaBytes: the block's share of gamma, padded to 16 bytes, and its barrier (none with unit gains).
+  const int64_t keys = epi.argmax ? int64_t(tile.mmaN()) * 8 : 0;
+  if (pro.gammaBytes() == 0) return tile.sharedBytes() + keys;
   int64_t perRank = llvm::divideCeil(llvm::divideCeil(k, tile.bk), tile.split);
-  return tile.sharedBytes() + perRank * tile.bk * pro.gammaBytes() / 16 * 16 + 16;
+  return tile.sharedBytes() + perRank * tile.bk * pro.gammaBytes() / 16 * 16 + 16 + keys;
 }
 
 LaunchDims GemvSpec::launch(int64_t rows) const {
@@ -219,18 +223,18 @@ llvm::Error GemvSpec::validate(const Target *target) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the wgmma kernel %s takes an RMS norm prologue, not a LayerNorm (%s)",
                                    tile.str().c_str(), pro.suffix().c_str());
-  if (tile.wgmma && pro.kind != Prologue::Kind::None) {
+  if (tile.wgmma && (pro.kind != Prologue::Kind::None || epi.argmax)) {
     int64_t limit = target ? std::min<int64_t>(227 * 1024, target->maxSharedBytesPerBlock()) : 227 * 1024;
     if (sharedBytes() > limit)
       return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                     "gemv: %s with its share of gamma (K = %lld) needs %lld bytes of shared memory, "
-                                     "above the %lld a block can have",
+                                     "gemv: %s with its share of gamma (K = %lld) and any argmax keys needs %lld bytes "
+                                     "of shared memory, above the %lld a block can have",
                                      tile.str().c_str(), (long long)k, (long long)sharedBytes(), (long long)limit);
   }
-  if (epi.argmax && !tile.fma() && !stream)
+  if (epi.argmax && tile.mma && !stream)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "gemv: the argmax epilogue runs in the FMA kernel only (and in the "
-                                   "persistent kernel's weight-ring task), not %s",
+                                   "gemv: the argmax epilogue runs in the FMA and wgmma kernels (and in the "
+                                   "persistent kernel's weight-ring task), not the mma.sync kernel %s",
                                    tile.str().c_str());
   if (epi.pairs() && tile.fma() && tile.rowsPerWarp % 2)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),

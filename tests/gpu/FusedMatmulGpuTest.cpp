@@ -1,8 +1,9 @@
 // tests/gpu/FusedMatmulGpuTest.cpp — the fused matmul kernels, in every tile the autotuner can pick.
 //
 // For each fused epilogue (gated MLP; qkv with half / interleaved / no rope, with and without bias, writing
-// k and v into a KV cache; bias + activation + scale + residual) and each prologue (none, a folded RMSNorm
-// or LayerNorm in gemv, an RMSNorm whose gains ride in W in gemv and the wgmma gemm, the gemm's from rows'
+// k and v into a KV cache; bias + activation + scale + residual; the greedy lm_head's argmax, gemv only,
+// whose keys must name each row's largest stored value) and each prologue (none, a folded RMSNorm or
+// LayerNorm in gemv, an RMSNorm whose gains ride in W in gemv and the wgmma gemm, the gemm's from rows'
 // squares given in three parts: the kernel gets W's columns times gamma and the reference the norm with
 // gamma, then W; and the residual epilogue that writes those squares, checked against the squares of what it
 // stored), every candidate tile of the buckets' row counts (gemv: 1, 5, 16 rows; gemm: 37
@@ -66,6 +67,12 @@ struct Case {
   PlanBuffer::Layout layout = PlanBuffer::Layout::AsIs;
 };
 
+Epilogue argmaxEpilogue() {
+  Epilogue e;
+  e.argmax = true;
+  return e;
+}
+
 std::vector<Case> cases() {
   return {
       {"gated_silu", Epilogue::gated(Activation::Silu), "gated", PlanBuffer::Layout::GateUp},
@@ -83,6 +90,7 @@ std::vector<Case> cases() {
          e.rowSquares = true;
          return e;
        }(), "pw"},
+      {"argmax", argmaxEpilogue(), "gated2"},
   };
 }
 
@@ -216,6 +224,7 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
       partials[size_t(r * kParts + j)] = float(sum);
     }
   GPU_TRY(rowSqIn, uploadVector(partials));
+  GPU_TRY(keys, uploadVector(std::vector<uint64_t>(maxRows, 0))); // the argmax epilogue's, zero before a launch
 
   int failures = 0;
   for (const Run &run : runs) {
@@ -242,7 +251,7 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     if (op->kind == ir::OpKind::Qkv) {
       operands = {&in, &posRows, &w};
       if (op->operands.size() > 3) operands.push_back(&bias);
-    } else if (op->kind == ir::OpKind::GatedMatmul) {
+    } else if (op->kind == ir::OpKind::GatedMatmul || op->kind == ir::OpKind::Matmul) {
       operands = {&in, &w};
     } else {
       operands = {&in, &w, &resRows, &bias};
@@ -274,6 +283,8 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
     epi.row_sq_parts = run.pro.rowSquares ? static_cast<int32_t>(kParts) : 0;
     epi.beta = betaF32.ptr();
     epi.eps = 1e-5f;
+    epi.argmax = keys.ptr();
+    MINFER_ASSERT_OK(keys.fill(0));
     MINFER_ASSERT_OK(launchKernel(kernel->fn, *run.spec, rows, p));
     MINFER_ASSERT_OK(cuda::synchronize());
 
@@ -293,6 +304,26 @@ TEST(FusedMatmul, EveryTunableTileOfEveryFusedEpilogueMatchesTheInterpreter) {
       double ek = relError(kGot, ref[1]), ev = relError(vGot, ref[2]);
       ok = ok && countNaN(kGot) == 0 && countNaN(vGot) == 0 && ek < kBf16Tolerance && ev < kBf16Tolerance;
       if (!ok) ADD_FAILURE() << "q err " << err << ", k err " << ek << ", v err " << ev;
+    } else if (c.epi.argmax) {
+      if (!ok) ADD_FAILURE() << "relative error " << err << ", " << countNaN(got) << " unwritten";
+      // Each row's key: the largest value the kernel stored in that row, ties to the lowest column
+      // (argmax_key.cuh), as the host finds it in the downloaded logits; rows past the launch's, none.
+      std::vector<uint64_t> k(static_cast<size_t>(maxRows));
+      MINFER_ASSERT_OK(keys.download(k.data(), k.size() * 8));
+      for (int64_t r = 0; r < maxRows; ++r) {
+        int64_t want = -1;
+        if (r < rows) {
+          want = 0;
+          for (int64_t col = 1; col < kN; ++col)
+            if (got.row(r)[col] > got.row(r)[want]) want = col;
+        }
+        int64_t token = k[r] == 0 ? -1 : int64_t(0xffffffffu - uint32_t(k[r] & 0xffffffffu));
+        if (token != want) {
+          ok = false;
+          ADD_FAILURE() << "row " << r << ": the key names column " << token << ", expected " << want;
+          break;
+        }
+      }
     } else if (!ok) {
       ADD_FAILURE() << "relative error " << err << ", " << countNaN(got) << " unwritten";
     }

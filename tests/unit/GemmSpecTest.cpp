@@ -110,7 +110,7 @@ TEST(Epilogue, ShapesThePolicyCannotTakeAreErrors) {
   EXPECT_NE(msg.find("even rowsPerWarp"), std::string::npos) << msg;
 }
 
-TEST(Epilogue, TheArgmaxEpilogueIsThePlainProductInTheFmaGemv) {
+TEST(Epilogue, TheArgmaxEpilogueIsThePlainProductInTheFmaAndWgmmaGemvs) {
   Epilogue argmax = Epilogue::None;
   argmax.argmax = true;
   EXPECT_EQ(argmax.suffix(), "none_argmax");
@@ -124,10 +124,26 @@ TEST(Epilogue, TheArgmaxEpilogueIsThePlainProductInTheFmaGemv) {
   EXPECT_EQ(errorOf(fma.validate()), "(success)");
   // Tuned like the plain product: the same tuning key.
   EXPECT_EQ(fma.tuningKey(), GemvSpec(32000, 2048, Epilogue::None, GemvTile{1, 8, 2}).tuningKey());
-  EXPECT_NE(errorOf(GemvSpec(32000, 2048, argmax, GemvTile{1, 1, 4, true}).validate()).find("FMA kernel only"),
+  EXPECT_NE(errorOf(GemvSpec(32000, 2048, argmax, GemvTile{1, 1, 4, true}).validate()).find("not the mma.sync kernel"),
             std::string::npos);
   EXPECT_NE(errorOf(GemmSpec(32000, 2048, argmax, GemmTile{}).validate(h100)).find("gemv only"), std::string::npos);
   for (const auto &c : fma.tuningCandidates(h100, 1)) EXPECT_EQ(c->name().find("_mma_"), std::string::npos) << c->name();
+  // The wgmma gemv folds it too (sm_90a), with or without the norm prologue; its candidates keep every wgmma
+  // tile and drop the mma.sync ones.
+  const Target hopper = target("sm_90a");
+  GemvSpec wgmma(32000, 2048, argmax, GemvTile::hopper(16, 128, 4, 1), Prologue{Prologue::Kind::Rms, ir::DType::BF16});
+  EXPECT_EQ(errorOf(wgmma.validate(&hopper)), "(success)");
+  EXPECT_EQ(wgmma.name(), "gemv_bf16_n32000_k2048_m16_wgmma_k128_s4_split1_epi_none_argmax_pro_rms_bf16");
+  // Its block's best key per row (16 rows of 8 bytes) follows gamma's share (2048 bf16 and a barrier).
+  EXPECT_EQ(wgmma.sharedBytes(), wgmma.tile.sharedBytes() + 2048 * 2 + 16 + 16 * 8);
+  EXPECT_EQ(GemvSpec(32000, 2048, argmax, GemvTile::hopper(8, 128, 4, 1)).sharedBytes(),
+            GemvTile::hopper(8, 128, 4, 1).sharedBytes() + 8 * 8);
+  int wgmmaTiles = 0;
+  for (const auto &c : wgmma.tuningCandidates(hopper, 16)) {
+    EXPECT_EQ(c->name().find("_mma_"), std::string::npos) << c->name();
+    wgmmaTiles += c->name().find("_wgmma_") != std::string::npos;
+  }
+  EXPECT_GT(wgmmaTiles, 0);
 }
 
 TEST(Epilogue, PrologueNamesTheNormAndItsWeights) {
@@ -733,8 +749,8 @@ TEST(GemvWgmmaSpec, TilesAreCheckedAgainstTheTargetTheTemplateAndThePrologue) {
             std::string::npos);
   Epilogue argmax = Epilogue::None;
   argmax.argmax = true;
-  EXPECT_NE(errorOf(GemvSpec(256, 64, argmax, GemvTile::hopper(8, 64, 4, 1)).validate()).find("FMA kernel only"),
-            std::string::npos);
+  EXPECT_EQ(errorOf(GemvSpec(256, 64, argmax, GemvTile::hopper(8, 64, 4, 1)).validate()), "(success)")
+      << "the wgmma kernel folds the lm_head's argmax";
   // The tuner tries them on sm_90a at every row count, every one valid there; never elsewhere.
   auto wgmmaTiles = [](const std::vector<GemvTile> &ts) {
     return std::count_if(ts.begin(), ts.end(), [](const GemvTile &t) { return t.wgmma; });

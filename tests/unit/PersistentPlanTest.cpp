@@ -117,6 +117,17 @@ TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   EXPECT_EQ(mma.asTask(128, 396)->taskType(), "minfer::GemvMmaTask<4096, 4096, 8, 4, minfer::EpiPointwise<false, minfer::ActNone, false, false>, "
             "minfer::ProNone, 8>");
   EXPECT_EQ(mma.asTask(1024, 396), nullptr) << "gemvMma takes at most 16 warps";
+  // A wgmma gemv becomes the mma.sync body above one row, but a greedy lm_head's argmax takes the FMA body
+  // (the mma.sync body has no argmax), at the launch's rows.
+  GemvSpec wgmmaHead(32000, 2048, Epilogue{}, GemvTile::hopper(8, 128, 4, 1));
+  EXPECT_TRUE(static_cast<const GemvSpec &>(*wgmmaHead.asTask(128, 396)).tile.mma);
+  Epilogue argmax;
+  argmax.argmax = true;
+  auto greedyHead = GemvSpec(32000, 2048, argmax, GemvTile::hopper(8, 128, 4, 1)).asTask(128, 396);
+  ASSERT_TRUE(greedyHead);
+  EXPECT_TRUE(static_cast<const GemvSpec &>(*greedyHead).tile.fma());
+  EXPECT_EQ(static_cast<const GemvSpec &>(*greedyHead).tile.maxM, 8);
+  EXPECT_EQ(greedyHead->taskType().rfind("minfer::GemvTask<32000, 2048, 8, ", 0), 0u) << greedyHead->taskType();
 
   AttentionDecodeSpec attn(32, 4, 64, 128, 2048);
   auto at = attn.asTask(256, 396);
@@ -229,8 +240,8 @@ TEST(PersistentPlan, MatmulTasksStreamTheirWeightsThroughTheRingOnSm90) {
     EXPECT_EQ(streamed->taskType(), "minfer::GemvMmaRingTask<32000, 2048, 1, 4, 8, minfer::EpiArgmax, minfer::ProNone>");
     EXPECT_EQ(streamed->launch(1).grid[0], 250u);
     llvm::Error launched = GemvSpec(32000, 2048, lmHead, GemvTile{1, 1, 4, true}).validate();
-    ASSERT_TRUE(bool(launched)) << "as a launch, the tensor-core gemv still has no argmax";
-    EXPECT_NE(llvm::toString(std::move(launched)).find("argmax epilogue runs in the FMA kernel"), std::string::npos);
+    ASSERT_TRUE(bool(launched)) << "as a launch, the mma.sync gemv still has no argmax";
+    EXPECT_NE(llvm::toString(std::move(launched)).find("not the mma.sync kernel"), std::string::npos);
   }
   // Groups a tile: as few as take the tiles once round the grid, 1..8 (TinyLlama at 264 blocks: qkv 160 groups
   // -> 1, gate/up 704 -> 3, 235 tiles; Llama-3.2-1B's lm_head 8016 -> 8, 1002 tiles in four rounds).

@@ -522,16 +522,34 @@ struct ProNone {
 };
 
 // The RMS norm of A's rows, its gains in W (PlanBuffer::gains), its sums of squares written by the gemm that
-// stored A (EpiPointwise<.., true>: p.row_sq, p.row_sq_parts partials a row): gemm_wgmma.cuh adds a row's
-// partials in order and scales the row's products by 1 / rms. No pass over A at all.
+// stored A (EpiPointwise<.., true>: p.row_sq, p.row_sq_parts partials a row): gemm_wgmma.cuh scales each row's
+// products by 1 / rms. No pass over A at all.
+//
+// The four lanes of a quad (one accumulator row) share the row's partials: lane q takes q, q + 4, q + 8 and
+// q + 12. They are loaded when the tile starts (load) and added once its main loop is done (invRms), so the
+// loads' latency hides under the tile's wgmmas instead of following them; partials past 16 (a writer of
+// narrow tiles) are read then. A row's sum is the same for every tile and every launch: a lane adds its
+// partials in order, then the quad's two exchanges.
 struct ProRowSquares {
   static constexpr bool kActive = true, kLayer = false, kRowSquares = true;
-  static constexpr int kGammaBytes = 0;
-  // 1 / rms of row `row` of A [.., K].
-  template <int K> __device__ __forceinline__ static float invRms(int row, const EpiParams &p) {
+  static constexpr int kGammaBytes = 0, kHeld = 4;
+  __device__ __forceinline__ static void load(float (&held)[kHeld], int row, bool inM, int q, const EpiParams &p) {
     const float *part = p.row_sq + static_cast<long long>(row) * p.row_sq_parts;
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) held[i] = inM && q + 4 * i < p.row_sq_parts ? part[q + 4 * i] : 0.f;
+  }
+  // 1 / rms of the row of A [.., K] whose partials `held` came from load(); every lane of the warp calls it.
+  template <int K>
+  __device__ __forceinline__ static float invRms(const float (&held)[kHeld], int row, bool inM, int lane,
+                                                 const EpiParams &p) {
     float total = 0.f;
-    for (int j = 0; j < p.row_sq_parts; ++j) total += part[j];
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) total += held[i];
+    if (inM)
+      for (int j = 4 * kHeld + lane % 4; j < p.row_sq_parts; j += 4)
+        total += p.row_sq[static_cast<long long>(row) * p.row_sq_parts + j];
+    total += __shfl_xor_sync(0xffffffffu, total, 1);
+    total += __shfl_xor_sync(0xffffffffu, total, 2);
     return rsqrtf(total * (1.f / K) + p.eps);
   }
 };

@@ -26,7 +26,8 @@
 //     bf16 values over the tile's BN columns, one float a tile (p.row_sq [M, ceil(N / BN)]): from
 //     registers, the quad's four lanes meeting by shuffle, in a fixed order (deterministic). The next gemm
 //     (Pro = ProRowSquares) reads that x, un-normalised, as A, and before its epilogue scales each row's
-//     products by 1 / rms from the row's partials. No pass over x, no norm launch, nothing in the main loop.
+//     products by 1 / rms from the row's partials, loaded when the tile starts so that their latency hides
+//     under its main loop. No pass over x, no norm launch, nothing in the main loop.
 //     (Adding up the squares in the main loop from the A slots instead cost these gemms 4-18%, and a
 //     producer warp per 64 rows doing it 25%: bench/NOTES.md, session 22.) The product is x · (gamma W) in
 //     fp32, then scaled: epilogue.cuh's rounding note for gemv_wgmma.cuh holds here too;
@@ -219,6 +220,18 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     const int tileM = unitM * CLUSTER + rank;
     if constexpr (Epi::kResidual)
       prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
+    // The folded norm: the partial sums of squares of the accumulator rows (lane / 4 and + 8 of the warp's 16
+    // in each 64-row half), loaded now and added after the main loop.
+    float held[HALVES][2][Pro::kActive ? ProRowSquares::kHeld : 1];
+    auto accRow = [&](int h, int half) {
+      return tileM * BM + (PINGPONG ? 64 * h : 64 * c) + warp * 16 + lane / 4 + 8 * half;
+    };
+    if constexpr (Pro::kActive)
+#pragma unroll
+      for (int h = 0; h < HALVES; ++h)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          Pro::load(held[h][half], accRow(h, half), accRow(h, half) < M, lane % 4, p.epi);
     int previous = -1; // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
@@ -248,16 +261,13 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
     if (lane == 0) release(previous);
     if constexpr (Pro::kActive) {
-      // 1 / rms of each row from its partial sums of squares scales its products (the accumulator rows of
-      // lane l are l / 4 and l / 4 + 8 of its warp's 16); rows past M have no partials.
+      // 1 / rms of each row from its partial sums of squares scales its products (rows past M store nothing).
 #pragma unroll
       for (int h = 0; h < HALVES; ++h) {
         float scale[2];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int row = tileM * BM + (PINGPONG ? 64 * h : 64 * c) + warp * 16 + lane / 4 + 8 * half;
-          scale[half] = row < M ? Pro::template invRms<K>(row, p.epi) : 0.f;
-        }
+        for (int half = 0; half < 2; ++half)
+          scale[half] = Pro::template invRms<K>(held[h][half], accRow(h, half), accRow(h, half) < M, lane, p.epi);
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j)
 #pragma unroll

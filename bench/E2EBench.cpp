@@ -45,8 +45,8 @@ cl::opt<bool> weightRing("weight-ring", cl::desc("The persistent decode kernel s
                                                  "shared-memory ring (PlanOptions::weightRing)"));
 cl::opt<bool> noGainsInWeights("no-gains-in-weights", cl::desc("Keep each RMS norm's gamma in the norm, not in the "
                                                                "matmul weights (PlanOptions::gainsInWeights)"));
-cl::opt<bool> gemmFoldsNorm("gemm-folds-norm", cl::desc("The wgmma gemms fold the RMS norms whose gains ride in W "
-                                                        "(PlanOptions::gemmFoldsNorm)"));
+cl::opt<bool> noGemmFoldsNorm("no-gemm-folds-norm", cl::desc("Launch the prefill's RMS norms instead of folding them "
+                                                             "across the wgmma gemms (PlanOptions::gemmFoldsNorm)"));
 cl::opt<bool> loadOnly("load-only", cl::desc("Only load the engine (decode batch 1) and report the load: how fast "
                                              "the weights reached the GPU against a pinned host-to-device copy"));
 
@@ -77,7 +77,7 @@ llvm::Expected<Loaded> load(const PlanOptions &po) {
   eo.weights = weights;
   eo.plan = po;
   eo.plan.weightRing = weightRing;
-  eo.plan.gemmFoldsNorm = gemmFoldsNorm;
+  eo.plan.gemmFoldsNorm = !noGemmFoldsNorm;
   eo.plan.gainsInWeights = !noGainsInWeights;
   eo.fuse = !noFuse;
   eo.tuned = !noTune;
@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
                          {"fused", !noFuse},
                          {"tuned", !noTune},
                          {"weight_ring", weightRing.getValue()},
-                         {"gemm_folds_norm", gemmFoldsNorm.getValue()},
+                         {"gemm_folds_norm", !noGemmFoldsNorm.getValue()},
                          {"gains_in_weights", !noGainsInWeights.getValue()},
                          {"decode", std::move(decodeRows)},
                          {"prefill", std::move(prefillRows)}};

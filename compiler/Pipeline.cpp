@@ -40,6 +40,10 @@ llvm::Expected<PlanOptions> bundlePlanOptions(const Bundle &b, llvm::StringRef p
   o.maxSeq = *seq;
   // Whether the RMS norms' gains ride in W (the kernels' prologues depend on it); absent: the default.
   if (auto gains = b.plan.getBoolean("gains_in_weights")) o.gainsInWeights = *gains;
+  // Likewise whether the prefill's gemms fold those norms (their epilogues and prologues depend on it), and
+  // whether the persistent kernel streams its weights through a ring (its tasks depend on it).
+  if (auto folds = b.plan.getBoolean("gemm_folds_norm")) o.gemmFoldsNorm = *folds;
+  if (auto ring = b.plan.getBoolean("weight_ring_requested")) o.weightRing = *ring;
   return o;
 }
 

@@ -194,6 +194,8 @@ llvm::json::Object Plan::toJSON() const {
                             {"max_prefill_rows", options.maxPrefillRows},
                             {"max_seq", options.maxSeq},
                             {"gains_in_weights", options.gainsInWeights},
+                            {"gemm_folds_norm", options.gemmFoldsNorm},
+                            {"weight_ring_requested", options.weightRing},
                             {"prefill", phaseJSON(*this, prefill)},
                             {"decode", std::move(decodeJSON)},
                             {"kernels", std::move(ks)},

@@ -105,6 +105,10 @@ cl::opt<bool> noGainsInWeights("no-gains-in-weights",
                                cl::desc("Keep each RMS norm's gamma in the norm instead of multiplying it into the "
                                         "weights of the matmuls that read it (sm_90a; the plan's gains_in_weights)"),
                                cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
+cl::opt<bool> noGemmFoldsNorm("no-gemm-folds-norm",
+                             cl::desc("Launch the prefill's RMS norms instead of folding them across the wgmma gemms "
+                                      "around them (sm_90a; the plan's gemm_folds_norm)"),
+                             cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
 cl::opt<int64_t> maxPrefill("max-prefill-tokens",
                             cl::desc("Tokens of one prefill step (default: 2048, or what the caches hold)"), cl::init(0),
                             cl::sub(*cl::TopLevelSubCommand), cl::cat(category));
@@ -172,6 +176,9 @@ cl::opt<bool> runNoFuse("no-fuse", cl::desc("Skip the fusion pass: one kernel pe
 cl::opt<bool> runNoGainsInWeights("no-gains-in-weights",
                                   cl::desc("Keep each RMS norm's gamma in the norm, not in the matmul weights (sm_90a)"),
                                   cl::sub(runCmd), cl::cat(category));
+cl::opt<bool> runNoGemmFoldsNorm("no-gemm-folds-norm",
+                                 cl::desc("Launch the prefill's RMS norms instead of folding them into the gemms (sm_90a)"),
+                                 cl::sub(runCmd), cl::cat(category));
 cl::opt<bool> noGraph("no-cuda-graph", cl::desc("Launch the decode kernels one by one instead of replaying a CUDA graph"),
                       cl::sub(runCmd), cl::cat(category));
 cl::opt<rt::DecodePath> decodePath(
@@ -279,6 +286,7 @@ PipelineOptions compileOptions() {
   o.plan.maxPrefillRows = maxPrefill;
   o.plan.weightRing = weightRing;
   o.plan.gainsInWeights = !noGainsInWeights;
+  o.plan.gemmFoldsNorm = !noGemmFoldsNorm;
   o.jobs = jobs;
   if (!dumpDir.empty()) o.compile.dumpDir = dumpDir;
   o.progress = cli::compileProgress();
@@ -617,6 +625,7 @@ int runGpu() {
   eo.plan.maxSeq = runMaxSeq;
   eo.plan.weightRing = runWeightRing;
   eo.plan.gainsInWeights = !runNoGainsInWeights;
+  eo.plan.gemmFoldsNorm = !runNoGemmFoldsNorm;
   eo.fuse = !runNoFuse;
   eo.compileProgress = cli::compileProgress();
   // The checks that need the model but no GPU (ids against its vocabulary) before the driver is loaded; then

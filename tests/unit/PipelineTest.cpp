@@ -16,6 +16,8 @@ TEST(Pipeline, AnIrFileThroughEveryStepThenItsBundle) {
   PipelineOptions opts;
   opts.plan = PlanOptions{2, 32, 64};
   opts.plan.gainsInWeights = false;
+  opts.plan.gemmFoldsNorm = false;
+  opts.plan.weightRing = true;
   opts.cache = false; // compile in this process: the test's own kernels, no cache state
   int printed = 0;
   opts.afterPasses = [&](const ir::Module &) { ++printed; };
@@ -61,6 +63,8 @@ TEST(Pipeline, AnIrFileThroughEveryStepThenItsBundle) {
   EXPECT_EQ((*bplan)->options.maxBatch, 2);
   EXPECT_EQ((*bplan)->options.maxSeq, 64);
   EXPECT_FALSE((*bplan)->options.gainsInWeights) << "the bundle's plan keeps its norms' gains where it built them";
+  EXPECT_FALSE((*bplan)->options.gemmFoldsNorm) << "and launches its prefill norms as it built them";
+  EXPECT_TRUE((*bplan)->options.weightRing) << "and asks for the persistent kernel's weight ring as it was built";
   uint64_t before = nvrtcCompileCount();
   auto fromBundle = b->compile(sm89);
   ASSERT_TRUE(bool(fromBundle)) << llvm::toString(fromBundle.takeError());

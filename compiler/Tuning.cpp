@@ -259,7 +259,7 @@ SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected
 
 llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,
                                               const std::function<llvm::Expected<double>(const std::vector<int> &)> &stepMs,
-                                              double noise) {
+                                              double noise, const std::vector<int> &start) {
   StepSearchResult r;
   r.choice.assign(options.size(), 0);
   std::map<std::vector<int>, double> timings;
@@ -275,6 +275,15 @@ llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,
   auto first = time(r.choice);
   if (!first) return first.takeError();
   r.firstMs = r.bestMs = *first;
+  if (!start.empty() && start != r.choice) {
+    if (start.size() != options.size())
+      return ir::makeError(llvm::formatv("in-step tuning: a start of {0} choices for {1} kernels", start.size(),
+                                         options.size()).str());
+    auto s = time(start);
+    if (!s) return s.takeError();
+    r.startMs = *s;
+    if (*s < r.bestMs * (1 - noise)) r.choice = start, r.bestMs = *s;
+  }
   for (;;) {
     std::vector<int> pick;
     double pickMs = 0;

@@ -126,14 +126,20 @@ SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected
 // away from the current one (each configuration once: timings are remembered), and moves to the fastest
 // while that gains more than `noise` (relative). A failed timing is an error: every configuration is one
 // the plan can run.
+//
+// `start`, when given, is a second configuration timed first (the step with every kernel on its default);
+// where it beats every tuned tile by more than the noise the search starts from it instead. Single moves
+// from the tuned tiles need not reach it: on Llama-2-7B at one row the tuned (FMA) gemvs made the step
+// 3.87 ms, the defaults (wgmma) 3.57, and no kernel alone moved back gained much (bench/NOTES.md, session 23).
 struct StepSearchResult {
   std::vector<int> choice; // per kernel: the option kept (0: its tuned tile)
   double firstMs = 0;      // the step with every tuned tile
+  double startMs = 0;      // with `start` (0 without one)
   double bestMs = 0;       // with `choice`
   int timed = 0;           // configurations timed
 };
 llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,
                                               const std::function<llvm::Expected<double>(const std::vector<int> &)> &stepMs,
-                                              double noise = 0.005);
+                                              double noise = 0.005, const std::vector<int> &start = {});
 
 } // namespace minfer

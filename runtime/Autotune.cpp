@@ -389,6 +389,11 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
         if (choice[i] > 0) which += (which.empty() ? "" : ", ") + keys[i] + " on " + altOf(i, choice).tile;
       return which.empty() ? std::string("every tuned tile") : which;
     };
+    // Every kernel on its default tile (option 0 where the tuned tile is the default): a second start.
+    std::vector<int> defaults(keys.size(), 0);
+    for (size_t i = 0; i < keys.size(); ++i)
+      for (size_t a = 0; a < alternatives[i].size(); ++a)
+        if (alternatives[i][a].tile == db.entries[keys[i]].defaultTile) defaults[i] = static_cast<int>(a) + 1;
     auto r = searchInStep(options, [&](const std::vector<int> &choice) -> llvm::Expected<double> {
       TuningDb trial = db;
       for (size_t i = 0; i < keys.size(); ++i)
@@ -396,11 +401,12 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
       auto ms = stepMilliseconds(m, trial, bucket, opts);
       if (ms && opts.log) opts.log(llvm::formatv("{0}: {1:f3} ms a step with {2}", bucket, *ms, describe(choice)).str());
       return ms;
-    }, opts.noise);
+    }, opts.noise, defaults);
     if (!r) return r.takeError();
     if (opts.log)
-      opts.log(llvm::formatv("{0}: keeps {1:f3} ms a step (every tuned tile: {2:f3}) with {3}", bucket, r->bestMs,
-                             r->firstMs, describe(r->choice))
+      opts.log(llvm::formatv("{0}: keeps {1:f3} ms a step (every tuned tile: {2:f3}; every default: {3:f3}) with {4}",
+                             bucket, r->bestMs, r->firstMs, r->startMs > 0 ? r->startMs : r->firstMs,
+                             describe(r->choice))
                    .str());
     report.timed += r->timed;
     for (size_t i = 0; i < keys.size(); ++i)

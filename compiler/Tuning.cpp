@@ -260,6 +260,9 @@ SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected
 llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,
                                               const std::function<llvm::Expected<double>(const std::vector<int> &)> &stepMs,
                                               double noise, const std::vector<int> &start) {
+  if (!start.empty() && start.size() != options.size())
+    return ir::makeError(
+        llvm::formatv("in-step tuning: a start of {0} choices for {1} kernels", start.size(), options.size()).str());
   StepSearchResult r;
   r.choice.assign(options.size(), 0);
   std::map<std::vector<int>, double> timings;
@@ -276,9 +279,6 @@ llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,
   if (!first) return first.takeError();
   r.firstMs = r.bestMs = *first;
   if (!start.empty() && start != r.choice) {
-    if (start.size() != options.size())
-      return ir::makeError(llvm::formatv("in-step tuning: a start of {0} choices for {1} kernels", start.size(),
-                                         options.size()).str());
     auto s = time(start);
     if (!s) return s.takeError();
     r.startMs = *s;

@@ -178,8 +178,10 @@ TEST(TuningStepSearch, StartsFromTheDefaultsWhereNoSingleMoveReachesThem) {
   ASSERT_TRUE(bool(r));
   EXPECT_EQ(r->choice, (std::vector<int>{0, 0, 0}));
   EXPECT_DOUBLE_EQ(r->startMs, 2.0);
-  r = searchInStep({2, 2}, step, 0.005, {1});
+  int timed = 0;
+  r = searchInStep({2, 2}, [&](const std::vector<int> &) -> llvm::Expected<double> { return ++timed; }, 0.005, {1});
   ASSERT_FALSE(bool(r));
+  EXPECT_EQ(timed, 0) << "refused before any step is timed";
   EXPECT_NE(llvm::toString(r.takeError()).find("a start of 1 choices for 2 kernels"), std::string::npos);
 }
 

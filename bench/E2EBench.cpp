@@ -8,7 +8,9 @@
 // planned for B sequences of context + steps + 1 positions, B random prompts of `context` tokens, then
 // `steps` greedy decode steps replayed as a CUDA graph (median of 3 after a warm-up); ms per step (one
 // token of each sequence), tok/s, and GB/s over the weight bytes against the copy bandwidth measured in the
-// same run. For each prefill size P: one prompt of P tokens in one prefill step, ms and tok/s (the first
+// same run; also that fraction counting the KV cache a step reads (every layer's K and V of each sequence's
+// positions, the new one included, averaged over the timed steps), which a step must move as surely as the
+// weights (10% on top of them for Llama-2-7B at 16 sequences of 160 positions). For each prefill size P: one prompt of P tokens in one prefill step, ms and tok/s (the first
 // token's select included), and the matmul TFLOP/s it implies (torch_e2e.py's cuBLAS rate is the ceiling). Device memory: what the engine and session allocate against weights + KV cache,
 // and what the device's free memory says.
 #include "bench/Bench.h"
@@ -98,6 +100,14 @@ double kvBytes(const Plan &p) {
   return b;
 }
 
+// The KV cache bytes a decode step of `batch` sequences reads, averaged over `steps` steps after a prompt of
+// `context` tokens: step s (from 0) attends over context + s + 1 positions of every layer's K and V. The
+// plan's caches hold maxBatch x maxSeq positions.
+double kvReadBytesPerStep(const Plan &p, int64_t batch, int64_t context, int64_t steps) {
+  double perPosition = kvBytes(p) / double(p.options.maxBatch * p.options.maxSeq);
+  return double(batch) * perPosition * (double(context) + double(steps + 1) / 2);
+}
+
 llvm::json::Object memoryJSON(const Loaded &l) {
   const Plan &p = l.engine->plan();
   double weightsB = double(l.engine->stats().weightBytes), kv = kvBytes(p);
@@ -167,6 +177,11 @@ int main(int argc, char **argv) {
     if (pd.built()) paths.push_back(rt::DecodePath::Persistent);
     llvm::json::Object byPath;
     double msStep = 0;
+    const double kvReadB = kvReadBytesPerStep(l->engine->plan(), B, context, decodeSteps);
+    auto fractions = [&](double ms) {
+      double weights = double(st.weightBytes) / (ms * 1e-3) / 1e9 / ceilings->copyGBps;
+      return std::pair{weights, (double(st.weightBytes) + kvReadB) / (ms * 1e-3) / 1e9 / ceilings->copyGBps};
+    };
     std::vector<std::vector<int32_t>> firstTokens;
     bool tokensMatch = true;
     for (rt::DecodePath path : paths) {
@@ -187,7 +202,8 @@ int main(int argc, char **argv) {
       if (path == rt::DecodePath::Launches) msStep = pathMs;
       const char *name = path == rt::DecodePath::Persistent ? "persistent" : "launches";
       byPath[name] = llvm::json::Object{{"ms_per_step", pathMs},
-                                        {"fraction_of_copy", double(st.weightBytes) / (pathMs * 1e-3) / 1e9 / ceilings->copyGBps}};
+                                        {"fraction_of_copy", fractions(pathMs).first},
+                                        {"fraction_of_copy_with_kv", fractions(pathMs).second}};
       llvm::errs() << llvm::formatv("decode B={0} {1}: {2:f3} ms/step\n", B, name, pathMs);
     }
     // The two paths' logits over a few steps: a rounding apart (other tiles and block sizes sum in another
@@ -240,6 +256,8 @@ int main(int argc, char **argv) {
                            {"tok_s", double(B) * 1e3 / msStep},
                            {"weight_gbps", gbps},
                            {"fraction_of_copy", gbps / ceilings->copyGBps},
+                           {"kv_read_bytes_per_step", kvReadB},
+                           {"fraction_of_copy_with_kv", fractions(msStep).second},
                            {"launches_per_step", int64_t(l->engine->plan().decode.launches.size())},
                            {"memory", memoryJSON(*l)},
                            {"load_s", loadS},
@@ -252,11 +270,13 @@ int main(int argc, char **argv) {
                                                        {"weights_gbps", weightB / (st.weightsMs * 1e-3) / 1e9},
                                                        {"fraction_of_pinned_h2d",
                                                         weightB / (st.weightsMs * 1e-3) / 1e9 / ceilings->hostToDeviceGBps}}}};
-    llvm::errs() << llvm::formatv("decode B={0}: {1:f3} ms/step, {2:f0} tok/s, {3:f0} GB/s ({4:p} of copy); load {5:f1} s, "
-                                  "weights {6:f1} GB/s ({7:p} of pinned host-to-device)\n",
+    llvm::errs() << llvm::formatv("decode B={0}: {1:f3} ms/step, {2:f0} tok/s, {3:f0} GB/s ({4:p} of copy; {8:p} with the "
+                                  "{9:f0} MB of KV cache a step reads); load {5:f1} s, weights {6:f1} GB/s ({7:p} of "
+                                  "pinned host-to-device)\n",
                                   B, msStep, double(B) * 1e3 / msStep, gbps, gbps / ceilings->copyGBps, loadS,
                                   weightB / (st.weightsMs * 1e-3) / 1e9,
-                                  weightB / (st.weightsMs * 1e-3) / 1e9 / ceilings->hostToDeviceGBps);
+                                  weightB / (st.weightsMs * 1e-3) / 1e9 / ceilings->hostToDeviceGBps,
+                                  fractions(msStep).second, kvReadB / 1e6);
     decodeRows.push_back(std::move(row));
   }
 

@@ -30,6 +30,7 @@
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cassert>
 #include <cmath>
@@ -462,7 +463,7 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   // The residual stream's rows' squares for a norm the next gemm folds, a partial per tile of columns.
   RowSquares squares;
   if (epi.rowSquares) {
-    squares.parts = (n + static_cast<const GemmSpec &>(*spec).tile.bn - 1) / static_cast<const GemmSpec &>(*spec).tile.bn;
+    squares.parts = llvm::divideCeil(n, static_cast<const GemmSpec &>(*spec).tile.bn);
     squares.buffer = scratchActivation("%" + m.value(op.results[0]).name + ":row_squares", squares.parts * 4);
     ea.rowSq = squares.buffer;
     ea.rowSqParts = squares.parts;

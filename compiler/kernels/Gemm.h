@@ -70,7 +70,8 @@ struct GemmSpec : KernelSpec {
   int64_t n = 0, k = 0; // W is [n, k]
   Epilogue epi;
   GemmTile tile;
-  // An RMS norm of A's rows whose gains ride in W (Prologue::rmsUnitGain), folded in: wgmma tiles only.
+  // An RMS norm of A's rows whose gains ride in W and whose rows' squares the gemm before wrote
+  // (Prologue::rmsRowSquares), folded in: wgmma tiles only.
   Prologue pro;
   // wgmma tiles: the persistent grid's size limit, one block per SM (the target's nominal count; the plan
   // sets it). Not part of the name: the code is the same whatever it is.
@@ -80,7 +81,7 @@ struct GemmSpec : KernelSpec {
   GemmSpec(int64_t n, int64_t k, Epilogue epi, GemmTile tile, Prologue pro = {})
       : n(n), k(k), epi(epi), tile(tile), pro(pro) {}
 
-  // gemm_bf16_n5632_k2048_m128n128k32_s4_w2x2_epi_bias (+ _pro_rms_unit)
+  // gemm_bf16_n5632_k2048_m128n128k32_s4_w2x2_epi_bias (+ _pro_rms_sq)
   std::string name() const override;
   std::string header() const override { return tile.wgmma ? "gemm_wgmma.cuh" : "gemm.cuh"; }
   const ParamsLayout &params() const override { return MatmulParams::layout(); }
@@ -95,11 +96,11 @@ struct GemmSpec : KernelSpec {
   // wgmma: A [rows, k] in 64 x bm boxes and W [n, k] in 64 x bn boxes.
   std::vector<TensorMapArg> tensorMaps(int64_t rows) const override;
   llvm::json::Object toJSON() const override;
-  std::string tuningKey() const override; // gemm_bf16_n5632_k2048_epi_bias (+ _pro_rms_unit)
+  std::string tuningKey() const override; // gemm_bf16_n5632_k2048_epi_bias (+ _pro_rms_sq)
   std::string tileName() const override { return tile.str(); }
   std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
   std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
-  // checkGemmTile for this spec, plus n >= 1 and a prologue only on a wgmma tile and with unit gains:
+  // checkGemmTile for this spec, plus n >= 1 and a prologue only on a wgmma tile and with row squares:
   // success when gemm.cuh or gemm_wgmma.cuh instantiates it for `target`.
   llvm::Error validate(const Target &target) const override;
 };

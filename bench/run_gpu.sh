@@ -4,8 +4,9 @@
 #
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
-# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,profile,kernels (default: all but
-# trace, profile, sanitize and load). `trace` times each prefill launch in place (MINFER_PREFILL_TRACE).
+# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,decode_trace,profile,kernels
+# (default: all but trace, decode_trace, profile, sanitize and load). `trace` times each prefill launch in place
+# (MINFER_PREFILL_TRACE); `decode_trace` what each launch adds to a decode step (bench/trace_decode.py).
 # `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU
 # tests under compute-sanitizer memcheck, racecheck and synccheck (sanitize_<tool>.log, the shards' output
 # one after another). `e2e` runs, per model in
@@ -279,6 +280,22 @@ run_all() {
         "$OUT/clocks_trace_$model.csv"
       "$python" "$here/summarize_trace.py" "$OUT/prefill_trace_$model.tsv" | tee "$OUT/prefill_trace_$model.txt" \
         || failed+=("trace summary $model")
+      [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
+    done
+  fi
+
+  if wants decode_trace; then
+    # Where a decode step's time goes in the stream (bench/trace_decode.py: CUPTI through torch.profiler, the
+    # step replayed from its CUDA graph, kernels overlapping as they do under programmatic dependent launch):
+    # per model in $E2E_MODELS, what each launch adds to the step, at context $TRACE_CONTEXT (default 128), with
+    # the device's tuning database as it stands (decode_trace_<model>.json and .txt).
+    for model in ${E2E_MODELS//,/ }; do
+      step "decode trace: $model"
+      weights_for "$model"
+      "$python" "$here/trace_decode.py" --model "$model" --weights "$wdir/model.safetensors" --build "$build" \
+        --context "${TRACE_CONTEXT:-128}" --out "$OUT/decode_trace_$model.json" 2>&1 | grep -v -i warn \
+        | tee "$OUT/decode_trace_$model.txt"
+      [[ ${PIPESTATUS[0]} == 0 ]] || failed+=("decode trace $model")
       [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
     done
   fi

@@ -242,10 +242,11 @@ INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefillGpu, testing::ValuesIn(kConfigs)
 class AttentionDecodeGpu : public AttentionGpu {};
 
 // Contexts (including this step's token) per batch: each of 1, 7, 1000, 4096 alone; three sequences of
-// different lengths; sixteen spread around those four values. The cache holds max_seq = 4099 positions a
+// different lengths; one chunk whose warps hold 3 or 4 tiles (200) and both sides of the longest one-chunk
+// context (256, 257); sixteen spread around the first four values. The cache holds max_seq = 4099 positions a
 // sequence (poisoned past each context): not a multiple of any split, so the grid's last split is short.
 const std::vector<std::vector<int>> kContexts = {
-    {1}, {7}, {1000}, {4096}, {7, 4096, 1000},
+    {1}, {7}, {1000}, {4096}, {7, 4096, 1000}, {200, 256, 257},
     {1, 7, 1000, 4096, 2, 8, 997, 4093, 3, 9, 994, 4090, 4, 10, 991, 4087}};
 constexpr int kDecodeMaxSeq = 4099;
 
@@ -328,6 +329,119 @@ TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
         return "sequence " + std::to_string(b) + " (context " + std::to_string(contexts[b]) + ")";
       });
     }
+  }
+}
+
+// Stands in for the qkv kernel before decode attention: lets the next kernel start at once, sleeps ~`ns`,
+// then copies the final K and V caches (the newest rows) and the final context lengths over the ones the
+// attention kernel may already have read.
+constexpr const char *kLateWriter = R"(
+template <int Unused>
+__global__ void late_writer(int *context_len, const int *final_context, int batch, unsigned short *k_cache,
+                            unsigned short *v_cache, const unsigned short *final_k, const unsigned short *final_v,
+                            long long elements, long long ns) {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < (unsigned long long)ns);
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < elements; i += stride) {
+    k_cache[i] = final_k[i];
+    v_cache[i] = final_v[i];
+  }
+  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < batch; b += stride) context_len[b] = final_context[b];
+}
+)";
+
+// With a context of several chunks the kernel starts copying older cache rows before its wait for the kernel
+// before it, from a context that kernel may still advance (attention_decode.cuh). Here that kernel
+// (late_writer) lets it start, sleeps, then writes each sequence's newest rows and its context, one or many
+// positions on: one-chunk contexts of one tile and of several, one that crosses the one-chunk limit
+// (256 -> 257) and split ones (1000 -> 1001, and all of them at 32-position chunks). The attention kernel,
+// launched as a programmatic dependent launch, must answer for the final contexts and rows; the rows from
+// the first context's newest on are NaN until late_writer writes them, so reading them early shows. (The
+// driver decides whether the two kernels overlap; on an idle GPU they do, which the session's end-to-end
+// tests also rely on.)
+TEST_P(AttentionDecodeGpu, AnswersForTheContextTheKernelBeforeItWrites) {
+  GPU_TRY(target, gputest::deviceTarget());
+  if (target.smVersion() < 90) GTEST_SKIP() << "programmatic dependent launch needs sm_90 or later";
+  std::mt19937 rng(8765 + c.heads * 7 + c.headDim);
+  const std::vector<int> first = {1, 3, 100, 150, 256, 1000}, last = {2, 4, 140, 151, 257, 1001};
+  const int batch = int(first.size()), maxSeq = 1100;
+  const size_t slab = size_t(maxSeq) * kvDim;
+
+  ir::Tensor q = gputest::randomBf16({batch, qDim}, rng);
+  ir::Tensor ref({batch, qDim});
+  cuda::DeviceBuffer kc = gputest::takeOrFail(gputest::poisonedBf16(batch * slab), "k cache");
+  cuda::DeviceBuffer vc = gputest::takeOrFail(gputest::poisonedBf16(batch * slab), "v cache");
+  cuda::DeviceBuffer kFinal = gputest::takeOrFail(gputest::poisonedBf16(batch * slab), "final k cache");
+  cuda::DeviceBuffer vFinal = gputest::takeOrFail(gputest::poisonedBf16(batch * slab), "final v cache");
+  cuda::DeviceBuffer qd = gputest::takeOrFail(gputest::uploadBf16(q), "q");
+  cuda::DeviceBuffer ctxd = gputest::takeOrFail(gputest::uploadVector(first), "context_len");
+  cuda::DeviceBuffer ctxFinal = gputest::takeOrFail(gputest::uploadVector(last), "final context_len");
+  ASSERT_FALSE(HasFailure());
+  for (int b = 0; b < batch; ++b) {
+    ir::Tensor k = gputest::randomBf16({last[b], kvDim}, rng), v = gputest::randomBf16({last[b], kvDim}, rng);
+    // The cache as the first context finds it: positions up to its newest, exclusive.
+    MINFER_ASSERT_OK(uploadRowsAt(kc, sliceRows(k, 0, first[b] - 1), size_t(b) * slab));
+    MINFER_ASSERT_OK(uploadRowsAt(vc, sliceRows(v, 0, first[b] - 1), size_t(b) * slab));
+    MINFER_ASSERT_OK(uploadRowsAt(kFinal, k, size_t(b) * slab));
+    MINFER_ASSERT_OK(uploadRowsAt(vFinal, v, size_t(b) * slab));
+    ir::KvCache cache;
+    cache.k = sliceRows(k, 0, last[b] - 1);
+    cache.v = sliceRows(v, 0, last[b] - 1);
+    ir::Tensor qb = sliceRows(q, b, b + 1), kNew = sliceRows(k, last[b] - 1, last[b]),
+               vNew = sliceRows(v, last[b] - 1, last[b]);
+    auto r = ir::evalOp(*m.module, *m.op, {&qb, &kNew, &vNew}, &cache);
+    ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+    std::copy((*r)[0].data.begin(), (*r)[0].data.end(), ref.row(b));
+  }
+  GPU_TRY(writer, gputest::buildSource("late_writer", kLateWriter, "late_writer<0>"));
+
+  for (int split : {AttentionDecodeSpec::chooseSplitTokens(c.kvHeads, c.headDim, maxSeq, batch), 32}) {
+    AttentionDecodeSpec dec(c.heads, c.kvHeads, c.headDim, split, maxSeq);
+    SCOPED_TRACE(dec.name());
+    MINFER_ASSERT_OK(dec.validate());
+    auto dk = kernelFor(dec);
+    ASSERT_TRUE(bool(dk)) << llvm::toString(dk.takeError());
+    auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, maxSeq));
+    ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
+    MINFER_ASSERT_OK(ws->fill(0xFF));
+    auto arrivals = cuda::DeviceBuffer::alloc(dec.arrivalsBytes(batch));
+    ASSERT_TRUE(bool(arrivals)) << llvm::toString(arrivals.takeError());
+    MINFER_ASSERT_OK(arrivals->fill(0));
+    auto out = gputest::poisonedBf16(size_t(batch) * qDim);
+    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    // Back to the first state (the previous split's run wrote the final one).
+    MINFER_ASSERT_OK(ctxd.upload(first.data(), first.size() * sizeof(int)));
+    for (int b = 0; b < batch; ++b) {
+      const size_t from = (b * slab + size_t(first[b] - 1) * kvDim) * 2, bytes = (slab - size_t(first[b] - 1) * kvDim) * 2;
+      std::vector<uint8_t> nan(bytes, 0xFF);
+      MINFER_ASSERT_OK(kc.upload(nan.data(), bytes, from));
+      MINFER_ASSERT_OK(vc.upload(nan.data(), bytes, from));
+    }
+
+    cuda::DevicePtr ctxPtr = ctxd.ptr(), finalCtx = ctxFinal.ptr(), kPtr = kc.ptr(), vPtr = vc.ptr(),
+                    kFin = kFinal.ptr(), vFin = vFinal.ptr();
+    int batchArg = batch;
+    long long elements = (long long)(batch * slab), ns = 200000; // 0.2 ms: far longer than a launch
+    void *args[] = {&ctxPtr, &finalCtx, &batchArg, &kPtr, &vPtr, &kFin, &vFin, &elements, &ns};
+    LaunchDims dims;
+    dims.grid = {8, 1, 1};
+    dims.block = {256, 1, 1};
+    MINFER_ASSERT_OK(cuda::launch(writer.fn, dims, args));
+    AttentionDecodeParams dp{.q = qd.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(), .out = out->ptr(),
+                             .partial_out = ws->ptr(), .partial_lse = ws->ptr() + dec.partialLseOffset(batch, maxSeq),
+                             .arrivals = arrivals->ptr(), .context_len = ctxd.ptr(), .max_seq = maxSeq,
+                             .scale = float(scale)};
+    MINFER_ASSERT_OK(launchKernel((*dk)->fn, dec, batch, dp, nullptr, /*dependent=*/true));
+    MINFER_ASSERT_OK(cuda::synchronize());
+    auto got = gputest::downloadBf16(*out, {batch, qDim});
+    ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+    expectClose(*got, ref, c, dec.name(), [&](int64_t b) {
+      return "sequence " + std::to_string(b) + " (context " + std::to_string(first[b]) + " -> " +
+             std::to_string(last[b]) + ")";
+    });
   }
 }
 

@@ -24,19 +24,6 @@ namespace {
 
 std::string errorText(llvm::Error e) { return e ? llvm::toString(std::move(e)) : std::string(); }
 
-// Compiles `source` for the device with NVRTC and loads it.
-llvm::Expected<gputest::GpuKernel> build(StringRef name, StringRef source, StringRef entry) {
-  auto target = gputest::deviceTarget();
-  if (!target) return target.takeError();
-  auto compiled = compileKernel(KernelSource{name.str(), source.str(), entry.str(), {}}, *target);
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, name);
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
-  return gputest::GpuKernel{std::move(*module), *fn};
-}
-
 constexpr const char *kAddOne = R"(
 template <int N> __global__ void add_one(float *x) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -158,7 +145,7 @@ TEST(DriverGpu, MovedBuffersOwnTheirMemoryOnce) {
 
 TEST(DriverGpu, CompiledKernelLaunchesAndRuns) {
   MINFER_REQUIRE_GPU();
-  ASSIGN_OR_FAIL(k, build("add_one_1000", kAddOne, "add_one<1000>"));
+  ASSIGN_OR_FAIL(k, gputest::buildSource("add_one_1000", kAddOne, "add_one<1000>"));
   constexpr int n = 1000;
   std::vector<float> host(n);
   for (int i = 0; i < n; ++i) host[i] = 0.5f * i - 100.f;
@@ -183,7 +170,7 @@ TEST(DriverGpu, DynamicSharedMemoryAbove48KiBIsOptedIn) {
   // sm_80, 99 KiB on sm_86/sm_89).
   unsigned bytes = std::min<unsigned>(100 * 1024, unsigned(info.maxSharedPerBlockOptin));
   if (bytes <= 48 * 1024) GTEST_SKIP() << "device allows only " << bytes << " bytes of shared memory per block";
-  ASSIGN_OR_FAIL(k, build("shared_sum", kSharedSum, "shared_sum<0>"));
+  ASSIGN_OR_FAIL(k, gputest::buildSource("shared_sum", kSharedSum, "shared_sum<0>"));
   ASSIGN_OR_FAIL(out, cuda::DeviceBuffer::alloc(4));
   MINFER_ASSERT_OK(out.fill(0xFF));
   cuda::DevicePtr p = out.ptr();
@@ -209,7 +196,7 @@ TEST(DriverGpu, DynamicSharedMemoryAbove48KiBIsOptedIn) {
 TEST(DriverGpu, SharedMemoryBeyondTheDeviceLimitIsRefusedBeforeLaunch) {
   MINFER_REQUIRE_GPU();
   ASSIGN_OR_FAIL(info, cuda::deviceInfo());
-  ASSIGN_OR_FAIL(k, build("shared_sum", kSharedSum, "shared_sum<0>"));
+  ASSIGN_OR_FAIL(k, gputest::buildSource("shared_sum", kSharedSum, "shared_sum<0>"));
   EXPECT_EQ(k.fn.maxSharedOptin, info.maxSharedPerBlockOptin);
   ASSIGN_OR_FAIL(out, cuda::DeviceBuffer::alloc(4));
   cuda::DevicePtr p = out.ptr();
@@ -298,7 +285,7 @@ TEST(DriverGpu, DeviceToDeviceCopyAndEventTiming) {
 // runs (each adds one to every element), and the result is one launch's share of a run.
 TEST(DriverGpu, TimedChainsNumberTheirLaunchesAndMakeAllButTheFirstDependent) {
   MINFER_REQUIRE_GPU();
-  ASSIGN_OR_FAIL(k, build("add_one_1000", kAddOne, "add_one<1000>"));
+  ASSIGN_OR_FAIL(k, gputest::buildSource("add_one_1000", kAddOne, "add_one<1000>"));
   constexpr int n = 1000, chain = 3, warmup = 2, iters = 4;
   ASSIGN_OR_FAIL(buf, gputest::uploadVector(std::vector<float>(n, 0.f)));
   cuda::DevicePtr x = buf.ptr();

@@ -63,6 +63,19 @@ inline llvm::Expected<GpuKernel> buildKernel(const KernelSpec &spec) {
   return loadKernel(spec, *target, /*cache=*/nullptr);
 }
 
+// Compiles a test's own kernel source (`entry` names its instantiation) for the device and loads it.
+inline llvm::Expected<GpuKernel> buildSource(llvm::StringRef name, llvm::StringRef source, llvm::StringRef entry) {
+  auto target = deviceTarget();
+  if (!target) return target.takeError();
+  auto compiled = compileKernel(KernelSource{name.str(), source.str(), entry.str(), {}}, *target);
+  if (!compiled) return compiled.takeError();
+  auto module = cuda::Module::load(compiled->cubin, name);
+  if (!module) return module.takeError();
+  auto fn = module->function(compiled->loweredName);
+  if (!fn) return fn.takeError();
+  return GpuKernel{std::move(*module), *fn};
+}
+
 // Launches `kernel` (built from `spec`) over `rows` with its Params struct (compiler/kernels) and waits.
 template <typename P>
 llvm::Error run(const LoadedKernel &kernel, const KernelSpec &spec, int64_t rows, const P &params) {

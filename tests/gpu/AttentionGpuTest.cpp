@@ -241,6 +241,23 @@ INSTANTIATE_TEST_SUITE_P(Heads, AttentionPrefillGpu, testing::ValuesIn(kConfigs)
 
 class AttentionDecodeGpu : public AttentionGpu {};
 
+// A decode launch's buffers: the partials poisoned too (0xFF bytes: fp32 NaN), so a chunk the merge reads but
+// no block wrote shows as NaN; the arrival counters at zero, as the session's start; the output poisoned.
+struct DecodeBuffers {
+  cuda::DeviceBuffer workspace, arrivals, out;
+  static llvm::Expected<DecodeBuffers> make(const AttentionDecodeSpec &dec, int batch, int maxSeq, int qDim) {
+    auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, maxSeq));
+    if (!ws) return ws.takeError();
+    auto arrivals = cuda::DeviceBuffer::alloc(dec.arrivalsBytes(batch));
+    if (!arrivals) return arrivals.takeError();
+    auto out = gputest::poisonedBf16(size_t(batch) * qDim);
+    if (!out) return out.takeError();
+    if (auto e = ws->fill(0xFF)) return e;
+    if (auto e = arrivals->fill(0)) return e;
+    return DecodeBuffers{std::move(*ws), std::move(*arrivals), std::move(*out)};
+  }
+};
+
 // Contexts (including this step's token) per batch: each of 1, 7, 1000, 4096 alone; three sequences of
 // different lengths; one chunk whose warps hold 3 or 4 tiles (200) and both sides of the longest one-chunk
 // context (256, 257); sixteen spread around the first four values. The cache holds max_seq = 4099 positions a
@@ -299,16 +316,8 @@ TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
       auto dk = kernelFor(dec);
       ASSERT_TRUE(bool(dk)) << llvm::toString(dk.takeError());
 
-      // The partials are poisoned too (0xFF bytes: fp32 NaN): a chunk the merge reads but no block wrote
-      // shows as NaN. The arrival counters start at zero, as the session's do.
-      auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, kDecodeMaxSeq));
-      ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
-      MINFER_ASSERT_OK(ws->fill(0xFF));
-      auto arrivals = cuda::DeviceBuffer::alloc(dec.arrivalsBytes(batch));
-      ASSERT_TRUE(bool(arrivals)) << llvm::toString(arrivals.takeError());
-      MINFER_ASSERT_OK(arrivals->fill(0));
-      auto out = gputest::poisonedBf16(size_t(batch) * qDim);
-      ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+      GPU_TRY(bufs, DecodeBuffers::make(dec, batch, kDecodeMaxSeq, qDim));
+      cuda::DeviceBuffer *ws = &bufs.workspace, *arrivals = &bufs.arrivals, *out = &bufs.out;
 
       cuda::DevicePtr partialOut = ws->ptr(), partialLse = ws->ptr() + dec.partialLseOffset(batch, kDecodeMaxSeq);
       AttentionDecodeParams dp{.q = qd.ptr(), .k_cache = kc.ptr(), .v_cache = vc.ptr(), .out = out->ptr(),
@@ -404,14 +413,8 @@ TEST_P(AttentionDecodeGpu, AnswersForTheContextTheKernelBeforeItWrites) {
     MINFER_ASSERT_OK(dec.validate());
     auto dk = kernelFor(dec);
     ASSERT_TRUE(bool(dk)) << llvm::toString(dk.takeError());
-    auto ws = cuda::DeviceBuffer::alloc(dec.workspaceBytes(batch, maxSeq));
-    ASSERT_TRUE(bool(ws)) << llvm::toString(ws.takeError());
-    MINFER_ASSERT_OK(ws->fill(0xFF));
-    auto arrivals = cuda::DeviceBuffer::alloc(dec.arrivalsBytes(batch));
-    ASSERT_TRUE(bool(arrivals)) << llvm::toString(arrivals.takeError());
-    MINFER_ASSERT_OK(arrivals->fill(0));
-    auto out = gputest::poisonedBf16(size_t(batch) * qDim);
-    ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+    GPU_TRY(bufs, DecodeBuffers::make(dec, batch, maxSeq, qDim));
+    cuda::DeviceBuffer *ws = &bufs.workspace, *arrivals = &bufs.arrivals, *out = &bufs.out;
     // Back to the first state (the previous split's run wrote the final one).
     MINFER_ASSERT_OK(ctxd.upload(first.data(), first.size() * sizeof(int)));
     for (int b = 0; b < batch; ++b) {

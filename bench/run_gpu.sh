@@ -293,7 +293,7 @@ run_all() {
       step "decode trace: $model"
       weights_for "$model"
       "$python" "$here/trace_decode.py" --model "$model" --weights "$wdir/model.safetensors" --build "$build" \
-        --context "${TRACE_CONTEXT:-128}" --out "$OUT/decode_trace_$model.json" 2>&1 | grep -v -i warn \
+        --context "${TRACE_CONTEXT:-128}" --out "$OUT/decode_trace_$model.json" 2>&1 | grep -v -E 'Warning:|_warn_once' \
         | tee "$OUT/decode_trace_$model.txt"
       [[ ${PIPESTATUS[0]} == 0 ]] || failed+=("decode trace $model")
       [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"

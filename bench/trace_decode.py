@@ -18,7 +18,6 @@ when the lm_head folds the argmax. Nothing here is needed to build or test minfe
 import argparse
 import ctypes
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -124,6 +123,13 @@ def main():
     steps.reverse()
     if len(steps) < 3:
         sys.exit(f"error: found {len(kernels)} kernels, fewer than 3 steps of {per} launches")
+    # Every step runs the same kernels in the plan's order; otherwise the plan printed here is not the one the
+    # engine ran (another tuning database, another target) and the labels would be wrong.
+    names = [k[2] for k in steps[-1]]
+    repeats = all([k[2] for k in s] == names for s in steps[:-1])
+    if not repeats:
+        print(f"warning: the traced steps do not repeat every {per} kernels: the plan printed for --target "
+              f"{a.target} may not be the one the engine ran, and the labels below may be wrong", file=sys.stderr)
     adds = [[] for _ in range(per)]
     alone = [[] for _ in range(per)]
     step_us = []
@@ -139,7 +145,7 @@ def main():
         rows.append(dict(l, adds_us=ad, alone_us=statistics.median(alone[j]),
                          gbs=l["weight_bytes"] / (ad * 1e3) if ad > 0 else None,
                          profiled_name=steps[-1][j][2][:120]))
-    result = {"model": a.model, "context": a.context, "steps_traced": len(steps) - 1,
+    result = {"model": a.model, "context": a.context, "steps_traced": len(steps) - 1, "steps_repeat": repeats,
               "step_us_median": statistics.median(step_us), "launches": rows}
     Path(a.out).write_text(json.dumps(result, indent=1))
     # Per op kind, summed over the step.

@@ -16,15 +16,18 @@ llvm::Expected<Target> deviceTarget() {
   return parseTarget(deviceTargetName(info->major, info->minor));
 }
 
-llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &target, KernelCache *cache) {
-  KernelSource src = kernelSource(spec);
+llvm::Expected<LoadedKernel> loadKernel(const KernelSource &src, const Target &target, KernelCache *cache) {
   auto compiled = cache ? cache->getOrCompile(src, target, {}) : compileKernel(src, target);
   if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, spec.name());
+  auto module = cuda::Module::load(compiled->cubin, src.name);
   if (!module) return module.takeError();
   auto fn = module->function(compiled->loweredName);
   if (!fn) return fn.takeError();
   return LoadedKernel{std::move(*module), *fn};
+}
+
+llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &target, KernelCache *cache) {
+  return loadKernel(kernelSource(spec), target, cache);
 }
 
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec) {

@@ -22,7 +22,9 @@ struct LoadedKernel {
 // The target of device 0, e.g. sm_90a on an H100/H200 (sm_90 code runs there too), sm_89 on an L4.
 llvm::Expected<Target> deviceTarget();
 
-// Compiles `spec` for `target` through `cache` (nullptr: compile uncached) and loads it.
+// Compiles `src` for `target` through `cache` (nullptr: compile uncached) and loads it.
+llvm::Expected<LoadedKernel> loadKernel(const KernelSource &src, const Target &target, KernelCache *cache);
+// The same for a spec's source.
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec, const Target &target, KernelCache *cache);
 // The same for the device's own target, through the default cache.
 llvm::Expected<LoadedKernel> loadKernel(const KernelSpec &spec);

@@ -362,10 +362,11 @@ __global__ void late_writer(int *context_len, const int *final_context, int batc
 }
 )";
 
-// With a context of several chunks the kernel starts copying older cache rows before its wait for the kernel
-// before it, from a context that kernel may still advance (attention_decode.cuh). Here that kernel
-// (late_writer) lets it start, sleeps, then writes each sequence's newest rows and its context, one or many
-// positions on: one-chunk contexts of one tile and of several, one that crosses the one-chunk limit
+// Under programmatic dependent launch the kernel starts while the one before it (qkv) still writes the newest
+// cache rows, and the step's context may still be advancing: nothing it reads before its wait may decide what
+// it computes. (A kernel that copies older rows early, branch s24-attention-early-copies, must still pass.)
+// Here the kernel before (late_writer) lets it start, sleeps, then writes each sequence's newest rows and its
+// context, one or many positions on: one-chunk contexts of one tile and of several, one that crosses the one-chunk limit
 // (256 -> 257) and split ones (1000 -> 1001, and all of them at 32-position chunks). The attention kernel,
 // launched as a programmatic dependent launch, must answer for the final contexts and rows; the rows from
 // the first context's newest on are NaN until late_writer writes them, so reading them early shows. (The

@@ -67,13 +67,7 @@ inline llvm::Expected<GpuKernel> buildKernel(const KernelSpec &spec) {
 inline llvm::Expected<GpuKernel> buildSource(llvm::StringRef name, llvm::StringRef source, llvm::StringRef entry) {
   auto target = deviceTarget();
   if (!target) return target.takeError();
-  auto compiled = compileKernel(KernelSource{name.str(), source.str(), entry.str(), {}}, *target);
-  if (!compiled) return compiled.takeError();
-  auto module = cuda::Module::load(compiled->cubin, name);
-  if (!module) return module.takeError();
-  auto fn = module->function(compiled->loweredName);
-  if (!fn) return fn.takeError();
-  return GpuKernel{std::move(*module), *fn};
+  return loadKernel(KernelSource{name.str(), source.str(), entry.str(), {}}, *target, /*cache=*/nullptr);
 }
 
 // Launches `kernel` (built from `spec`) over `rows` with its Params struct (compiler/kernels) and waits.

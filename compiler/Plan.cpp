@@ -85,7 +85,8 @@ private:
   // A fresh activation for value `v` (one per layer instance), live from the next launch on.
   int define(ir::ValueId v, int64_t cols) {
     std::string n = "%" + m.value(v).name + (layer >= 0 ? "@" + std::to_string(layer) : "");
-    int b = buffer(named(n, BufferKind::Activation, cols * 2));
+    auto pin = pinned.find(v);
+    int b = pin != pinned.end() ? pin->second : buffer(named(n, BufferKind::Activation, cols * 2));
     live[b] = {static_cast<int>(phase.launches.size()), static_cast<int>(phase.launches.size())};
     env[v] = b;
     return b;
@@ -195,16 +196,21 @@ private:
   // otherwise it gets its own launch.
   bool foldable(const ir::Op &norm) const {
     if (gemmFolds(norm)) return true;
-    if (!decode || !norm.has(ir::Attr::Fold)) return false;
+    if (!gemvPhase() || !norm.has(ir::Attr::Fold)) return false;
     Prologue::Kind kind = norm.kind == ir::OpKind::LayerNorm ? Prologue::Kind::Layer : Prologue::Kind::Rms;
-    if (!gemvFoldsNorm(plan.target, plan.options.maxBatch, kind)) return false;
+    if (!gemvFoldsNorm(plan.target, gemvRows(), kind)) return false;
     ir::ValueId y = norm.results[0];
     auto it = readers.find(y);
     if (it == readers.end() || yielded.count(y)) return false;
     return llvm::all_of(it->second, [&](const ir::Op *r) { return ir::readsAsMatmulInput(*r, y); });
   }
-  // Whether the matmuls of this phase lower to gemv kernels (decode up to kGemvMaxRows rows).
-  bool gemvPhase() const { return decode && plan.options.maxBatch <= kGemvMaxRows; }
+  // The rows the matmuls lowered now cover at most: decode's batch; after the prefill's gather, in the
+  // variant for a few output rows, kGemvMaxRows; else the prefill's rows.
+  int64_t gemvRows() const {
+    return decode ? plan.options.maxBatch : fewOutRows ? kGemvMaxRows : plan.options.maxPrefillRows;
+  }
+  // Whether they lower to gemv kernels (up to kGemvMaxRows rows).
+  bool gemvPhase() const { return (decode || fewOutRows) && gemvRows() <= kGemvMaxRows; }
   // PlanOptions::gemmFoldsNorm: the gemms of this phase are wgmma kernels (the default from 128 rows on
   // sm_90a; a tuned tile of a spec with row squares is wgmma too, as only those take them) and some norm's
   // gains ride in W: the residual gemms write their rows' squares.
@@ -332,6 +338,19 @@ private:
   llvm::Error lowerMatmul(const ir::Op &op);
   llvm::Error lowerAttention(const ir::Op &op);
   void gatherOutputRows(const ir::Repeat &r);
+  llvm::Error lowerAfterGather(size_t from);
+  // Whether the items from `from` on (after the prefill's gather) are lowered twice: plain ops, a matmul
+  // among them, in a fused module, on a target with the wgmma gemv (which folds an RMS norm at 16 rows).
+  bool lowersTwiceAfterGather(size_t from) const {
+    if (!plan.fused || !plan.target.hasWgmma()) return false;
+    bool matmul = false;
+    for (size_t i = from; i < m.items.size(); ++i) {
+      const ir::Op *op = std::get_if<ir::Op>(&m.items[i]);
+      if (!op) return false;
+      matmul |= ir::isMatmulFamily(op->kind);
+    }
+    return matmul;
+  }
   void emitDecodeTail();
 
   const ir::Module &m;
@@ -346,6 +365,8 @@ private:
   std::optional<std::string> specProblem; // the first spec that failed validation in the current op
   bool argmaxFused = false; // decode: the lm_head's gemv folds the argmax (EpiArgmax)
   bool gathered = false; // prefill, after the layers: launches run over the gathered output rows
+  bool fewOutRows = false; // lowering the ops after the gather for at most kGemvMaxRows output rows
+  llvm::DenseMap<ir::ValueId, int> pinned; // a value's buffer, given before it is defined (the logits)
   llvm::DenseMap<const ir::Op *, int> kvSlotBase;
   llvm::DenseMap<ir::ValueId, std::vector<const ir::Op *>> readers; // every op reading each value
   llvm::DenseMap<ir::ValueId, const ir::Op *> producer;              // the op defining each value
@@ -420,14 +441,15 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
   }
 
   std::shared_ptr<KernelSpec> spec;
-  int64_t rowsHint = decode ? plan.options.maxBatch : plan.options.maxPrefillRows;
+  int64_t rowsHint = gemvRows();
   if (useGemv) {
     GemvTile tile = defaultGemvTile(plan.target, rowsHint, n, k, 0, pro.kind);
     if (epi.pairs() && tile.fma() && tile.rowsPerWarp % 2) tile.rowsPerWarp = std::min(tile.rowsPerWarp * 2, 8);
     // Greedy decode: the logits' gemv also folds each row's argmax, so the step needs no argmax launch. The
     // FMA and wgmma kernels do it, on the plain product, in a fused module (--no-fuse keeps one kernel per
     // op); a tuned tile that cannot take it (the mma.sync kernel) is refused by the spec, leaving this default.
-    if (plan.fused && op.results[0] == m.outputs[0] && op.kind == OpKind::Matmul && epi == Epilogue::None && !tile.mma) {
+    if (decode && plan.fused && op.results[0] == m.outputs[0] && op.kind == OpKind::Matmul && epi == Epilogue::None &&
+        !tile.mma) {
       epi.argmax = true;
       PlanBuffer keys = named("argmax_keys", BufferKind::Workspace);
       keys.fixedBytes = plan.options.maxBatch * 8;
@@ -443,7 +465,7 @@ llvm::Error Lowering::lowerMatmul(const ir::Op &op) {
     gemm->smCount = plan.target.nominalSmCount();
     spec = std::move(gemm);
   }
-  spec = tuned(std::move(spec), decode, rowsHint);
+  spec = tuned(std::move(spec), decode || fewOutRows, rowsHint); // a few output rows: the decode bucket of as many
   int w = matmulWeight(op.operands[wi], layout, epi);
   if (gains >= 0) plan.buffers[w].gains = gains;
   if (bias) ea.bias = matmulWeight(op.operands[bi], layout, epi);
@@ -660,6 +682,33 @@ void Lowering::gatherOutputRows(const ir::Repeat &r) {
   gathered = true;
 }
 
+// The ops after the prefill's gather (the final norm, the lm_head), twice. A prefill usually wants one row's
+// logits a sequence, so the first lowering is gemv kernels for up to kGemvMaxRows output rows, as decode's:
+// the lm_head streams W once at the copy bandwidth with the final norm in its prologue, where the gemm ran a
+// 128-row tile over one row after a norm launch. The second is today's gemm for more (a prefill that keeps
+// every row's logits). Both write the same logits buffer; each launch says which output rows it runs for.
+llvm::Error Lowering::lowerAfterGather(size_t from) {
+  auto lowerAll = [&]() -> llvm::Error {
+    for (size_t i = from; i < m.items.size(); ++i)
+      if (auto e = lowerChecked(std::get<ir::Op>(m.items[i]))) return e;
+    return llvm::Error::success();
+  };
+  const auto envAtGather = env;
+  const auto foldedAtGather = folded;
+  const size_t few = phase.launches.size();
+  fewOutRows = true;
+  if (auto e = lowerAll()) return e;
+  fewOutRows = false;
+  const size_t many = phase.launches.size();
+  for (size_t i = few; i < many; ++i) phase.launches[i].maxOutRows = kGemvMaxRows;
+  pinned[m.outputs[0]] = env.lookup(m.outputs[0]);
+  env = envAtGather;
+  folded = foldedAtGather;
+  if (auto e = lowerAll()) return e;
+  for (size_t i = many; i < phase.launches.size(); ++i) phase.launches[i].minOutRows = kGemvMaxRows + 1;
+  return llvm::Error::success();
+}
+
 // The end of a decode step: pick each row's next token and feed it back, all on the device, so a captured
 // step replays with no host work in between.
 void Lowering::emitDecodeTail() {
@@ -746,7 +795,13 @@ llvm::Error Lowering::run() {
     }
     layer = -1;
     for (size_t i = 0; i < r.carried.size(); ++i) env[r.results[i]] = env[r.carried[i]];
-    if (!decode) gatherOutputRows(r);
+    if (decode) continue;
+    gatherOutputRows(r);
+    const size_t next = static_cast<size_t>(&item - m.items.data()) + 1;
+    if (lowersTwiceAfterGather(next)) {
+      if (auto e = lowerAfterGather(next)) return e;
+      break;
+    }
   }
   // The logits are the step's output; decode picks the next token on the GPU too.
   int logits = use(m.outputs[0]);

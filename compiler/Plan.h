@@ -140,6 +140,11 @@ struct PlannedLaunch {
   // Select: the lm_head's gemv folds the argmax (EpiArgmax), so a greedy decode step skips this launch; the
   // advance kernel reads the keys instead (its `keys` argument, null when the step samples).
   bool skipWhenGreedy = false;
+  // Prefill, the ops after the gather: they are lowered twice, as gemv kernels for a few output rows (a
+  // sequence's last row, the usual prefill) and as the gemm for more (every row's logits kept), and a launch
+  // runs only for a step whose output rows lie in [minOutRows, maxOutRows] (0: no bound).
+  int64_t minOutRows = 0, maxOutRows = 0;
+  bool runsFor(int64_t outRows) const { return outRows >= minOutRows && (maxOutRows == 0 || outRows <= maxOutRows); }
 };
 
 struct PhasePlan {

@@ -90,6 +90,8 @@ llvm::json::Object phaseJSON(const Plan &plan, const PhasePlan &p) {
     if (l.perSequence) s["per_sequence"] = true;
     if (l.role != LaunchRole::Op) s["role"] = launchRoleName(l.role).str();
     if (l.skipWhenGreedy) s["skip_when_greedy"] = true;
+    if (l.minOutRows) s["min_out_rows"] = l.minOutRows;
+    if (l.maxOutRows) s["max_out_rows"] = l.maxOutRows;
     steps.push_back(std::move(s));
   }
   return llvm::json::Object{{"launches", static_cast<int64_t>(p.launches.size())},

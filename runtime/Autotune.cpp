@@ -213,6 +213,8 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     const PhasePlan &phase = decode ? plan->decode : plan->prefill;
     int64_t rows = decode ? plan->options.maxBatch : plan->options.maxPrefillRows;
     for (const PlannedLaunch &l : phase.launches) {
+      // The gemvs after a prefill's gather cover a few output rows, not the bucket's: they keep their default.
+      if (!decode && l.maxOutRows) continue;
       const std::shared_ptr<KernelSpec> &spec = plan->kernels[l.kernel];
       std::string key = spec->tuningKey();
       if (key.empty() || !seen.insert(TuningDb::entryKey(key, bucket)).second) continue;

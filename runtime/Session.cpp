@@ -466,6 +466,7 @@ llvm::Error Session::prefill(const std::vector<std::vector<int32_t>> &prompts, G
     if (outRowsPtr)
       if (auto e = upload(outRowsPtr, outRows)) return e;
     for (const PlannedLaunch &l : ph.phase->launches) {
+      if (!l.runsFor(nOut)) continue; // the other lowering of the ops after the gather (Plan.h)
       if (l.perSequence) {
         for (const Segment &s : segs) {
           if (trace)

@@ -1,10 +1,12 @@
 // tests/unit/PlanTest.cpp — lowering a module to prefill and decode launches: counts worked out by hand
 // from the op list, buffers shared between the phases, and the arena layout.
+#include "common/TestFiles.h"
 #include "common/TestModels.h"
 
 #include "compiler/Fuse.h"
 #include "compiler/Plan.h"
 #include "compiler/kernels/Epilogue.h"
+#include "compiler/kernels/Gemv.h"
 
 #include <gtest/gtest.h>
 
@@ -73,6 +75,55 @@ TEST(Plan, PrefillRunsTheOpsAfterTheLayersOverTheGatheredRowsOnly) {
   for (const PlannedLaunch &l : p.decode.launches) {
     EXPECT_NE(kindOfRows(l), ParamValue::OutRows) << "decode has no gather: " << l.op;
     EXPECT_FALSE(l.overOutRows) << l.op;
+  }
+}
+
+// On sm_90a a fused module's ops after the gather are lowered twice: for up to kGemvMaxRows output rows (one a
+// sequence, the usual prefill) the lm_head is the wgmma gemv with the final norm in its prologue, as in decode;
+// for more (every row's logits kept) the norm launch and the gemm. Both write the one logits buffer. Other
+// targets lower them once, as the gemm.
+TEST(Plan, PrefillHeadIsAGemvForAFewOutputRowsAndTheGemmForMore) {
+  auto m = test::parseVerified(test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/tinyllama-1.1b.ir"));
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(bool(fuseModule(*m)));
+  PlanOptions po;
+  po.maxSeq = 256;
+  for (const char *target : {"sm_89", "sm_90"}) {
+    auto p = buildPlan(*m, *parseTarget(target), po);
+    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    for (const PlannedLaunch &l : p->prefill.launches) EXPECT_TRUE(l.runsFor(1) && l.runsFor(2048)) << target << " " << l.op;
+  }
+  {
+    auto p = buildPlan(*m, *parseTarget("sm_90a"), po);
+    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    std::vector<const PlannedLaunch *> few, many;
+    for (const PlannedLaunch &l : p->prefill.launches) {
+      if (l.maxOutRows) few.push_back(&l);
+      if (l.minOutRows) many.push_back(&l);
+      EXPECT_FALSE(l.minOutRows && l.maxOutRows) << l.op;
+      EXPECT_EQ(l.runsFor(1), !l.minOutRows) << l.op;
+      EXPECT_EQ(l.runsFor(kGemvMaxRows), !l.minOutRows) << l.op;
+      EXPECT_EQ(l.runsFor(kGemvMaxRows + 1), !l.maxOutRows) << l.op;
+      EXPECT_EQ(l.runsFor(2048), !l.maxOutRows) << l.op;
+    }
+    auto kernelOf = [&](const PlannedLaunch *l) { return p->kernels[l->kernel]->name(); };
+    ASSERT_EQ(many.size(), 2u);
+    EXPECT_EQ(many[0]->op, "%final = rms_norm");
+    EXPECT_EQ(kernelOf(many[1]).rfind("gemm_", 0), 0u) << kernelOf(many[1]);
+    ASSERT_EQ(few.size(), 1u); // the norm folded into the gemv
+    const PlannedLaunch *head = few.back();
+    EXPECT_EQ(head->op, "%logits = matmul");
+    EXPECT_EQ(kernelOf(head).rfind("gemv_", 0), 0u) << kernelOf(head);
+    EXPECT_EQ(kernelOf(head).find("argmax"), std::string::npos) << "a prefill keeps the logits";
+    EXPECT_NE(kernelOf(head).find("_pro_rms_unit"), std::string::npos) << kernelOf(head);
+    EXPECT_EQ(p->param(*head, "C")->buffer, p->prefill.logits);
+    EXPECT_EQ(p->param(*many[1], "C")->buffer, p->prefill.logits);
+    // Both read the gathered rows (the gemv through its folded norm).
+    const PlannedLaunch &gather = *(few.front() - 1);
+    EXPECT_EQ(gather.role, LaunchRole::Gather);
+    EXPECT_EQ(p->param(*head, "A")->buffer, p->param(gather, "out")->buffer);
+    EXPECT_EQ(p->param(*many[0], "a")->buffer, p->param(gather, "out")->buffer);
+    for (const PlannedLaunch &l : p->decode.launches) EXPECT_TRUE(!l.minOutRows && !l.maxOutRows) << l.op;
   }
 }
 

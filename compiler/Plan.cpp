@@ -202,7 +202,19 @@ private:
     ir::ValueId y = norm.results[0];
     auto it = readers.find(y);
     if (it == readers.end() || yielded.count(y)) return false;
-    return llvm::all_of(it->second, [&](const ir::Op *r) { return ir::readsAsMatmulInput(*r, y); });
+    if (!llvm::all_of(it->second, [&](const ir::Op *r) { return ir::readsAsMatmulInput(*r, y); })) return false;
+    // A LayerNorm keeps the FMA gemv, the only one with its prologue. Where a reader would otherwise be the
+    // wgmma gemv (a large W on sm_90a: GPT-2's lm_head, 77 MB), the norm launches instead: the trace put that
+    // head's FMA gemv at 1.8 TB/s, 43 us of a 245 us step, where the wgmma gemv streams others at 4.2 TB/s
+    // (bench/NOTES.md, session 24).
+    if (kind == Prologue::Kind::Layer)
+      for (const ir::Op *r : it->second) {
+        const ir::WeightDecl &w = m.weights[r->operands[weightOperand(*r)].id];
+        GemvTile plain = defaultGemvTile(plan.target, plan.options.maxBatch, w.type.shape[0].value,
+                                         w.type.shape[1].value, 0, Prologue::Kind::None);
+        if (plain.wgmma) return false;
+      }
+    return true;
   }
   // The rows the matmuls lowered now cover at most: decode's batch; after the prefill's gather, in the
   // variant for a few output rows, kGemvMaxRows; else the prefill's rows.

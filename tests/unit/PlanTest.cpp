@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 using namespace minfer;
@@ -459,4 +460,29 @@ TEST(Plan, LayerNormsKeepTheirGains) {
   ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
   for (const PlanBuffer &b : p->buffers) EXPECT_EQ(b.gains, -1) << b.name;
   for (const auto &k : p->kernels) EXPECT_EQ(k->name().find("_pro_rms_unit"), std::string::npos) << k->name();
+}
+
+// A LayerNorm folds only into the FMA gemv. In GPT-2's one-row decode its layers' gemvs are small enough to
+// be FMA kernels anyway and keep the fold; the lm_head (50257 x 768) would be the wgmma gemv on sm_90a, so the
+// final LayerNorm launches and the head streams through wgmma (still folding the argmax). On sm_89 it folds.
+TEST(Plan, ALayerNormBeforeAWgmmaSizedGemvLaunchesOnItsOwn) {
+  auto m = ir::parseModuleFile(std::string(MINFER_SOURCE_DIR) + "/examples/gpt2-124m.ir");
+  ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
+  ASSERT_TRUE(bool(fuseModule(**m)));
+  for (const char *target : {"sm_90a", "sm_89"}) {
+    SCOPED_TRACE(target);
+    const bool wgmma = std::string(target) == "sm_90a";
+    auto p = buildPlan(**m, *parseTarget(target), PlanOptions{1, 1024, 1024});
+    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+    std::map<std::string, std::vector<std::string>> kernelsOf; // op -> its launches' kernels
+    for (const PlannedLaunch &l : p->decode.launches) kernelsOf[l.op].push_back(p->kernels[l.kernel]->name());
+    EXPECT_EQ(kernelsOf["%final = layer_norm"].size(), wgmma ? 1u : 0u);
+    ASSERT_EQ(kernelsOf["%logits = matmul"].size(), 1u);
+    const std::string head = kernelsOf["%logits = matmul"][0];
+    EXPECT_EQ(head.find("_wgmma_") != std::string::npos, wgmma) << head;
+    EXPECT_EQ(head.find("_pro_layer") == std::string::npos, wgmma) << head;
+    EXPECT_NE(head.find("argmax"), std::string::npos) << head;
+    ASSERT_EQ(kernelsOf["%q = qkv"].size(), 12u);
+    for (const std::string &k : kernelsOf["%q = qkv"]) EXPECT_NE(k.find("_pro_layer"), std::string::npos) << k;
+  }
 }

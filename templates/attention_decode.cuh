@@ -209,7 +209,6 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   const int *__restrict__ context_len = p.context_len;
   const int max_seq = p.max_seq;
   const float scale = p.scale;
-  wait();
   static_assert(HEADS > 0 && KV_HEADS > 0 && HEADS % KV_HEADS == 0, "HEADS must be a multiple of KV_HEADS (GQA)");
   static_assert(HEAD_DIM % 8 == 0 && HEAD_DIM >= 8, "HEAD_DIM must be a multiple of 8 (16-byte rows)");
   static_assert(HEAD_DIM <= 128, "HEAD_DIM above 128: the fp32 output tile (HEAD_DIM/2 registers a thread) would spill");
@@ -230,14 +229,46 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   extern __shared__ __align__(16) unsigned char smemRaw[];
   requireDynamicShared(attn::decodeSmemBytes(HEAD_DIM, THREADS, SMEM_BUDGET));
 
+  // Everything up to the wait depends on the launch alone, so it overlaps the kernel before (programmatic
+  // dependent launch): at short contexts the block's whole life is a chain of latencies (the wait, the context,
+  // one trip for K/V and Q, two tiles a warp, the merge), and every instruction on it counts.
   const int split = tile.x, kvHead = tile.y, b = tile.z;
   const int numSplits = tile.nx;
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int g = lane / 4, t = lane % 4;
+  const size_t seqBase = (size_t)b * max_seq * KV_DIM + kvHead * HEAD_DIM;
+  const bf16 *kSeq = k_cache + seqBase, *vSeq = v_cache + seqBase;
+  bf16 *outGroup = out + (size_t)b * Q_DIM + kvHead * GROUP * HEAD_DIM; // the group's heads, one after another
+
+  // Warp w's ring: [STAGES][K, V][TILE][LDS].
+  bf16 *ring = reinterpret_cast<bf16 *>(smemRaw) + warp * STAGES * 2 * TILE * LDS;
+  constexpr unsigned kSlotBytes = 2 * TILE * LDS * sizeof(bf16);
+  // After the loop the same bytes hold the merge: O [NW][16][HDP], then m [NW][16], then l [NW][16].
+  float *mergeO = reinterpret_cast<float *>(smemRaw);
+  float *mergeM = mergeO + NW * 16 * HDP;
+  float *mergeL = mergeM + NW * 16;
+
+  // A lane's copies of one tile (2 * TILE * CHUNKS 16-byte chunks, CHUNKS a lane). Where a row's chunks divide
+  // the warp and a matrix's chunks fill it (head dims 16, 32, 64, 128) the lane keeps one column and steps down
+  // the rows by a constant, so a copy is one add and one compare; other head dims take the general index
+  // arithmetic.
+  constexpr bool kLaneColumn = kWarpSize % CHUNKS == 0 && TILE * CHUNKS >= kWarpSize;
+  constexpr int kRowStep = kLaneColumn ? kWarpSize / CHUNKS : 1; // rows between a lane's copies
+  constexpr int kPerMatrix = kLaneColumn ? TILE / kRowStep : 1;   // a lane's copies of K (and of V) per tile
+  const int laneRow = kLaneColumn ? lane / CHUNKS : 0;
+  const int laneCol = kLaneColumn ? lane % CHUNKS : 0;
+  const bf16 *kLane = kSeq + (size_t)laneRow * KV_DIM + laneCol * 8, *vLane = vSeq + (size_t)laneRow * KV_DIM + laneCol * 8;
+  const unsigned ringLane = smemAddress(ring) + (laneRow * LDS + laneCol * 8) * sizeof(bf16);
+
+  // Query rows g and g + 8 of the tile (query heads kvHead*GROUP + pass*16 + row), from this lane's column.
+  const bf16 *qGroup = q + (size_t)b * Q_DIM + kvHead * GROUP * HEAD_DIM + g * HEAD_DIM + 2 * t;
+  wait();
+
   const int ctx = min(loadProduced(context_len + b), max_seq);
   // A context of up to attn::kOneChunkTokens positions is one chunk (block 0's), so it needs no merge.
   constexpr int kOneChunk = attn::kOneChunkTokens > SPLIT_TOKENS ? attn::kOneChunkTokens : SPLIT_TOKENS;
   const int span = ctx <= attn::kOneChunkTokens ? kOneChunk : SPLIT_TOKENS;
   const int s0 = split * span;
-  bf16 *outGroup = out + (size_t)b * Q_DIM + kvHead * GROUP * HEAD_DIM; // the group's heads, one after another
   if (s0 >= ctx) { // past this sequence's context: no chunk's merge reads this one
     if (ctx <= 0 && split == 0)
       for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) outGroup[i] = toBf16(0.f);
@@ -246,31 +277,34 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   const int s1 = min(s0 + span, ctx);
   const int chunks = (ctx + span - 1) / span; // the chunks this context has: the ones that write
   const int numTiles = (s1 - s0 + TILE - 1) / TILE;
-
-  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int g = lane / 4, t = lane % 4;
   // Tiles warp, warp + NW, ... of the chunk.
   const int myTiles = warp < numTiles ? (numTiles - 1 - warp) / NW + 1 : 0;
-  const size_t seqBase = (size_t)b * max_seq * KV_DIM + kvHead * HEAD_DIM;
-  const bf16 *kSeq = k_cache + seqBase, *vSeq = v_cache + seqBase;
-
-  // Warp w's ring: [STAGES][K, V][TILE][LDS].
-  bf16 *ring = reinterpret_cast<bf16 *>(smemRaw) + warp * STAGES * 2 * TILE * LDS;
-  // After the loop the same bytes hold the merge: O [NW][16][HDP], then m [NW][16], then l [NW][16].
-  float *mergeO = reinterpret_cast<float *>(smemRaw);
-  float *mergeM = mergeO + NW * 16 * HDP;
-  float *mergeL = mergeM + NW * 16;
 
   // One tile (16 keys of K and of V) into slot `slot`; keys at or past s1 are zero-filled, never read.
   auto loadTile = [&](int i, int slot) {
     const int first = s0 + (warp + i * NW) * TILE;
-    bf16 *dst = ring + slot * 2 * TILE * LDS;
-    for (int c = lane; c < 2 * TILE * CHUNKS; c += kWarpSize) {
-      const int which = c / (TILE * CHUNKS); // 0: K, 1: V
-      const int r = (c / CHUNKS) % TILE, ch = c % CHUNKS, pos = first + r;
-      const bool valid = pos < s1;
-      const bf16 *src = which ? vSeq : kSeq;
-      cpAsync16(dst + (which * TILE + r) * LDS + ch * 8, valid ? src + (size_t)pos * KV_DIM + ch * 8 : src, valid);
+    if constexpr (kLaneColumn) {
+      const unsigned dst = ringLane + slot * kSlotBytes;
+      const size_t firstOff = (size_t)first * KV_DIM;
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const bf16 *src = (m ? vLane : kLane) + firstOff;
+#pragma unroll
+        for (int k = 0; k < kPerMatrix; ++k) {
+          const int r = k * kRowStep; // past laneRow
+          const bool valid = first + laneRow + r < s1;
+          cpAsync16(dst + ((m * TILE + r) * LDS) * sizeof(bf16), valid ? src + r * KV_DIM : kSeq, valid);
+        }
+      }
+    } else {
+      bf16 *dst = ring + slot * 2 * TILE * LDS;
+      for (int c = lane; c < 2 * TILE * CHUNKS; c += kWarpSize) {
+        const int which = c / (TILE * CHUNKS); // 0: K, 1: V
+        const int r = (c / CHUNKS) % TILE, ch = c % CHUNKS, pos = first + r;
+        const bool valid = pos < s1;
+        const bf16 *src = which ? vSeq : kSeq;
+        cpAsync16(dst + (which * TILE + r) * LDS + ch * 8, valid ? src + (size_t)pos * KV_DIM + ch * 8 : src, valid);
+      }
     }
   };
 
@@ -291,15 +325,15 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
     // Q fragments straight from global memory: row r of the tile is query head kvHead*GROUP + pass*16 + r;
     // rows past the group and columns past HEAD_DIM are zero.
     unsigned qf[HDP / 16][4];
+    const bool rowLo = pass * 16 + g < GROUP, rowHi = pass * 16 + g + 8 < GROUP;
 #pragma unroll
     for (int ks = 0; ks < HDP / 16; ++ks) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = g + (e & 1) * 8, col = ks * 16 + (e >> 1) * 8 + 2 * t;
-        const int inGroup = pass * 16 + r;
+        const int r = (e & 1) * 8, col = ks * 16 + (e >> 1) * 8; // past g and 2t
         unsigned v = 0;
-        if (inGroup < GROUP && col < HEAD_DIM)
-          v = loadProduced(reinterpret_cast<const unsigned *>(q + (size_t)b * Q_DIM + (kvHead * GROUP + inGroup) * HEAD_DIM + col));
+        if ((e & 1 ? rowHi : rowLo) && col < HEAD_DIM)
+          v = loadProduced(reinterpret_cast<const unsigned *>(qGroup + (pass * 16 + r) * HEAD_DIM + col));
         qf[ks][e] = v;
       }
     }
@@ -338,8 +372,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
       const int row = g + r * 8;
 #pragma unroll
       for (int j = 0; j < HDP / 8; ++j) {
-        mergeO[(warp * 16 + row) * HDP + j * 8 + 2 * t] = st.o[j][2 * r];
-        mergeO[(warp * 16 + row) * HDP + j * 8 + 2 * t + 1] = st.o[j][2 * r + 1];
+        *reinterpret_cast<float2 *>(mergeO + (warp * 16 + row) * HDP + j * 8 + 2 * t) = make_float2(st.o[j][2 * r], st.o[j][2 * r + 1]);
       }
       if (t == 0) {
         mergeM[warp * 16 + row] = st.m[r];
@@ -347,26 +380,37 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
       }
     }
     blockSync();
+    // A thread takes 4 columns of one row: the row's warp weights once, then float4s of every warp's O.
+    constexpr int V4 = HEAD_DIM / 4;
     const int rowsInPass = min(16, GROUP - pass * 16);
-    for (int i = tid; i < rowsInPass * HEAD_DIM; i += THREADS) {
-      const int r = i / HEAD_DIM, d = i % HEAD_DIM;
+    for (int i = tid; i < rowsInPass * V4; i += THREADS) {
+      const int r = i / V4, d = i % V4 * 4;
       float mx = attn::negInf();
 #pragma unroll
       for (int w = 0; w < NW; ++w) mx = fmaxf(mx, mergeM[w * 16 + r]);
       // The chunk is not empty, so its first key reached warp 0 and mx is finite.
-      float sum = 0.f, acc = 0.f;
+      float sum = 0.f;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int w = 0; w < NW; ++w) {
-        const float wt = exp2f(mergeM[w * 16 + r] - mx);
+        const float wt = attn::exp2Ftz(mergeM[w * 16 + r] - mx);
+        const float4 o = *reinterpret_cast<const float4 *>(mergeO + (w * 16 + r) * HDP + d);
         sum += wt * mergeL[w * 16 + r];
-        acc += wt * mergeO[(w * 16 + r) * HDP + d];
+        acc.x += wt * o.x;
+        acc.y += wt * o.y;
+        acc.z += wt * o.z;
+        acc.w += wt * o.w;
       }
+      const float inv = __frcp_rn(sum);
+      acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
       if (chunks == 1) { // the whole context: the output itself
-        outGroup[(pass * 16 + r) * HEAD_DIM + d] = toBf16(acc / sum);
+        __nv_bfloat162 *dst = reinterpret_cast<__nv_bfloat162 *>(outGroup + (pass * 16 + r) * HEAD_DIM + d);
+        dst[0] = __floats2bfloat162_rn(acc.x, acc.y);
+        dst[1] = __floats2bfloat162_rn(acc.z, acc.w);
         continue;
       }
       const size_t slot = ((size_t)b * HEADS + kvHead * GROUP + pass * 16 + r) * numSplits + split;
-      partial_out[slot * HEAD_DIM + d] = acc / sum;
+      *reinterpret_cast<float4 *>(partial_out + slot * HEAD_DIM + d) = acc;
       if (d == 0) partial_lse[slot] = mx + log2f(sum);
     }
   }

@@ -4,8 +4,9 @@
 #
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
-# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,decode_trace,profile,kernels
-# (default: all but trace, decode_trace, profile, sanitize and load). `trace` times each prefill launch in place
+# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,decode_trace,profile,ab,kernels
+# (default: all but trace, decode_trace, profile, ab, sanitize and load). `ab` alternates this build's e2e bench
+# with an earlier revision's ($AB_BASE) on the same weights. `trace` times each prefill launch in place
 # (MINFER_PREFILL_TRACE); `decode_trace` what each launch adds to a decode step (bench/trace_decode.py).
 # `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU
 # tests under compute-sanitizer memcheck, racecheck and synccheck (sanitize_<tool>.log, the shards' output
@@ -64,8 +65,12 @@ run_all() {
   step "machine"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader || failed+=(nvidia-smi)
   echo "build dir: $build; kernel cache: $MINFER_CACHE_DIR ($(find "$MINFER_CACHE_DIR" -type f | wc -l) files)"
-  if [[ ! -x "$build/bench/minfer_kernel_bench" ]]; then
-    echo "error: $build/bench/minfer_kernel_bench not found: pass the prebuilt build directory as \$1"
+  local binaries=0
+  for binary in tests/minfer_gpu_tests bench/minfer_kernel_bench bench/minfer_e2e_bench; do
+    [[ -x "$build/$binary" ]] && binaries=1
+  done
+  if ((!binaries)); then
+    echo "error: no test or benchmark binary in '$build': pass the prebuilt build directory as \$1"
     return 1
   fi
 
@@ -82,8 +87,44 @@ run_all() {
     ctest --test-dir "$build" -R '^Soak\.' --no-tests=error --output-on-failure --timeout 300 -V \
       --output-junit "$OUT/soak.xml" | grep -E "soak|Passed|Failed|Failure" || failed+=("soak")
   elif [[ -x "$build/tests/minfer_gpu_tests" ]]; then
-    echo "(ctest unavailable or build dir moved from '${configured}': running the test binary directly)"
-    "$build/tests/minfer_gpu_tests" --gtest_output="xml:$OUT/gpu_tests.xml" || failed+=("GPU tests")
+    # The test binary directly, as $TEST_SHARDS (default 8) gtest shards at once, as ctest -j would: the suite
+    # is mostly NVRTC compiles, one core each (one process took over 330 s on a cold cache, session 25). The
+    # shards share the kernel cache, whose writes are atomic renames. $TEST_FILTER (a gtest filter) picks
+    # the tests; the soak samples the device's free memory, so it runs alone, after the rest.
+    shards="${TEST_SHARDS:-8}"
+    echo "(ctest unavailable or build dir moved from '${configured}': the test binary directly, $shards shards)"
+    shard_dir="$(mktemp -d)"
+    pids=()
+    for ((i = 0; i < shards; i++)); do
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$build/tests/minfer_gpu_tests" \
+        --gtest_filter="${TEST_FILTER:-*}:-Soak.*" --gtest_output="xml:$shard_dir/gpu_tests.$i.xml" \
+        > "$shard_dir/gpu_tests.$i.log" 2>&1 &
+      pids+=($!)
+    done
+    bad=0
+    for pid in "${pids[@]}"; do wait "$pid" || bad=1; done
+    for ((i = 0; i < shards; i++)); do echo "--- shard $i"; cat "$shard_dir/gpu_tests.$i.log"; done
+    ((bad)) && failed+=("GPU tests")
+    # One JUnit file of every shard's suites.
+    "$python" - "$OUT/gpu_tests.xml" "$shard_dir"/gpu_tests.*.xml <<'PY' || failed+=("GPU tests' XML")
+import sys
+import xml.etree.ElementTree as ET
+merged = ET.Element("testsuites", name="AllTests")
+totals = dict(tests=0, failures=0, disabled=0, errors=0)
+for path in sys.argv[2:]:
+    root = ET.parse(path).getroot()
+    for key in totals:
+        totals[key] += int(root.get(key, 0))
+    merged.extend(root.findall("testsuite"))
+for key, value in totals.items():
+    merged.set(key, str(value))
+ET.ElementTree(merged).write(sys.argv[1], encoding="UTF-8", xml_declaration=True)
+print(f"{totals['tests']} tests, {totals['failures']} failed, in {len(sys.argv) - 2} shards: {sys.argv[1]}")
+PY
+    rm -rf "$shard_dir"
+    if [[ -z "${TEST_FILTER:-}" ]]; then
+      "$build/tests/minfer_gpu_tests" --gtest_filter='Soak.*' --gtest_output="xml:$OUT/soak.xml" || failed+=("soak")
+    fi
   else
     echo "no GPU tests in $build"
     failed+=("GPU tests")
@@ -298,6 +339,56 @@ run_all() {
       [[ ${PIPESTATUS[0]} == 0 ]] || failed+=("decode trace $model")
       [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
     done
+  fi
+
+  if wants ab; then
+    # A change judged against an earlier revision: this build's minfer_e2e_bench and $AB_BASE's (a prebuilt
+    # minfer_e2e_bench binary carried beside it), alternated $AB_REPEATS times (default 2) on the same seeded
+    # weights, untuned, for each MODEL:CONTEXT of $AB_RUNS (default tinyllama-1.1b:128) at decode batches
+    # $AB_BATCHES (default 1,16) and prefill $AB_PREFILL (default 16; e.g. 512,2048). ab_<model>_c<context>_
+    # <new|base>_<i>.json, and ab.txt: every run's step and prefill times and the ratio of the medians.
+    if [[ -x "${AB_BASE:-}" ]]; then
+      abs=()
+      for run in ${AB_RUNS:-tinyllama-1.1b:128}; do
+        model="${run%%:*}" context="${run##*:}"
+        step "ab: $model, context $context"
+        weights_for "$model"
+        for ((i = 0; i < ${AB_REPEATS:-2}; i++)); do
+          for side in new base; do
+            bin="$build/bench/minfer_e2e_bench"
+            [[ $side == base ]] && bin="$AB_BASE"
+            json="$OUT/ab_${model}_c${context}_${side}_$i.json"
+            "$bin" --model "$here/../examples/$model.ir" --weights "$wdir/model.safetensors" --no-tune \
+              --decode-batches "${AB_BATCHES:-1,16}" --prefill-tokens "${AB_PREFILL:-16}" --context "$context" \
+              --out "$json" > "$OUT/ab_${model}_c${context}_${side}_$i.log" 2>&1 || failed+=("ab $model $side $i")
+            abs+=("$json")
+          done
+        done
+      done
+      "$python" - "${abs[@]}" <<'PY' | tee "$OUT/ab.txt" || failed+=("ab summary")
+import json, os, re, statistics, sys
+runs = {}  # (model, context, what) -> side -> [ms]
+for path in sys.argv[1:]:
+    if not os.path.exists(path):
+        continue
+    model, context, side = re.match(r"ab_(.+)_c(\d+)_(new|base)_\d+\.json", os.path.basename(path)).groups()
+    d = json.load(open(path))
+    for x in d.get("decode", []):
+        runs.setdefault((model, context, f"decode {x['batch']} rows"), {}).setdefault(side, []).append(x["ms_per_step"])
+    for x in d.get("prefill", []):
+        if "ms" in x:
+            runs.setdefault((model, context, f"prefill {x['tokens']}"), {}).setdefault(side, []).append(x["ms"])
+print("model, context, what: new runs / base runs (ms), new / base of the medians")
+for (model, context, what), sides in runs.items():
+    new, base = sides.get("new", []), sides.get("base", [])
+    ratio = statistics.median(new) / statistics.median(base) if new and base else float("nan")
+    print(f"{model} c{context} {what}: {', '.join(f'{v:.4f}' for v in new)} / "
+          f"{', '.join(f'{v:.4f}' for v in base)}  {ratio:.4f}")
+PY
+    else
+      echo "ab: set AB_BASE to an earlier revision's minfer_e2e_bench"
+      failed+=("ab")
+    fi
   fi
 
   if wants kernels; then

@@ -8,7 +8,7 @@
 // pad a group below 16; groups above 16 take ceil(GROUP / 16) passes whose re-reads hit L2), which turns
 // decode into the prefill warp tile of attention_prefill.cuh: QK^T and PV on tensor cores, online softmax.
 // The block's warps take the chunk's 16-key tiles round-robin; each warp streams its tiles through its own
-// cp.async ring of kStages slots (16-byte copies, no block barrier in the loop), keeps its own softmax state,
+// cp.async ring of STAGES slots (16-byte copies, no block barrier in the loop), keeps its own softmax state,
 // and the warps merge through shared memory at the end.
 //
 // The chunks of one (sequence, kv head) meet in the kernel itself, with no second launch:
@@ -257,7 +257,8 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   constexpr int kPerMatrix = kLaneColumn ? TILE / kRowStep : 1;   // a lane's copies of K (and of V) per tile
   const int laneRow = kLaneColumn ? lane / CHUNKS : 0;
   const int laneCol = kLaneColumn ? lane % CHUNKS : 0;
-  const bf16 *kLane = kSeq + (size_t)laneRow * KV_DIM + laneCol * 8, *vLane = vSeq + (size_t)laneRow * KV_DIM + laneCol * 8;
+  const size_t laneOffset = (size_t)laneRow * KV_DIM + laneCol * 8;
+  const bf16 *kLane = kSeq + laneOffset, *vLane = vSeq + laneOffset;
   const unsigned ringLane = smemAddress(ring) + (laneRow * LDS + laneCol * 8) * sizeof(bf16);
 
   // Query rows g and g + 8 of the tile (query heads kvHead*GROUP + pass*16 + row), from this lane's column.
@@ -287,13 +288,13 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
       const unsigned dst = ringLane + slot * kSlotBytes;
       const size_t firstOff = (size_t)first * KV_DIM;
 #pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        const bf16 *src = (m ? vLane : kLane) + firstOff;
+      for (int which = 0; which < 2; ++which) { // 0: K, 1: V
+        const bf16 *src = (which ? vLane : kLane) + firstOff;
 #pragma unroll
         for (int k = 0; k < kPerMatrix; ++k) {
-          const int r = k * kRowStep; // past laneRow
+          const int r = k * kRowStep; // rows below the lane's first, laneRow
           const bool valid = first + laneRow + r < s1;
-          cpAsync16(dst + ((m * TILE + r) * LDS) * sizeof(bf16), valid ? src + r * KV_DIM : kSeq, valid);
+          cpAsync16(dst + ((which * TILE + r) * LDS) * sizeof(bf16), valid ? src + r * KV_DIM : kSeq, valid);
         }
       }
     } else {
@@ -330,7 +331,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
     for (int ks = 0; ks < HDP / 16; ++ks) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = (e & 1) * 8, col = ks * 16 + (e >> 1) * 8; // past g and 2t
+        const int r = (e & 1) * 8, col = ks * 16 + (e >> 1) * 8; // from qGroup's row g and column 2t
         unsigned v = 0;
         if ((e & 1 ? rowHi : rowLo) && col < HEAD_DIM)
           v = loadProduced(reinterpret_cast<const unsigned *>(qGroup + (pass * 16 + r) * HEAD_DIM + col));
@@ -372,7 +373,8 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
       const int row = g + r * 8;
 #pragma unroll
       for (int j = 0; j < HDP / 8; ++j) {
-        *reinterpret_cast<float2 *>(mergeO + (warp * 16 + row) * HDP + j * 8 + 2 * t) = make_float2(st.o[j][2 * r], st.o[j][2 * r + 1]);
+        float2 *to = reinterpret_cast<float2 *>(mergeO + (warp * 16 + row) * HDP + j * 8 + 2 * t);
+        *to = make_float2(st.o[j][2 * r], st.o[j][2 * r + 1]);
       }
       if (t == 0) {
         mergeM[warp * 16 + row] = st.m[r];
@@ -384,7 +386,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
     constexpr int V4 = HEAD_DIM / 4;
     const int rowsInPass = min(16, GROUP - pass * 16);
     for (int i = tid; i < rowsInPass * V4; i += THREADS) {
-      const int r = i / V4, d = i % V4 * 4;
+      const int r = i / V4, d = (i % V4) * 4;
       float mx = attn::negInf();
 #pragma unroll
       for (int w = 0; w < NW; ++w) mx = fmaxf(mx, mergeM[w * 16 + r]);
@@ -401,7 +403,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
         acc.z += wt * o.z;
         acc.w += wt * o.w;
       }
-      const float inv = __frcp_rn(sum);
+      const float inv = 1.f / sum;
       acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
       if (chunks == 1) { // the whole context: the output itself
         __nv_bfloat162 *dst = reinterpret_cast<__nv_bfloat162 *>(outGroup + (pass * 16 + r) * HEAD_DIM + d);

@@ -27,9 +27,10 @@ struct HeadConfig {
 };
 
 // Llama-2-7B, TinyLlama, Qwen2.5-0.5B, and the test fixtures' shapes (MQA 4/1/32, GQA 4/2/16, 8/8/8).
-// 4/2/80 is padded to 128 columns by the wgmma prefill kernel.
+// 4/2/80 is padded to 128 columns by the wgmma prefill kernel. 32/1/64 is a group of 32 query heads: decode
+// attention takes it in two passes of 16.
 const HeadConfig kConfigs[] = {{32, 32, 128}, {8, 8, 96}, {32, 4, 64}, {14, 2, 64}, {4, 2, 80},
-                               {4, 1, 32},    {2, 2, 24}, {4, 2, 16}, {8, 8, 8}};
+                               {4, 1, 32},    {2, 2, 24}, {4, 2, 16}, {8, 8, 8},   {32, 1, 64}};
 
 std::string configText(const HeadConfig &c) {
   std::ostringstream s;

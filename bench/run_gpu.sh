@@ -53,6 +53,23 @@ failed=()
 
 step() { echo; echo "=== $* ($(date +%T))"; }
 
+# Runs the command "${@:3}" as $1 gtest shards at once (GTEST_TOTAL_SHARDS / GTEST_SHARD_INDEX), shard i's
+# output in $2.i.log and its JUnit XML in $2.i.xml; shard_rcs gets their exit codes, in shard order.
+run_shards() {
+  local count=$1 prefix=$2 i
+  shift 2
+  local pids=()
+  for ((i = 0; i < count; i++)); do
+    GTEST_TOTAL_SHARDS=$count GTEST_SHARD_INDEX=$i GTEST_OUTPUT="xml:$prefix.$i.xml" "$@" > "$prefix.$i.log" 2>&1 &
+    pids+=($!)
+  done
+  shard_rcs=()
+  for ((i = 0; i < count; i++)); do
+    wait "${pids[$i]}"
+    shard_rcs+=($?)
+  done
+}
+
 # Sets wdir to model $1's seeded random weights in /dev/shm (torch_e2e.py writes them, or keeps them when
 # its seed.txt says they are already there).
 weights_for() {
@@ -94,17 +111,9 @@ run_all() {
     shards="${TEST_SHARDS:-8}"
     echo "(ctest unavailable or build dir moved from '${configured}': the test binary directly, $shards shards)"
     shard_dir="$(mktemp -d)"
-    pids=()
-    for ((i = 0; i < shards; i++)); do
-      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$build/tests/minfer_gpu_tests" \
-        --gtest_filter="${TEST_FILTER:-*}:-Soak.*" --gtest_output="xml:$shard_dir/gpu_tests.$i.xml" \
-        > "$shard_dir/gpu_tests.$i.log" 2>&1 &
-      pids+=($!)
-    done
-    bad=0
-    for pid in "${pids[@]}"; do wait "$pid" || bad=1; done
-    for ((i = 0; i < shards; i++)); do echo "--- shard $i"; cat "$shard_dir/gpu_tests.$i.log"; done
-    ((bad)) && failed+=("GPU tests")
+    run_shards "$shards" "$shard_dir/gpu_tests" "$build/tests/minfer_gpu_tests" --gtest_filter="${TEST_FILTER:-*}:-Soak.*"
+    for ((i = 0; i < shards; i++)); do echo "--- shard $i: exit ${shard_rcs[$i]}"; cat "$shard_dir/gpu_tests.$i.log"; done
+    for rc in "${shard_rcs[@]}"; do ((rc)) && { failed+=("GPU tests"); break; }; done
     # One JUnit file of every shard's suites.
     "$python" - "$OUT/gpu_tests.xml" "$shard_dir"/gpu_tests.*.xml <<'PY' || failed+=("GPU tests' XML")
 import sys
@@ -147,21 +156,15 @@ PY
       extra=()
       [[ "$tool" == memcheck ]] && extra=(--leak-check full)
       [[ "$tool" == racecheck ]] && extra=(--racecheck-report hazard)
-      pids=()
       shard_dir="$(mktemp -d)"
-      for ((i = 0; i < shards; i++)); do
-        # --report-api-errors no: the error tests provoke failing API calls (a garbage module, an unknown kernel).
-        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${SANITIZE_TIMEOUT:-0}" \
-          "${SANITIZER:-compute-sanitizer}" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 3 \
-          --target-processes all \
-          --print-limit 20 "$build/tests/minfer_gpu_tests" --gtest_filter="${SANITIZE_FILTER:--Soak.*:Autotune.*}" \
-          > "$shard_dir/$tool.$i.log" 2>&1 &
-        pids+=($!)
-      done
+      # --report-api-errors no: the error tests provoke failing API calls (a garbage module, an unknown kernel).
+      run_shards "$shards" "$shard_dir/$tool" timeout "${SANITIZE_TIMEOUT:-0}" \
+        "${SANITIZER:-compute-sanitizer}" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 3 \
+        --target-processes all \
+        --print-limit 20 "$build/tests/minfer_gpu_tests" --gtest_filter="${SANITIZE_FILTER:--Soak.*:Autotune.*}"
       bad=0
       for ((i = 0; i < shards; i++)); do
-        wait "${pids[$i]}"
-        rc=$?
+        rc=${shard_rcs[$i]}
         # A shard the filter left empty exits non-zero (no kernel launched): not a failure.
         if [[ $rc -ne 0 ]] && ! grep -q "^\[  PASSED  \] 0 tests\." "$shard_dir/$tool.$i.log"; then
           bad=1

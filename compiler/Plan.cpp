@@ -210,8 +210,8 @@ private:
     if (kind == Prologue::Kind::Layer)
       for (const ir::Op *r : it->second) {
         const ir::WeightDecl &w = m.weights[r->operands[weightOperand(*r)].id];
-        GemvTile plain = defaultGemvTile(plan.target, plan.options.maxBatch, w.type.shape[0].value,
-                                         w.type.shape[1].value, 0, Prologue::Kind::None);
+        GemvTile plain =
+            defaultGemvTile(plan.target, gemvRows(), w.type.shape[0].value, w.type.shape[1].value, 0, Prologue::Kind::None);
         if (plain.wgmma) return false;
       }
     return true;

@@ -403,7 +403,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
         acc.z += wt * o.z;
         acc.w += wt * o.w;
       }
-      const float inv = 1.f / sum;
+      const float inv = __frcp_rn(sum); // the same value as 1.f / sum, in fewer instructions
       acc = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
       if (chunks == 1) { // the whole context: the output itself
         __nv_bfloat162 *dst = reinterpret_cast<__nv_bfloat162 *>(outGroup + (pass * 16 + r) * HEAD_DIM + d);

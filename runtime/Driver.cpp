@@ -147,7 +147,9 @@ llvm::Expected<Function> Module::function(llvm::StringRef loweredName) const {
 // ---- launches ----
 
 llvm::Error reserveDynamicShared(const Function &fn, unsigned bytes) {
-  if (bytes <= kDefaultDynamicSharedLimit) return llvm::Error::success();
+  // The default limit is on static and dynamic together: a kernel with __shared__ arrays must opt in for
+  // less dynamic memory (48 KiB of rings and 16 static bytes: CUDA_ERROR_INVALID_VALUE at launch otherwise).
+  if (long(bytes) + fn.staticSharedBytes <= long(kDefaultDynamicSharedLimit)) return llvm::Error::success();
   if (!fn.handle) return ir::makeError("kernel '" + fn.name + "': no function (default-constructed Function)");
   auto d = driver();
   if (!d) return d.takeError();

@@ -14,8 +14,8 @@
 
 namespace minfer::cuda::detail {
 
-// Dynamic shared memory a kernel may use without opting in with CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-// 48 KiB on every architecture since Volta.
+// Shared memory (static and dynamic together) a kernel may use without opting in with
+// CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: 48 KiB on every architecture since Volta.
 constexpr unsigned kDefaultDynamicSharedLimit = 48 * 1024;
 // Every driver entry point minfer calls, with the version of the PFN typedef (cudaTypedefs.h) it is stored
 // in. cuGetProcAddress is asked for exactly that version, so the pointer's type and the function behind it

@@ -64,9 +64,6 @@ __device__ __forceinline__ uint4 loadStreaming(const bf16 *p) {
   return v;
 }
 
-// A hint to bring the 128-byte line holding p into L2 (no register, no wait).
-__device__ __forceinline__ void prefetchL2(const bf16 *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-
 // A: small and read by every warp of the SM, so let it live in L1 (the read-only path, but for the persistent
 // kernel's tasks: common.cuh's loadProduced).
 __device__ __forceinline__ uint4 loadCached(const bf16 *p) { return loadProduced(reinterpret_cast<const uint4 *>(p)); }

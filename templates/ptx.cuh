@@ -74,6 +74,9 @@ __device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], c
   mma16816(d, a[0], a[1], a[2], a[3], b[0], b[1]);
 }
 
+// A hint to bring the 128-byte line holding p into L2 (no register, no wait).
+__device__ __forceinline__ void prefetchL2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 // Counters in global memory shared by the blocks of one kernel (persistent.cuh): a relaxed load at GPU scope
 // (sees other blocks' adds; to poll with), an acquire load at GPU scope (what the releasing block wrote before
 // its release is visible after it; it also invalidates the SM's L1, so a poll loop of them keeps emptying the

@@ -212,7 +212,10 @@ int AttentionDecodeSpec::chooseSplitTokens(int kvHeads, int headDim, int64_t max
 
 AttentionDecodeSpec AttentionDecodeSpec::forSession(int heads, int kvHeads, int headDim, int64_t maxSeq,
                                                     int64_t batch, int smCount) {
-  return {heads, kvHeads, headDim, chooseSplitTokens(kvHeads, headDim, maxSeq, batch, smCount), maxSeq};
+  AttentionDecodeSpec spec(heads, kvHeads, headDim, chooseSplitTokens(kvHeads, headDim, maxSeq, batch, smCount), maxSeq);
+  if (int64_t(std::max(kvHeads, 1)) * std::max<int64_t>(batch, 1) * spec.numSplits() <= std::max(smCount, 1))
+    spec.threads = kFewBlocksThreads;
+  return spec;
 }
 
 size_t AttentionDecodeSpec::partialLseOffset(int64_t batch, int64_t maxSeq) const {

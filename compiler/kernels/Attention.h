@@ -121,9 +121,14 @@ struct AttentionDecodeSpec : KernelSpec {
   AttentionDecodeSpec(int heads, int kvHeads, int headDim, int splitTokens, int64_t maxSeq, int threads = 128)
       : heads(heads), kvHeads(kvHeads), headDim(headDim), splitTokens(splitTokens), threads(threads), maxSeq(maxSeq) {}
   // The spec for a session of `batch` sequences of at most `maxSeq` positions: splitTokens from
-  // chooseSplitTokens.
+  // chooseSplitTokens; kFewBlocksThreads where the grid has no more blocks than the SMs.
   static AttentionDecodeSpec forSession(int heads, int kvHeads, int headDim, int64_t maxSeq, int64_t batch = 1,
                                         int smCount = kDefaultSmCount);
+  // 8 warps for a grid of at most one block an SM (TinyLlama and GPT-2 at one sequence): no SM holds a second
+  // block to hide the first's latency, and at short contexts a block's life is a chain (the wait, one trip
+  // for K/V, the tiles a warp holds, the merge), so more warps sharing the chunk's tiles shorten it: a
+  // one-chunk context of 128 positions is one tile a warp instead of two.
+  static constexpr int kFewBlocksThreads = 256;
 
   // 132 SMs: H100 SXM and H200 (the plan passes its target's Target::nominalSmCount()).
   static constexpr int kDefaultSmCount = 132;

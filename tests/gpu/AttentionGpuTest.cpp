@@ -268,7 +268,7 @@ const std::vector<std::vector<int>> kContexts = {
     {1, 7, 1000, 4096, 2, 8, 997, 4093, 3, 9, 994, 4090, 4, 10, 991, 4087}};
 constexpr int kDecodeMaxSeq = 4099;
 
-// Against the interpreter, with the session's split and with 32 (129 chunks of two tiles: most warps idle,
+// Against the interpreter, with the session's split (with 4 warps and with 8) and with 32 (129 chunks of two tiles: most warps idle,
 // most chunks past the short contexts), 208 (a split that is not a power of two) and 4112 (one chunk for
 // every context: each warp cycles its ring many times).
 TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
@@ -305,12 +305,15 @@ TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
       std::copy((*r)[0].data.begin(), (*r)[0].data.end(), ref.row(b));
     }
 
-    std::vector<int> splits = {AttentionDecodeSpec::chooseSplitTokens(c.kvHeads, c.headDim, kDecodeMaxSeq, batch), 32,
-                               208, 4112};
+    // (split, threads): the session's split also with AttentionDecodeSpec::kFewBlocksThreads, the block
+    // forSession gives a grid of one block an SM.
+    const int chosen = AttentionDecodeSpec::chooseSplitTokens(c.kvHeads, c.headDim, kDecodeMaxSeq, batch);
+    std::vector<std::pair<int, int>> splits = {{chosen, 128}, {chosen, AttentionDecodeSpec::kFewBlocksThreads},
+                                               {32, 128}, {208, 128}, {4112, 128}};
     std::sort(splits.begin(), splits.end());
     splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
-    for (int split : splits) {
-      AttentionDecodeSpec dec(c.heads, c.kvHeads, c.headDim, split, kDecodeMaxSeq);
+    for (auto [split, threads] : splits) {
+      AttentionDecodeSpec dec(c.heads, c.kvHeads, c.headDim, split, kDecodeMaxSeq, threads);
       std::string what = dec.name() + " contexts=" + ctxText;
       SCOPED_TRACE(what);
       MINFER_ASSERT_OK(dec.validate());

@@ -176,7 +176,31 @@ TEST(AttentionSpec, SplitTokensFillTheGpuInOneWave) {
   EXPECT_EQ(d.splitTokens, 352);
   EXPECT_EQ(d.maxSeq, 4096);
   EXPECT_EQ(d.numSplits(), 12);
+  EXPECT_EQ(d.threads, 128); // 384 blocks for 132 SMs
   EXPECT_FALSE(bool(d.validate()));
+}
+
+// Eight warps exactly where the grid has at most one block an SM.
+TEST(AttentionSpec, ForSessionGivesAFewBlocksGridEightWarps) {
+  // TinyLlama at one sequence, 2048 positions: 16 chunks of 128 for 4 kv heads, 64 blocks.
+  AttentionDecodeSpec tiny = AttentionDecodeSpec::forSession(32, 4, 64, 2048, 1, 132);
+  EXPECT_EQ(tiny.numSplits() * 4, 64);
+  EXPECT_EQ(tiny.threads, AttentionDecodeSpec::kFewBlocksThreads);
+  EXPECT_FALSE(bool(tiny.validate()));
+  // GPT-2 (12 heads, no grouping) at 1024 positions: 8 chunks of 128, 96 blocks.
+  EXPECT_EQ(AttentionDecodeSpec::forSession(12, 12, 64, 1024, 1, 132).threads, 256);
+  // 132 blocks is still one an SM; one more is not (the same session on 131 SMs).
+  AttentionDecodeSpec one = AttentionDecodeSpec::forSession(4, 1, 64, 132 * 128, 1, 132);
+  ASSERT_EQ(one.numSplits(), 132);
+  EXPECT_EQ(one.threads, 256);
+  AttentionDecodeSpec fewerSms = AttentionDecodeSpec::forSession(4, 1, 64, 132 * 128, 1, 131);
+  EXPECT_GT(fewerSms.numSplits(), 131);
+  EXPECT_EQ(fewerSms.threads, 128);
+  // Sixteen sequences of TinyLlama, and Llama-3.2-1B (8 kv heads) at one: more blocks than SMs.
+  EXPECT_EQ(AttentionDecodeSpec::forSession(32, 4, 64, 2048, 16, 132).threads, 128);
+  EXPECT_EQ(AttentionDecodeSpec::forSession(32, 8, 64, 4096, 1, 132).threads, 128);
+  // The shared memory follows the warps: 2 stages of 8 warps' 16-key K and V tiles at head dim 64.
+  EXPECT_GT(tiny.sharedBytes(), AttentionDecodeSpec(32, 4, 64, 128, 2048).sharedBytes());
 }
 
 TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {

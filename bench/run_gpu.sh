@@ -116,11 +116,14 @@ run_all() {
     for rc in "${shard_rcs[@]}"; do ((rc)) && { failed+=("GPU tests"); break; }; done
     # One JUnit file of every shard's suites.
     "$python" - "$OUT/gpu_tests.xml" "$shard_dir"/gpu_tests.*.xml <<'PY' || failed+=("GPU tests' XML")
-import sys
+import os, sys
 import xml.etree.ElementTree as ET
 merged = ET.Element("testsuites", name="AllTests")
 totals = dict(tests=0, failures=0, disabled=0, errors=0)
-for path in sys.argv[2:]:
+paths = [p for p in sys.argv[2:] if os.path.exists(p)]  # an unmatched glob stays a literal pattern
+if not paths:
+    sys.exit("no shard wrote its JUnit XML (did the test binary start? see the shards' output above)")
+for path in paths:
     root = ET.parse(path).getroot()
     for key in totals:
         totals[key] += int(root.get(key, 0))
@@ -128,7 +131,7 @@ for path in sys.argv[2:]:
 for key, value in totals.items():
     merged.set(key, str(value))
 ET.ElementTree(merged).write(sys.argv[1], encoding="UTF-8", xml_declaration=True)
-print(f"{totals['tests']} tests, {totals['failures']} failed, in {len(sys.argv) - 2} shards: {sys.argv[1]}")
+print(f"{totals['tests']} tests, {totals['failures']} failed, in {len(paths)} shards: {sys.argv[1]}")
 PY
     rm -rf "$shard_dir"
     if [[ -z "${TEST_FILTER:-}" ]]; then

@@ -179,6 +179,31 @@ TEST(DriverGpu, CompiledKernelLaunchesAndRuns) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(back[i], host[i] + 2.f) << i;
 }
 
+// Launches a shared-sum kernel (kSharedSum, kSharedSumStatic) with `bytes` of dynamic shared memory on 256
+// threads; returns out[0].
+llvm::Expected<float> launchSharedSum(const cuda::Function &fn, unsigned bytes) {
+  auto out = cuda::DeviceBuffer::alloc(4);
+  if (!out) return out.takeError();
+  if (auto e = out->fill(0xFF)) return e;
+  cuda::DevicePtr p = out->ptr();
+  int n = int(bytes / 4);
+  void *args[] = {&p, &n};
+  LaunchDims dims;
+  dims.block = {256, 1, 1};
+  dims.sharedBytes = bytes;
+  if (auto e = cuda::launch(fn, dims, args)) return e;
+  if (auto e = cuda::synchronize()) return e;
+  float got = 0;
+  if (auto e = out->download(&got, 4)) return e;
+  return got;
+}
+// What kSharedSum leaves in out[0] for `bytes` of dynamic shared memory.
+double sharedSumOf(unsigned bytes) {
+  double want = 0;
+  for (unsigned i = 0; i < bytes / 4; ++i) want += i % 8;
+  return want;
+}
+
 TEST(DriverGpu, DynamicSharedMemoryAbove48KiBIsOptedIn) {
   MINFER_REQUIRE_GPU();
   ASSIGN_OR_FAIL(info, cuda::deviceInfo());
@@ -187,26 +212,11 @@ TEST(DriverGpu, DynamicSharedMemoryAbove48KiBIsOptedIn) {
   unsigned bytes = std::min<unsigned>(100 * 1024, unsigned(info.maxSharedPerBlockOptin));
   if (bytes <= 48 * 1024) GTEST_SKIP() << "device allows only " << bytes << " bytes of shared memory per block";
   ASSIGN_OR_FAIL(k, gputest::buildSource("shared_sum", kSharedSum, "shared_sum<0>"));
-  ASSIGN_OR_FAIL(out, cuda::DeviceBuffer::alloc(4));
-  MINFER_ASSERT_OK(out.fill(0xFF));
-  cuda::DevicePtr p = out.ptr();
-  int n = int(bytes / 4);
-  void *args[] = {&p, &n};
-  LaunchDims dims;
-  dims.block = {256, 1, 1};
-  dims.sharedBytes = bytes;
-  MINFER_ASSERT_OK(cuda::launch(k.fn, dims, args));
-  MINFER_ASSERT_OK(cuda::synchronize());
-  float got = 0;
-  MINFER_ASSERT_OK(out.download(&got, 4));
-  double want = 0;
-  for (int i = 0; i < n; ++i) want += i % 8;
-  EXPECT_EQ(double(got), want);
+  ASSIGN_OR_FAIL(got, launchSharedSum(k.fn, bytes));
+  EXPECT_EQ(double(got), sharedSumOf(bytes));
   // A smaller launch after the opt-in still works (the attribute is only ever raised).
-  dims.sharedBytes = 64 * 1024;
-  n = int(dims.sharedBytes / 4);
-  MINFER_ASSERT_OK(cuda::launch(k.fn, dims, args));
-  MINFER_ASSERT_OK(cuda::synchronize());
+  ASSIGN_OR_FAIL(smaller, launchSharedSum(k.fn, 64 * 1024));
+  EXPECT_EQ(double(smaller), sharedSumOf(64 * 1024));
 }
 
 // The 48 KiB a kernel gets without opting in count its static shared memory too: exactly 48 KiB of dynamic
@@ -218,21 +228,8 @@ TEST(DriverGpu, DynamicSharedMemoryBesideStaticIsOptedInPast48KiBTogether) {
   if (info.maxSharedPerBlockOptin < 48 * 1024 + 16) GTEST_SKIP() << "device allows only 48 KiB a block";
   ASSIGN_OR_FAIL(k, gputest::buildSource("shared_sum_static", kSharedSumStatic, "shared_sum_static<0>"));
   EXPECT_EQ(k.fn.staticSharedBytes, 16);
-  ASSIGN_OR_FAIL(out, cuda::DeviceBuffer::alloc(4));
-  MINFER_ASSERT_OK(out.fill(0xFF));
-  cuda::DevicePtr p = out.ptr();
-  int n = 48 * 1024 / 4;
-  void *args[] = {&p, &n};
-  LaunchDims dims;
-  dims.block = {256, 1, 1};
-  dims.sharedBytes = 48 * 1024;
-  MINFER_ASSERT_OK(cuda::launch(k.fn, dims, args));
-  MINFER_ASSERT_OK(cuda::synchronize());
-  float got = 0;
-  MINFER_ASSERT_OK(out.download(&got, 4));
-  double want = 4;
-  for (int i = 0; i < n; ++i) want += i % 8;
-  EXPECT_EQ(double(got), want);
+  ASSIGN_OR_FAIL(got, launchSharedSum(k.fn, 48 * 1024));
+  EXPECT_EQ(double(got), 4 + sharedSumOf(48 * 1024)); // the four static 1s
 }
 
 TEST(DriverGpu, SharedMemoryBeyondTheDeviceLimitIsRefusedBeforeLaunch) {

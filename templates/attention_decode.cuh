@@ -274,43 +274,10 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   constexpr int kOneChunk = attn::kOneChunkTokens > SPLIT_TOKENS ? attn::kOneChunkTokens : SPLIT_TOKENS;
   auto spanOf = [](int context) { return context <= attn::kOneChunkTokens ? kOneChunk : SPLIT_TOKENS; };
 
-  // The chunk's K/V lines into L2 before the wait (attn::kPrefetchL2Bytes). The context read here may be a step
-  // or more behind (a kernel starts once the one before has *started*): a relaxed load, a hint only, never used
-  // after the wait. A prefetch is no risk whatever it reads: L2 is the point of coherence, so a line brought
-  // in before the kernel before writes it is updated there.
-  {
-    const int early = min(int(loadRelaxedGpu(reinterpret_cast<const unsigned *>(context_len + b))), max_seq);
-    if ((size_t)tile.nz * max(early, 0) * KV_DIM * 2 * sizeof(bf16) <= attn::kPrefetchL2Bytes) {
-      const int e0 = split * spanOf(early), rows = min(e0 + spanOf(early), early) - e0;
-      // A head's row is HEAD_DIM * 2 bytes: its lines at 128-byte steps, and its last byte's (a row that is not
-      // 128-byte aligned ends on one line more).
-      constexpr int ROW_BYTES = HEAD_DIM * 2, LINES = (ROW_BYTES + 127) / 128 + (ROW_BYTES % 128 ? 1 : 0);
-      for (int i = tid; i < rows * 2 * LINES; i += THREADS) {
-        const int line = i % LINES, which = (i / LINES) % 2, r = e0 + i / (2 * LINES);
-        const char *row = reinterpret_cast<const char *>((which ? vSeq : kSeq) + (size_t)r * KV_DIM);
-        prefetchL2(row + min(line * 128, ROW_BYTES - 1));
-      }
-    }
-  }
-  wait();
-
-  // A strong load: the read-only path may answer with the value read before the wait (session 24's bug).
-  const int ctx = min(int(loadRelaxedGpu(reinterpret_cast<const unsigned *>(context_len + b))), max_seq);
-  const int span = spanOf(ctx);
-  const int s0 = split * span;
-  if (s0 >= ctx) { // past this sequence's context: no chunk's merge reads this one
-    if (ctx <= 0 && split == 0)
-      for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) outGroup[i] = toBf16(0.f);
-    return;
-  }
-  const int s1 = min(s0 + span, ctx);
-  const int chunks = (ctx + span - 1) / span; // the chunks this context has: the ones that write
-  const int numTiles = (s1 - s0 + TILE - 1) / TILE;
-  // Tiles warp, warp + NW, ... of the chunk.
-  const int myTiles = warp < numTiles ? (numTiles - 1 - warp) / NW + 1 : 0;
-
-  // One tile (16 keys of K and of V) into slot `slot`; keys at or past s1 are zero-filled, never read.
-  auto loadTile = [&](int i, int slot) {
+  // One tile (16 keys of K and of V) of the chunk from s0 into slot `slot`; keys at or past `end` are
+  // zero-filled, never read (end: the chunk's s1; max_seq for the early tile below, which keeps the copies in
+  // the cache while the context is not yet known).
+  auto loadTile = [&](int i, int slot, int s0, int end) {
     const int first = s0 + (warp + i * NW) * TILE;
     if constexpr (kLaneColumn) {
       const unsigned dst = ringLane + slot * kSlotBytes;
@@ -321,7 +288,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
 #pragma unroll
         for (int k = 0; k < kPerMatrix; ++k) {
           const int r = k * kRowStep; // rows below the lane's first, laneRow
-          const bool valid = first + laneRow + r < s1;
+          const bool valid = first + laneRow + r < end;
           cpAsync16(dst + ((which * TILE + r) * LDS) * sizeof(bf16), valid ? src + r * KV_DIM : kSeq, valid);
         }
       }
@@ -330,30 +297,15 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
       for (int c = lane; c < 2 * TILE * CHUNKS; c += kWarpSize) {
         const int which = c / (TILE * CHUNKS); // 0: K, 1: V
         const int r = (c / CHUNKS) % TILE, ch = c % CHUNKS, pos = first + r;
-        const bool valid = pos < s1;
+        const bool valid = pos < end;
         const bf16 *src = which ? vSeq : kSeq;
         cpAsync16(dst + (which * TILE + r) * LDS + ch * 8, valid ? src + (size_t)pos * KV_DIM + ch * 8 : src, valid);
       }
     }
   };
-
-  const float scaleLog2 = scale * kLog2e;
-  for (int pass = 0; pass < PASSES; ++pass) {
-    if constexpr (HEAD_DIM < HDP) { // zero the padding columns (the previous merge may have overwritten them)
-      bf16 *all = reinterpret_cast<bf16 *>(smemRaw);
-      attn::zeroColumns<THREADS>(all, NW * STAGES * 2 * TILE, LDS, HEAD_DIM, HDP);
-    }
-    blockSync(); // padding zeroed; the previous pass's merge is done reading the shared bytes
-
-    // Prologue: the first STAGES-1 tiles in flight before anything else, then the queries.
-#pragma unroll
-    for (int i = 0; i < STAGES - 1; ++i) {
-      if (i < myTiles) loadTile(i, i);
-      cpAsyncCommit();
-    }
-    // Q fragments straight from global memory: row r of the tile is query head kvHead*GROUP + pass*16 + r;
-    // rows past the group and columns past HEAD_DIM are zero.
-    unsigned qf[HDP / 16][4];
+  // The Q fragments of pass `pass`, straight from global memory: row r of the tile is query head
+  // kvHead*GROUP + pass*16 + r; rows past the group and columns past HEAD_DIM are zero.
+  auto loadQuery = [&](unsigned (&qf)[HDP / 16][4], int pass) {
     const bool rowLo = pass * 16 + g < GROUP, rowHi = pass * 16 + g + 8 < GROUP;
 #pragma unroll
     for (int ks = 0; ks < HDP / 16; ++ks) {
@@ -366,14 +318,94 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
         qf[ks][e] = v;
       }
     }
+  };
+
+  // The chunk's K/V lines into L2 before the wait (attn::kPrefetchL2Bytes). The context read here may be a step
+  // or more behind (a kernel starts once the one before has *started*): a relaxed load, a hint only, never used
+  // after the wait. A prefetch is no risk whatever it reads: L2 is the point of coherence, so a line brought
+  // in before the kernel before writes it is updated there.
+  {
+    const int hint = min(int(loadRelaxedGpu(reinterpret_cast<const unsigned *>(context_len + b))), max_seq);
+    if ((size_t)tile.nz * max(hint, 0) * KV_DIM * 2 * sizeof(bf16) <= attn::kPrefetchL2Bytes) {
+      const int e0 = split * spanOf(hint), rows = min(e0 + spanOf(hint), hint) - e0;
+      // A head's row is HEAD_DIM * 2 bytes: its lines at 128-byte steps, and its last byte's (a row that is not
+      // 128-byte aligned ends on one line more).
+      constexpr int ROW_BYTES = HEAD_DIM * 2, LINES = (ROW_BYTES + 127) / 128 + (ROW_BYTES % 128 ? 1 : 0);
+      for (int i = tid; i < rows * 2 * LINES; i += THREADS) {
+        const int line = i % LINES, which = (i / LINES) % 2, r = e0 + i / (2 * LINES);
+        const char *row = reinterpret_cast<const char *>((which ? vSeq : kSeq) + (size_t)r * KV_DIM);
+        prefetchL2(row + min(line * 128, ROW_BYTES - 1));
+      }
+    }
+  }
+  wait();
+
+  // Right after the wait, what does not depend on the context, so that its trip to L2 overlaps theirs instead
+  // of coming first: pass 0's query fragments and, in split 0 (the chunk every context starts with; the lane
+  // column path), each warp's first tile of K/V. That tile's rows at or past the context are copied too, from
+  // wherever the cache holds: their scores are masked below, and their V rows zeroed before the PV product
+  // reads them (0 * NaN would not vanish).
+  constexpr bool kEarlyTileAllowed = kLaneColumn;
+  const bool earlyTile = kEarlyTileAllowed && split == 0;
+  unsigned qf[HDP / 16][4];
+  loadQuery(qf, 0);
+  if (earlyTile) loadTile(0, 0, 0, max_seq);
+
+  // A strong load: the read-only path may answer with the value read before the wait (session 24's bug).
+  const int ctx = min(int(loadRelaxedGpu(reinterpret_cast<const unsigned *>(context_len + b))), max_seq);
+  const int span = spanOf(ctx);
+  const int s0 = split * span;
+  if (s0 >= ctx) { // past this sequence's context: no chunk's merge reads this one
+    if (ctx <= 0 && split == 0)
+      for (int i = threadIdx.x; i < GROUP * HEAD_DIM; i += THREADS) outGroup[i] = toBf16(0.f);
+    if (earlyTile) { // no copy outlives the block
+      cpAsyncCommit();
+      cpAsyncWait<0>();
+    }
+    return;
+  }
+  const int s1 = min(s0 + span, ctx);
+  const int chunks = (ctx + span - 1) / span; // the chunks this context has: the ones that write
+  const int numTiles = (s1 - s0 + TILE - 1) / TILE;
+  // Tiles warp, warp + NW, ... of the chunk.
+  const int myTiles = warp < numTiles ? (numTiles - 1 - warp) / NW + 1 : 0;
+
+  const float scaleLog2 = scale * kLog2e;
+  for (int pass = 0; pass < PASSES; ++pass) {
+    if constexpr (HEAD_DIM < HDP) { // zero the padding columns (the previous merge may have overwritten them)
+      bf16 *all = reinterpret_cast<bf16 *>(smemRaw);
+      attn::zeroColumns<THREADS>(all, NW * STAGES * 2 * TILE, LDS, HEAD_DIM, HDP);
+    }
+    blockSync(); // padding zeroed; the previous pass's merge is done reading the shared bytes
+
+    // Prologue: the first STAGES-1 tiles in flight before anything else (the early tile, issued before the
+    // context was known, joins the first group), then the queries of a pass after the first.
+    const bool early = earlyTile && pass == 0;
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; ++i) {
+      if (i < myTiles && !(early && i == 0)) loadTile(i, i, s0, s1);
+      cpAsyncCommit();
+    }
+    if (pass > 0) loadQuery(qf, pass);
 
     attn::RowState<HDP> st;
     st.init();
     for (int i = 0; i < myTiles; ++i) {
-      if (i + STAGES - 1 < myTiles) loadTile(i + STAGES - 1, (i + STAGES - 1) % STAGES);
+      if (i + STAGES - 1 < myTiles) loadTile(i + STAGES - 1, (i + STAGES - 1) % STAGES, s0, s1);
       cpAsyncCommit(); // possibly empty: one group per iteration keeps the wait count exact
       cpAsyncWait<STAGES - 1>(); // this lane's copies of tile i have landed
-      __syncwarp();                    // ... and the other lanes' (the ring is private to the warp)
+      if constexpr (kEarlyTileAllowed) {
+        // The early tile reaches past the context: its V rows there (this lane's copies) become zeros.
+        if (early && i == 0 && (warp + 1) * TILE > s1) {
+#pragma unroll
+          for (int k = 0; k < kPerMatrix; ++k) {
+            const int r = laneRow + k * kRowStep;
+            if (warp * TILE + r >= s1)
+              *reinterpret_cast<uint4 *>(ring + (TILE + r) * LDS + laneCol * 8) = make_uint4(0u, 0u, 0u, 0u);
+          }
+        }
+      }
+      __syncwarp(); // ... and the other lanes' (the ring is private to the warp)
       const bf16 *sK = ring + (i % STAGES) * 2 * TILE * LDS, *sV = sK + TILE * LDS;
       float s[TILE / 8][4];
       attn::scoreTile<HDP, TILE>(s, qf, sK);

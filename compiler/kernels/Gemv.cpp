@@ -261,8 +261,12 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   // folded RMS norm took TinyLlama 0.877 -> 0.862 ms, Llama-3.2-1B 0.915 -> 0.825, Llama-2-7B 4.088 -> 4.046;
   // on the plain products too, TinyLlama 0.849, Llama-2-7B 3.79, but GPT-2 (768 x 768 and 768 x 3072) 0.251
   // -> 0.285: so on plain products from 4M weights (TinyLlama's smallest, 2048 x 2048) on.
+  // Two rows follow one (H200, bench/results/session26/two_rows, untuned TinyLlama steps): with the 16M rule
+  // above (from kernels timed alone, before programmatic dependent launch let a wgmma gemv stream its W
+  // during the kernel before) TinyLlama's o and down projections took the FMA kernel, and its 2-row step
+  // was 0.857 ms against 0.749 at one row and 0.766 at four.
   // A LayerNorm in the prologue keeps the FMA kernel, the only one that takes it.
-  const bool plainLarge = n * k >= (t.maxM == 1 ? int64_t(1) << 22 : int64_t(1) << 24);
+  const bool plainLarge = n * k >= int64_t(1) << 22;
   const bool wgmmaRows = t.maxM >= 4 || (t.maxM <= 2 && (pro == Prologue::Kind::Rms || plainLarge));
   if (wgmmaRows && target.hasWgmma() && pro != Prologue::Kind::Layer) {
     // sm_90a from M = 3: the wgmma kernel (H200, 16 rows, bench/results/gemv_wgmma: 1.0-1.3x gemvMma, up to

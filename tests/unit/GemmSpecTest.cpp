@@ -555,8 +555,8 @@ TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
     EXPECT_EQ(parseGemvTile(t.str()), t) << t.str();
   // The default at 1 and 2 rows on sm_90a: wgmma (128 of K a slot; a split of 3 and 8 slots with at most a
   // quarter as many 64-row tiles as SMs, of 2 with fewer than the SMs, none and 4 slots otherwise) with an
-  // RMS norm in the prologue or from 4M weights at one row and 16M at two; the FMA kernel on smaller plain
-  // products and with a LayerNorm in the prologue.
+  // RMS norm in the prologue or from 4M weights; the FMA kernel on smaller plain products and with a LayerNorm
+  // in the prologue.
   const Target hopper = target("sm_90a");
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 3)) << "32 tiles";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2560, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 2)) << "40 tiles";
@@ -564,7 +564,9 @@ TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
   EXPECT_EQ(defaultGemvTile(hopper, 16, 2048, 256), GemvTile::hopper(16, 128, 8, 2)) << "2 slices of K: no split of 3";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 4, 1));
   EXPECT_EQ(defaultGemvTile(hopper, 2, 4096, 4096), GemvTile::hopper(2, 128, 8, 2)) << "16M weights";
-  EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 5632), (GemvTile{2, 1, 4, false})) << "11.5M weights";
+  EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 5632), GemvTile::hopper(2, 128, 8, 3)) << "11.5M weights, 32 tiles";
+  EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 2048), GemvTile::hopper(2, 128, 8, 3)) << "4M weights";
+  EXPECT_EQ(defaultGemvTile(hopper, 2, 3072, 768), (GemvTile{2, 2, 4, false})) << "2.4M weights (GPT-2's up)";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Layer), (GemvTile{2, 2, 4, false}));
   EXPECT_EQ(defaultGemvTile(hopper, 1, 32000, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(1, 128, 4, 1));
   EXPECT_EQ(defaultGemvTile(hopper, 1, 2048, 2048), GemvTile::hopper(1, 128, 8, 3)) << "4M weights";

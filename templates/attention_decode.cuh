@@ -23,6 +23,12 @@
 //    reading the partials through L2 (__ldcg: an earlier block on this SM may hold older lines of them in L1).
 // Blocks whose chunk starts at or past the sequence's context write nothing and exit (a context of 0: split 0
 // writes zeros). Folding the merge in saved the combine launch of every layer (session 17, bench/NOTES.md).
+//
+// At short contexts a block's life is a chain of latencies, not a stream of bytes (one block of each group
+// works; ncu, session 25-26), so the chain is kept short: the block's chunk of K/V is asked into L2 before
+// the wait for the kernel before (attn::kPrefetchL2Bytes); right after it, the query and split 0's first tile
+// are asked for beside the context, not after it; and where the grid has at most one block an SM the host
+// gives the block 8 warps (AttentionDecodeSpec::kFewBlocksThreads), one tile each at context 128.
 // context_len[b] counts this step's token, which kv_write has already put into the cache: the query sits at
 // position context_len[b] - 1 and sees positions 0 .. context_len[b] - 1, so no causal mask is needed.
 #pragma once

@@ -136,7 +136,7 @@ bool gemvFoldsNorm(const Target &target, int64_t maxRows, Prologue::Kind kind);
 
 // The tile to use without an autotuner entry: maxM = M rounded up to 1, 2, 4, 8 or 16.
 //  - On sm_90a, the wgmma kernel (a slot of 128 of K, a split of 2 where N has fewer 64-row tiles than SMs):
-//    from M = 3, and at M = 2 where `pro` is an RMS norm or W has 16M weights or more; never with a
+//    from M = 3, and at M = 1 and 2 where `pro` is an RMS norm or W has 4M weights or more; never with a
 //    LayerNorm in `pro` (only the FMA kernel folds one).
 //  - Otherwise, M <= 2: the FMA kernel with rowsPerWarp = maxM, halved while N / rowsPerWarp < 8 warps per
 //    SM, 4 warps per block; M >= 3: the mma.sync tensor-core kernel with the most warps (4, 8 or 16) that

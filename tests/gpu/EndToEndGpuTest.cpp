@@ -210,10 +210,10 @@ TEST_P(EndToEnd, MinfercRunGeneratesTransformersTokens) {
   std::string ids = llvm::join(llvm::map_range(ref.promptIds, [](int32_t t) { return std::to_string(t); }), ",");
   std::string out = tmp.file("tokens.txt"), err = tmp.file("stderr.txt"), npy = tmp.file("logits.npy");
   std::string maxNew = std::to_string(ref.greedyIds.size());
-  std::vector<llvm::StringRef> args = {MINFERC_PATH, "run", dir, "--prompt-ids", ids, "--max-new-tokens", maxNew,
+  std::vector<llvm::StringRef> args = {gputest::minfercPath(), "run", dir, "--prompt-ids", ids, "--max-new-tokens", maxNew,
                                        "--logits-out", npy};
   llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
-  int rc = llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::None, redirects);
+  int rc = llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::None, redirects);
   ASSERT_EQ(rc, 0) << test::readFile(err);
   std::string want = llvm::join(llvm::map_range(ref.greedyIds, [](int32_t t) { return std::to_string(t); }), ",");
   EXPECT_EQ(test::readFile(out), want + "\n");
@@ -223,7 +223,7 @@ TEST_P(EndToEnd, MinfercRunGeneratesTransformersTokens) {
 
   // --decode=persistent: the same tokens, and the summary says how the steps ran.
   args.push_back("--decode=persistent");
-  rc = llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::None, redirects);
+  rc = llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::None, redirects);
   ASSERT_EQ(rc, 0) << test::readFile(err);
   EXPECT_EQ(test::readFile(out), want + "\n");
   EXPECT_NE(test::readFile(err).find("one persistent kernel ("), std::string::npos) << test::readFile(err);
@@ -245,9 +245,9 @@ TEST(Autotune, WarmsTheDatabaseAndALaterRunUsesIt) {
   for (char **e = environ; *e; ++e)
     if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
   auto minferc = [&](std::vector<llvm::StringRef> args, const std::string &out, const std::string &err) {
-    args.insert(args.begin(), MINFERC_PATH);
+    args.insert(args.begin(), gputest::minfercPath());
     llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
-    return llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
+    return llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
   };
   // Each command its own output files (a redirect does not truncate).
   int step = 0;
@@ -306,9 +306,9 @@ TEST(Autotune, InStepTimesTheDecodeStepAndTheRunStillMatches) {
     ++step;
     out = tmp.file("out" + std::to_string(step) + ".txt");
     err = tmp.file("err" + std::to_string(step) + ".txt");
-    args.insert(args.begin(), MINFERC_PATH);
+    args.insert(args.begin(), gputest::minfercPath());
     llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
-    return llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
+    return llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
   };
   ASSERT_EQ(minferc({"autotune", dir, "--buckets", "decode:1"}), 0) << test::readFile(err);
 
@@ -689,10 +689,10 @@ TEST(Session, TextStreamsThroughTheTokenizerAndStopsAtItsEos) {
   test::TempDir tmp;
   std::string stdoutPath = tmp.file("text.txt"), stderrPath = tmp.file("stderr.txt");
   std::string maxNew = std::to_string(go.maxNewTokens);
-  std::vector<llvm::StringRef> args = {MINFERC_PATH, "run", dir, "--tokenizer", tokDir, "--prompt", "hello world",
+  std::vector<llvm::StringRef> args = {gputest::minfercPath(), "run", dir, "--tokenizer", tokDir, "--prompt", "hello world",
                                        "--max-new-tokens", maxNew};
   llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(stdoutPath), llvm::StringRef(stderrPath)};
-  ASSERT_EQ(llvm::sys::ExecuteAndWait(MINFERC_PATH, args, llvm::None, redirects), 0) << test::readFile(stderrPath);
+  ASSERT_EQ(llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::None, redirects), 0) << test::readFile(stderrPath);
   EXPECT_EQ(test::readFile(stdoutPath), hello->text[0] + "\n");
 }
 

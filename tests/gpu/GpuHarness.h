@@ -15,6 +15,9 @@
 #include "runtime/Driver.h"
 #include "runtime/KernelLoader.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +25,19 @@
 #include <random>
 
 namespace minfer::gputest {
+
+// The minferc the end-to-end tests run: the build's (MINFERC_PATH), or, where the build directory was carried
+// to another place (the GPU machine's copy of it), tools/minferc beside the directory of this test binary.
+inline const std::string &minfercPath() {
+  static const std::string path = [] {
+    if (llvm::sys::fs::exists(MINFERC_PATH)) return std::string(MINFERC_PATH);
+    const std::string self = llvm::sys::fs::getMainExecutable(nullptr, nullptr);
+    llvm::SmallString<256> p(llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)));
+    llvm::sys::path::append(p, "tools", "minferc");
+    return std::string(p);
+  }();
+  return path;
+}
 
 // bf16 outputs: one rounding (2^-9 relative) per element plus fp32 accumulation-order differences.
 constexpr double kBf16Tolerance = 1e-2;

@@ -279,6 +279,11 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   // A context of up to attn::kOneChunkTokens positions is one chunk (block 0's), so it needs no merge.
   constexpr int kOneChunk = attn::kOneChunkTokens > SPLIT_TOKENS ? attn::kOneChunkTokens : SPLIT_TOKENS;
   auto spanOf = [](int context) { return context <= attn::kOneChunkTokens ? kOneChunk : SPLIT_TOKENS; };
+  // The sequence's context, with a strong load: before the wait a hint (the kernel before may still advance
+  // it); after it the value, which the read-only path might answer with the hint's (session 24's bug).
+  auto readContext = [&] {
+    return min(int(loadRelaxedGpu(reinterpret_cast<const unsigned *>(context_len + b))), max_seq);
+  };
 
   // One tile (16 keys of K and of V) of the chunk from s0 into slot `slot`; keys at or past `end` are
   // zero-filled, never read (end: the chunk's s1; max_seq for the early tile below, which keeps the copies in
@@ -331,7 +336,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   // after the wait. A prefetch is no risk whatever it reads: L2 is the point of coherence, so a line brought
   // in before the kernel before writes it is updated there.
   {
-    const int hint = min(int(loadRelaxedGpu(reinterpret_cast<const unsigned *>(context_len + b))), max_seq);
+    const int hint = readContext();
     if ((size_t)tile.nz * max(hint, 0) * KV_DIM * 2 * sizeof(bf16) <= attn::kPrefetchL2Bytes) {
       const int e0 = split * spanOf(hint), rows = min(e0 + spanOf(hint), hint) - e0;
       // A head's row is HEAD_DIM * 2 bytes: its lines at 128-byte steps, and its last byte's (a row that is not
@@ -351,14 +356,12 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   // column path), each warp's first tile of K/V. That tile's rows at or past the context are copied too, from
   // wherever the cache holds: their scores are masked below, and their V rows zeroed before the PV product
   // reads them (0 * NaN would not vanish).
-  constexpr bool kEarlyTileAllowed = kLaneColumn;
-  const bool earlyTile = kEarlyTileAllowed && split == 0;
+  const bool earlyTile = kLaneColumn && split == 0;
   unsigned qf[HDP / 16][4];
   loadQuery(qf, 0);
   if (earlyTile) loadTile(0, 0, 0, max_seq);
 
-  // A strong load: the read-only path may answer with the value read before the wait (session 24's bug).
-  const int ctx = min(int(loadRelaxedGpu(reinterpret_cast<const unsigned *>(context_len + b))), max_seq);
+  const int ctx = readContext();
   const int span = spanOf(ctx);
   const int s0 = split * span;
   if (s0 >= ctx) { // past this sequence's context: no chunk's merge reads this one
@@ -400,7 +403,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
       if (i + STAGES - 1 < myTiles) loadTile(i + STAGES - 1, (i + STAGES - 1) % STAGES, s0, s1);
       cpAsyncCommit(); // possibly empty: one group per iteration keeps the wait count exact
       cpAsyncWait<STAGES - 1>(); // this lane's copies of tile i have landed
-      if constexpr (kEarlyTileAllowed) {
+      if constexpr (kLaneColumn) {
         // The early tile reaches past the context: its V rows there (this lane's copies) become zeros.
         if (early && i == 0 && (warp + 1) * TILE > s1) {
 #pragma unroll

@@ -268,9 +268,9 @@ const std::vector<std::vector<int>> kContexts = {
     {1, 7, 1000, 4096, 2, 8, 997, 4093, 3, 9, 994, 4090, 4, 10, 991, 4087}};
 constexpr int kDecodeMaxSeq = 4099;
 
-// Against the interpreter, with the session's split (with 4 warps and with 8) and with 32 (129 chunks of two tiles: most warps idle,
-// most chunks past the short contexts), 208 (a split that is not a power of two) and 4112 (one chunk for
-// every context: each warp cycles its ring many times).
+// Against the interpreter, with the session's split (with 4 warps and with 8) and with 32 (129 chunks of two
+// tiles: most warps idle, most chunks past the short contexts), 208 (a split that is not a power of two) and
+// 4112 (one chunk for every context: each warp cycles its ring many times).
 TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
   std::mt19937 rng(4321 + c.heads * 7 + c.headDim);
 
@@ -368,9 +368,9 @@ __global__ void late_writer(int *context_len, const int *final_context, int batc
 
 // Under programmatic dependent launch the kernel starts while the one before it (qkv) still writes the newest
 // cache rows, and the step's context may still be advancing: nothing it reads before its wait may decide what
-// it computes. (A kernel that copies older rows early, branch s24-attention-early-copies, must still pass.)
-// Here the kernel before (late_writer) lets it start, sleeps, then writes each sequence's newest rows and its
-// context, one or many positions on: one-chunk contexts of one tile and of several, one that crosses the one-chunk limit
+// it computes (its L2 prefetch reads a context before the wait, as a hint only). Here the kernel before
+// (late_writer) lets it start, sleeps, then writes each sequence's newest rows and its context, one or many
+// positions on: one-chunk contexts of one tile and of several, one that crosses the one-chunk limit
 // (256 -> 257) and split ones (1000 -> 1001, and all of them at 32-position chunks). The attention kernel,
 // launched as a programmatic dependent launch, must answer for the final contexts and rows; the rows from
 // the first context's newest on are NaN until late_writer writes them, so reading them early shows. (The

@@ -227,10 +227,13 @@ llvm::Error Session::enqueueLaunch(const PlannedLaunch &l, const PhaseState &ph,
   std::array<uint8_t, kMaxParamsBytes> blob{};
   fillParams(l, ph, rows, outRows, sampling, seg, greedyKeys, blob.data());
   int64_t launchRows = seg ? seg->count : l.overOutRows ? outRows : rows;
-  // Decode kernels are launched as programmatic dependents (sm_90+): each may start while the one before it
-  // drains, prefetching its weights; MINFER_NO_PDL=1 turns it off (to measure what it brings).
+  // Kernels are launched as programmatic dependents (sm_90+): each may start while the one before it drains,
+  // loading its weights, and waits for that kernel's outputs in griddepcontrol.wait (every template does,
+  // before it reads or writes anything an earlier kernel touches). MINFER_NO_PDL=1 turns it off, and
+  // MINFER_NO_PREFILL_PDL=1 for the prefill only (to measure what it brings).
   static const bool pdl = !std::getenv("MINFER_NO_PDL");
-  bool dependent = pdl && &ph == decodeState.get();
+  static const bool prefillPdl = !std::getenv("MINFER_NO_PREFILL_PDL");
+  bool dependent = pdl && (prefillPdl || &ph == decodeState.get());
   return launchSpec(engine.function(l.kernel), spec, launchRows, blob.data(), stream.handle(), dependent);
 }
 

@@ -15,6 +15,10 @@
 //   * persistent: the grid is at most one block per SM and each block walks tiles pid, pid + gridDim.x, ...
 //     in gemm.cuh's grouped raster order; the producer runs ahead across tiles, so the next tile's first
 //     slices load while the consumers store the last one's epilogue;
+//   * W does not depend on the kernel before this one: the producer issues its first tile's first STAGES
+//     slices of W before it waits for that kernel (gridDependencyWait), and their A after. Launched as a
+//     programmatic dependent (prefill and decode, runtime/Session.cpp), a block that lands on an SM the
+//     kernel before has left fills its ring with W while that kernel's last blocks finish;
 //   * K is walked in 64-wide slices (128 bytes of bf16: one swizzle row) through a STAGES-deep ring. One
 //     thread of the producer issues, per slice, a TMA box of A (64 x BM) and of W (64 x BN) completing on
 //     the slot's `full` barrier; consumers wait on it, run 4 wgmmas from shared memory, and release the slot
@@ -152,7 +156,9 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     mbarArrive(empty + 8 * s);
     if constexpr (CLUSTER == 2) mbarArriveCluster(clusterMapShared(empty + 8 * s, rank ^ 1));
   };
-  gridDependencyWait(); // A (and a residual) may be the previous kernel's output
+  // A (and a residual) may be the previous kernel's output; W is not. The thread that issues the copies
+  // waits below, once its first tile's first slices of W are on their way.
+  if (threadIdx.x != 0) gridDependencyWait();
 
   const int M = p.rows;
   const int tilesM = (M + BM - 1) / BM;
@@ -165,21 +171,36 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     // Producer: one thread issues every copy; the rest of the warpgroup only gives its registers back.
     if constexpr (CONSUMERS == 2) setMaxRegistersDec<40>();
     if (threadIdx.x == 0) {
-      int slot = 0;
-      unsigned phase = 0;
+      auto loadW = [&](int slot, int kt, int tileN) {
+        if constexpr (CLUSTER == 1)
+          tmaLoad2d(sW + slot * kSlotW, &mapW, kt * BK, tileN * BN, full + 8 * slot);
+        else
+          tmaLoad2dMulticast(sW + slot * kSlotW + rank * kHalfW, &mapW, kt * BK, tileN * BN + rank * (BN / 2),
+                             full + 8 * slot, 0x3);
+      };
+      // The first tile's first slices (the ring is empty): W before the wait, under programmatic dependent
+      // launch while the kernel before drains, and A after it.
+      const int early = firstUnit < units ? (kTilesK < STAGES ? kTilesK : STAGES) : 0;
+      int unitM0 = 0, tileN0 = 0;
+      if (early > 0) gemm_detail::groupedTile(firstUnit, unitsM, kTilesN, unitM0, tileN0);
+      for (int kt = 0; kt < early; ++kt) {
+        mbarArriveExpectTx(full + 8 * kt, kSlotA + kSlotW); // a pair's W: both halves land here
+        loadW(kt, kt, tileN0);
+      }
+      gridDependencyWait();
+      for (int kt = 0; kt < early; ++kt)
+        tmaLoad2d(sA + kt * kSlotA, &mapA, kt * BK, (unitM0 * CLUSTER + rank) * BM, full + 8 * kt);
+      int slot = early % STAGES;
+      unsigned phase = early == STAGES ? 1 : 0;
       for (int t = firstUnit; t < units; t += unitStep) {
         int unitM, tileN;
         gemm_detail::groupedTile(t, unitsM, kTilesN, unitM, tileN);
         const int tileM = unitM * CLUSTER + rank;
-        for (int kt = 0; kt < kTilesK; ++kt) {
+        for (int kt = t == firstUnit ? early : 0; kt < kTilesK; ++kt) {
           mbarWait(empty + 8 * slot, phase ^ 1); // the first pass through the ring finds every slot free
-          mbarArriveExpectTx(full + 8 * slot, kSlotA + kSlotW); // a pair's W: both halves land here
+          mbarArriveExpectTx(full + 8 * slot, kSlotA + kSlotW);
           tmaLoad2d(sA + slot * kSlotA, &mapA, kt * BK, tileM * BM, full + 8 * slot);
-          if constexpr (CLUSTER == 1)
-            tmaLoad2d(sW + slot * kSlotW, &mapW, kt * BK, tileN * BN, full + 8 * slot);
-          else
-            tmaLoad2dMulticast(sW + slot * kSlotW + rank * kHalfW, &mapW, kt * BK, tileN * BN + rank * (BN / 2),
-                               full + 8 * slot, 0x3);
+          loadW(slot, kt, tileN);
           if (++slot == STAGES) slot = 0, phase ^= 1;
         }
       }

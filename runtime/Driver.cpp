@@ -92,6 +92,18 @@ llvm::Error DeviceBuffer::fill(uint8_t byte) {
   return CU(*d, cuMemsetD8, p, byte, n);
 }
 
+llvm::Error DeviceBuffer::fillWords(size_t offset, size_t bytes, uint32_t word) {
+  if (offset > n || bytes > n - offset || offset % 4 || bytes % 2)
+    return ir::makeError("fillWords: " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
+                         " of a " + std::to_string(n) + "-byte buffer (4-byte aligned, whole half words)");
+  auto d = driver();
+  if (!d) return d.takeError();
+  if (bytes >= 4)
+    if (auto e = CU(*d, cuMemsetD32, p + offset, word, bytes / 4)) return e;
+  if (bytes % 4) return CU(*d, cuMemsetD16, p + offset + bytes / 4 * 4, static_cast<unsigned short>(word & 0xFFFFu), 1);
+  return llvm::Error::success();
+}
+
 // ---- Module ----
 
 llvm::Expected<Module> Module::load(llvm::ArrayRef<char> cubin, llvm::StringRef name) {

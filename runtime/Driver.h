@@ -79,6 +79,9 @@ public:
   llvm::Error uploadAsync(const void *src, size_t bytes, size_t offset, StreamHandle stream);
   llvm::Error download(void *dst, size_t bytes, size_t offset = 0) const;
   llvm::Error fill(uint8_t byte); // e.g. 0xFF poisons bf16 data with NaNs
+  // `bytes` (a multiple of 2) from `offset` (a multiple of 4) as repeats of the 32-bit `word`, little-endian
+  // (a trailing half word takes its low half). Refused when the range overruns the buffer.
+  llvm::Error fillWords(size_t offset, size_t bytes, uint32_t word);
 
 private:
   DevicePtr p = 0;

@@ -38,6 +38,8 @@ constexpr unsigned kDefaultDynamicSharedLimit = 48 * 1024;
   X(cuMemcpyDtoH, 3020)                                                                                      \
   X(cuMemcpyDtoDAsync, 3020)                                                                                 \
   X(cuMemsetD8, 3020)                                                                                        \
+  X(cuMemsetD16, 3020)                                                                                       \
+  X(cuMemsetD32, 3020)                                                                                       \
   X(cuModuleLoadData, 2000)                                                                                  \
   X(cuModuleUnload, 2000)                                                                                    \
   X(cuModuleGetFunction, 2000)                                                                               \

@@ -231,7 +231,8 @@ struct EngineLoader {
   llvm::Error load(llvm::StringRef model) {
     // The cheap check first: an .ir file or a bundle names no weights of its own.
     weightsPath = opts.weights;
-    if (weightsPath.empty() && llvm::sys::fs::exists(model) && !llvm::sys::fs::is_directory(model))
+    if (weightsPath.empty() && !opts.syntheticWeights && llvm::sys::fs::exists(model) &&
+        !llvm::sys::fs::is_directory(model))
       return ir::makeError("model '" + model + "' is " + (isBundleFile(model) ? "a bundle" : "an IR file") +
                            "; give its weights (a .safetensors file, an index.json or a directory)");
     PipelineOptions po;
@@ -245,7 +246,7 @@ struct EngineLoader {
     if (!p) return p.takeError();
     engine->st.loadMs = msSince(t0);
     pipeline.emplace(std::move(*p));
-    if (weightsPath.empty()) weightsPath = model.str(); // a checkpoint directory holds its weights
+    if (weightsPath.empty() && !opts.syntheticWeights) weightsPath = model.str(); // a checkpoint directory holds its weights
     engine->st.source = pipeline->sourceName().str();
     t0 = Clock::now();
     if (auto e = pipeline->runPasses()) return e;
@@ -284,6 +285,7 @@ struct EngineLoader {
   }
 
   llvm::Error checkWeightsExist() {
+    if (opts.syntheticWeights) return llvm::Error::success();
     auto t0 = Clock::now();
     auto ckpt = Checkpoint::open(weightsPath);
     if (!ckpt) return ckpt.takeError();
@@ -330,10 +332,49 @@ struct EngineLoader {
   }
 };
 
-llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBytes) {
+llvm::Error Engine::uploadConstant(const PlanBuffer &b, size_t offset) {
+  // A rotation table is built here, not carried in the plan (Plan.h PlanBuffer::rotation).
+  std::vector<float> table;
+  if (!b.rotation.empty()) table = rotationTable(b.rotation, pl.options.maxSeq);
+  else if (b.fill) table.assign(static_cast<size_t>(b.fixedBytes / 4), *b.fill);
+  const std::vector<float> &values = b.rotation.empty() && !b.fill ? b.constant : table;
+  return weightMemory.upload(values.data(), values.size() * 4, offset);
+}
+
+llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets, size_t weightBytes,
+                                         std::chrono::steady_clock::time_point start) {
+  // +-0.01 alternating element by element (bf16 and f16: a pair a 32-bit word; f32 weights, norms' gains
+  // and tables as stored, 0.01), so that a row of W against a row of activations mostly cancels and no value
+  // grows layer after layer into inf or NaN.
+  auto wordFor = [](ir::DType t) -> uint32_t {
+    switch (t) {
+    case ir::DType::F32: return 0x3C23D70Au; // 0.01
+    case ir::DType::F16: return 0xA11F211Fu; // +0.0100, -0.0100 (the low half first)
+    default: return 0xBC233C23u;             // bf16 +0.0099, -0.0099 (the low half first)
+    }
+  };
+  for (size_t i = 0; i < pl.buffers.size(); ++i) {
+    const PlanBuffer &b = pl.buffers[i];
+    if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
+    pointers[i] = weightMemory.ptr() + offsets[i];
+    llvm::Error e = b.kind == BufferKind::Constant
+                        ? uploadConstant(b, offsets[i])
+                        : weightMemory.fillWords(offsets[i], static_cast<size_t>(b.fixedBytes), wordFor(b.dtype));
+    if (e) return e;
+  }
+  st.weightBytes = weightBytes;
+  st.weightsMs = st.weightsSetupMs = msSince(start);
+  return llvm::Error::success();
+}
+
+llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBytes, bool synthetic) {
   auto t0 = Clock::now();
-  auto ckpt = Checkpoint::open(weightsPath);
-  if (!ckpt) return ckpt.takeError();
+  std::optional<Checkpoint> ckpt;
+  if (!synthetic) {
+    auto opened = Checkpoint::open(weightsPath);
+    if (!opened) return opened.takeError();
+    ckpt.emplace(std::move(*opened));
+  }
   pointers.assign(pl.buffers.size(), 0);
   size_t total = 0, tables = 0; // tables: the rotation tables' share of `total`
   std::vector<size_t> offsets(pl.buffers.size(), 0);
@@ -352,6 +393,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   auto buf = cuda::DeviceBuffer::alloc(total);
   if (!buf) return buf.takeError();
   weightMemory = std::move(*buf);
+  if (synthetic) return fillSyntheticWeights(offsets, total - tables, t0);
   cuda::DeviceBuffer stacked; // a packed weight's parts as stored, before layOutRows (outlives `staging`'s copies)
   StagedUpload staging(chunkBytes, *ckpt);
   st.weightsSetupMs = msSince(t0);
@@ -361,12 +403,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
     pointers[i] = weightMemory.ptr() + offsets[i];
     if (b.kind == BufferKind::Constant) {
-      // A rotation table is built here, not carried in the plan (Plan.h PlanBuffer::rotation).
-      std::vector<float> table;
-      if (!b.rotation.empty()) table = rotationTable(b.rotation, pl.options.maxSeq);
-      else if (b.fill) table.assign(static_cast<size_t>(b.fixedBytes / 4), *b.fill);
-      const std::vector<float> &values = b.rotation.empty() && !b.fill ? b.constant : table;
-      if (auto e = weightMemory.upload(values.data(), values.size() * 4, offsets[i])) return e;
+      if (auto e = uploadConstant(b, offsets[i])) return e;
       continue;
     }
     size_t written = 0;
@@ -447,7 +484,7 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::load(llvm::StringRef model, cons
   // The GPU from here on.
   if (auto e = L.checkDevice(*target)) return e;
   if (auto e = L.loadModules(*compiled)) return e;
-  if (auto e = L.engine->uploadWeights(L.weightsPath, options.uploadChunkBytes)) return e;
+  if (auto e = L.engine->uploadWeights(L.weightsPath, options.uploadChunkBytes, options.syntheticWeights)) return e;
   return std::move(L.engine);
 }
 

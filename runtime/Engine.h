@@ -22,6 +22,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -46,6 +47,10 @@ struct EngineOptions {
   // times this way). It must be the device's: the plan trusts its tiles as the file's.
   std::optional<TuningDb> tuning;
   size_t uploadChunkBytes = 64u << 20; // host staging per weight-upload step
+  // No checkpoint: every weight is filled on the device with small values of alternating sign (+-0.01), for
+  // timing a model whose weights are not at hand (minferc autotune --in-step without --weights). The step
+  // runs the same kernels on the same bytes as with real weights; its outputs mean nothing.
+  bool syntheticWeights = false;
   // Called with the module once everything without a GPU is checked and before the driver is touched, so
   // a caller's own cheap checks (minferc: prompt ids against the vocabulary) fail before the expensive ones.
   std::function<llvm::Error(const ir::Module &)> checkModel;
@@ -102,7 +107,11 @@ public:
 
 private:
   Engine() = default;
-  llvm::Error uploadWeights(const std::string &weightsPath, size_t chunkBytes);
+  // The weights from the checkpoint at `weightsPath`, or filled on the device (EngineOptions::syntheticWeights).
+  llvm::Error uploadWeights(const std::string &weightsPath, size_t chunkBytes, bool synthetic);
+  llvm::Error uploadConstant(const PlanBuffer &b, size_t offset); // a rotation table, a fill or the plan's values
+  llvm::Error fillSyntheticWeights(const std::vector<size_t> &offsets, size_t weightBytes,
+                                   std::chrono::steady_clock::time_point start);
 
   std::unique_ptr<ir::Module> mod;
   Plan pl;

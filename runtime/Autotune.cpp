@@ -54,10 +54,11 @@ PlanOptions optionsFor(const ir::Module &m, llvm::StringRef bucket) {
 // so L2 does not hold them between runs), the activations, and everything an epilogue or prologue reads.
 struct MatmulBuffers {
   std::vector<cuda::DeviceBuffer> weights;
-  cuda::DeviceBuffer a, c, residual, bias, ints, floats, norm, cache, keys, rowSq;
+  cuda::DeviceBuffer a, c, residual, bias, positions, seqOf, floats, norm, cache, keys, rowSq;
+  size_t cacheHalf = 0; // the V cache's offset in `cache`
 };
 
-llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
+llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows, int64_t kvCols) {
   MatmulBuffers b;
   size_t wBytes = static_cast<size_t>(n * k * 2);
   int copies = timing::copiesFor(double(wBytes));
@@ -77,8 +78,14 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
   if (auto e = make(static_cast<size_t>(rows * n * 2), b.residual)) return e;
   if (auto e = make(static_cast<size_t>(n * 2), b.bias)) return e;
   if (auto e = make(static_cast<size_t>(k * 4), b.norm)) return e;    // gamma / beta of any element type
-  if (auto e = make(static_cast<size_t>(4096 * 4), b.floats)) return e; // the rope table's row 0 (positions 0)
-  if (auto e = make(static_cast<size_t>(n * 2), b.cache)) return e;  // one cache row: every row writes it
+  // The qkv epilogue as a step runs it: row r of one sequence at position r, so each row reads its own row of
+  // the rotation table ([rows, head_dim / 2] float2, head_dim <= 256) and writes its own rows of the K and V
+  // caches (kvCols columns each; 0: not a qkv), max_seq = rows. (Until session 27 every row read the table's
+  // row 0 and wrote one cache row.)
+  const int64_t seqRows = std::max<int64_t>(rows, 1);
+  if (auto e = make(static_cast<size_t>(kvCols ? seqRows * 256 * 4 : 16), b.floats)) return e;
+  b.cacheHalf = static_cast<size_t>(std::max<int64_t>(seqRows * kvCols * 2, 16));
+  if (auto e = make(2 * b.cacheHalf, b.cache)) return e;
   // Row squares: a partial per 16 columns at most (the narrowest wgmma tile), and the reader's 8.
   if (auto e = make(static_cast<size_t>(std::max<int64_t>(rows, 1) * std::max<int64_t>((n + 15) / 16, 8) * 4), b.rowSq))
     return e;
@@ -86,10 +93,15 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows) {
   if (!keys) return keys.takeError();
   if (auto e = keys->fill(0)) return e; // the lm_head's argmax keys (EpiArgmax)
   b.keys = std::move(*keys);
-  auto ints = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 4));
-  if (!ints) return ints.takeError();
-  if (auto e = ints->fill(0)) return e; // positions 0, sequence 0: the cache row written is row 0
-  b.ints = std::move(*ints);
+  std::vector<int32_t> iota(static_cast<size_t>(seqRows));
+  for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
+  auto positions = cuda::DeviceBuffer::alloc(iota.size() * 4), seqOf = cuda::DeviceBuffer::alloc(iota.size() * 4);
+  if (!positions) return positions.takeError();
+  if (!seqOf) return seqOf.takeError();
+  if (auto e = positions->upload(iota.data(), iota.size() * 4)) return e;
+  if (auto e = seqOf->fill(0)) return e; // sequence 0
+  b.positions = std::move(*positions);
+  b.seqOf = std::move(*seqOf);
   return b;
 }
 
@@ -110,12 +122,12 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
   epi.bias = b.bias.ptr();
   epi.residual = b.residual.ptr();
   epi.scale = 1.f;
-  epi.max_seq = 1;
-  epi.positions = b.ints.ptr();
-  epi.seq_of = b.ints.ptr();
+  epi.max_seq = static_cast<int32_t>(std::max<int64_t>(rows, 1));
+  epi.positions = b.positions.ptr();
+  epi.seq_of = b.seqOf.ptr();
   epi.rope = b.floats.ptr();
   epi.k_cache = b.cache.ptr();
-  epi.v_cache = b.cache.ptr();
+  epi.v_cache = b.cache.ptr() + b.cacheHalf;
   epi.gamma = b.norm.ptr();
   epi.beta = b.norm.ptr();
   epi.eps = 1e-5f;
@@ -168,6 +180,14 @@ std::pair<int64_t, int64_t> weightShape(const KernelSpec &s) {
   if (auto *g = dynamic_cast<const GemmSpec *>(&s)) return {g->n, g->k};
   if (auto *g = dynamic_cast<const GemvSpec *>(&s)) return {g->n, g->k};
   return {0, 0};
+}
+
+// The columns a qkv epilogue writes to each of the K and V caches (kv heads x head dim); 0 for other matmuls.
+int64_t kvCacheCols(const KernelSpec &s) {
+  const Epilogue *epi = nullptr;
+  if (auto *g = dynamic_cast<const GemmSpec *>(&s)) epi = &g->epi;
+  if (auto *g = dynamic_cast<const GemvSpec *>(&s)) epi = &g->epi;
+  return epi && epi->kind == Epilogue::Kind::Qkv ? int64_t(epi->kvHeads) * epi->headDim : 0;
 }
 
 } // namespace
@@ -271,7 +291,7 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
       });
     } else {
       auto [n, k] = weightShape(*w.spec);
-      auto bufs = buffersFor(n, k, w.rows);
+      auto bufs = buffersFor(n, k, w.rows, kvCacheCols(*w.spec));
       if (!bufs) return bufs.takeError();
       r = searchFastest(w.candidates.size(), [&](size_t c) {
         return timeCandidate(*w.candidates[c], *target, cache, *bufs, w.rows, opts);

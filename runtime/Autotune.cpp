@@ -176,18 +176,18 @@ llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, co
 }
 
 // W's shape of a gemm or gemv spec.
-std::pair<int64_t, int64_t> weightShape(const KernelSpec &s) {
-  if (auto *g = dynamic_cast<const GemmSpec *>(&s)) return {g->n, g->k};
-  if (auto *g = dynamic_cast<const GemvSpec *>(&s)) return {g->n, g->k};
-  return {0, 0};
-}
-
-// The columns a qkv epilogue writes to each of the K and V caches (kv heads x head dim); 0 for other matmuls.
-int64_t kvCacheCols(const KernelSpec &s) {
-  const Epilogue *epi = nullptr;
-  if (auto *g = dynamic_cast<const GemmSpec *>(&s)) epi = &g->epi;
-  if (auto *g = dynamic_cast<const GemvSpec *>(&s)) epi = &g->epi;
-  return epi && epi->kind == Epilogue::Kind::Qkv ? int64_t(epi->kvHeads) * epi->headDim : 0;
+// A matmul's W [n, k], and the columns its epilogue writes to each of the K and V caches (kv heads x head
+// dim for a qkv, else 0).
+struct MatmulShape {
+  int64_t n = 0, k = 0, kvCols = 0;
+};
+MatmulShape matmulShape(const KernelSpec &s) {
+  auto of = [](int64_t n, int64_t k, const Epilogue &epi) {
+    return MatmulShape{n, k, epi.kind == Epilogue::Kind::Qkv ? int64_t(epi.kvHeads) * epi.headDim : 0};
+  };
+  if (auto *g = dynamic_cast<const GemmSpec *>(&s)) return of(g->n, g->k, g->epi);
+  if (auto *g = dynamic_cast<const GemvSpec *>(&s)) return of(g->n, g->k, g->epi);
+  return {};
 }
 
 } // namespace
@@ -290,8 +290,8 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
                                     w.rows, opts);
       });
     } else {
-      auto [n, k] = weightShape(*w.spec);
-      auto bufs = buffersFor(n, k, w.rows, kvCacheCols(*w.spec));
+      MatmulShape shape = matmulShape(*w.spec);
+      auto bufs = buffersFor(shape.n, shape.k, w.rows, shape.kvCols);
       if (!bufs) return bufs.takeError();
       r = searchFastest(w.candidates.size(), [&](size_t c) {
         return timeCandidate(*w.candidates[c], *target, cache, *bufs, w.rows, opts);

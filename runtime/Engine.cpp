@@ -341,8 +341,7 @@ llvm::Error Engine::uploadConstant(const PlanBuffer &b, size_t offset) {
   return weightMemory.upload(values.data(), values.size() * 4, offset);
 }
 
-llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets, size_t weightBytes,
-                                         std::chrono::steady_clock::time_point start) {
+llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets) {
   // +-0.01 alternating element by element (bf16 and f16: a pair a 32-bit word; f32 weights, norms' gains
   // and tables as stored, 0.01), so that a row of W against a row of activations mostly cancels and no value
   // grows layer after layer into inf or NaN.
@@ -355,15 +354,9 @@ llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets, siz
   };
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
-    if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
-    pointers[i] = weightMemory.ptr() + offsets[i];
-    llvm::Error e = b.kind == BufferKind::Constant
-                        ? uploadConstant(b, offsets[i])
-                        : weightMemory.fillWords(offsets[i], static_cast<size_t>(b.fixedBytes), wordFor(b.dtype));
-    if (e) return e;
+    if (b.kind == BufferKind::Weight)
+      if (auto e = weightMemory.fillWords(offsets[i], static_cast<size_t>(b.fixedBytes), wordFor(b.dtype))) return e;
   }
-  st.weightBytes = weightBytes;
-  st.weightsMs = st.weightsSetupMs = msSince(start);
   return llvm::Error::success();
 }
 
@@ -393,19 +386,30 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   auto buf = cuda::DeviceBuffer::alloc(total);
   if (!buf) return buf.takeError();
   weightMemory = std::move(*buf);
-  if (synthetic) return fillSyntheticWeights(offsets, total - tables, t0);
+  for (size_t i = 0; i < pl.buffers.size(); ++i)
+    if (pl.buffers[i].kind == BufferKind::Weight || pl.buffers[i].kind == BufferKind::Constant)
+      pointers[i] = weightMemory.ptr() + offsets[i];
+  auto uploadConstants = [&]() -> llvm::Error {
+    for (size_t i = 0; i < pl.buffers.size(); ++i)
+      if (pl.buffers[i].kind == BufferKind::Constant)
+        if (auto e = uploadConstant(pl.buffers[i], offsets[i])) return e;
+    return llvm::Error::success();
+  };
+  st.weightBytes = total - tables;
+  if (synthetic) {
+    if (auto e = uploadConstants()) return e;
+    if (auto e = fillSyntheticWeights(offsets)) return e;
+    st.weightsMs = st.weightsSetupMs = msSince(t0);
+    return llvm::Error::success();
+  }
   cuda::DeviceBuffer stacked; // a packed weight's parts as stored, before layOutRows (outlives `staging`'s copies)
   StagedUpload staging(chunkBytes, *ckpt);
   st.weightsSetupMs = msSince(t0);
+  if (auto e = uploadConstants()) return e;
   std::vector<uint8_t> scratch; // streamWeight's chunk buffer for reordered and converted weights, kept throughout
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
-    if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
-    pointers[i] = weightMemory.ptr() + offsets[i];
-    if (b.kind == BufferKind::Constant) {
-      if (auto e = uploadConstant(b, offsets[i])) return e;
-      continue;
-    }
+    if (b.kind != BufferKind::Weight) continue;
     size_t written = 0;
     auto sink = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
       written += bytes.size();
@@ -460,7 +464,6 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   if (auto e = staging.finish()) return e;
   st.weightsReadMs = staging.readMs;
   st.weightsWaitMs = staging.waitMs;
-  st.weightBytes = total - tables;
   st.weightsMs = msSince(t0);
   return llvm::Error::success();
 }

@@ -22,7 +22,6 @@
 
 #include "llvm/Support/Error.h"
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -110,8 +109,7 @@ private:
   // The weights from the checkpoint at `weightsPath`, or filled on the device (EngineOptions::syntheticWeights).
   llvm::Error uploadWeights(const std::string &weightsPath, size_t chunkBytes, bool synthetic);
   llvm::Error uploadConstant(const PlanBuffer &b, size_t offset); // a rotation table, a fill or the plan's values
-  llvm::Error fillSyntheticWeights(const std::vector<size_t> &offsets, size_t weightBytes,
-                                   std::chrono::steady_clock::time_point start);
+  llvm::Error fillSyntheticWeights(const std::vector<size_t> &offsets); // every Weight buffer, at its offset
 
   std::unique_ptr<ir::Module> mod;
   Plan pl;

@@ -847,7 +847,7 @@ int autotuneMain() {
   if (tuneInStep && isBundleFile(tuneModel))
     return fail(ir::makeError("minferc autotune --in-step: '" + tuneModel + "' is a bundle; its tiles are fixed when it is "
                               "built, so tune the .ir file or checkpoint it came from"));
-  // An IR file without --weights: the step runs on synthetic weights (its time does not depend on their values).
+  // An IR file without --weights: the step runs on synthetic weights (its time hardly depends on their values).
   const bool synthetic =
       tuneInStep && tuneWeights.empty() && !llvm::sys::fs::is_directory(tuneModel) && llvm::sys::fs::exists(tuneModel);
   auto loaded = loadModelArg(tuneModel, /*fuse=*/!tuneNoFuse);

@@ -127,7 +127,8 @@ cl::opt<bool> tuneInStep("in-step",
                          cl::desc("Then time the model's whole decode step in each decode bucket, on its weights, and move "
                                   "kernels to their default or a runner-up tile where that makes the step faster"),
                          cl::sub(autotuneCmd), cl::cat(category));
-cl::opt<std::string> tuneWeights("weights", cl::desc("With --in-step: the weights (default: MODEL when it is a directory)"),
+cl::opt<std::string> tuneWeights("weights", cl::desc("With --in-step: the weights (default: MODEL when it is a directory; "
+                                                      "for an .ir file, synthetic weights)"),
                                  cl::value_desc("path"), cl::sub(autotuneCmd), cl::cat(category));
 cl::opt<std::string> cacheAction(cl::Positional, cl::desc("<ls|verify|clear>"), cl::sub(cacheCmd), cl::cat(category));
 cl::opt<bool> splitInput("split-input-file",

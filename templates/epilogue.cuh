@@ -393,6 +393,10 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   // storeTileRowHalfRope for tiles that need not hold whole heads of one region (kSlicePairTiles<BN>), e.g.
   // the 80- or 160-column tiles fitted to the SMs: the region, head and rotary pairs found per pair of
   // slices (16 columns, within one head) instead of once per tile, the row's q, k and v destinations once.
+  // Every rotation the row needs is loaded before its first store: slice pair u of the tile is slice pair
+  // (phase + u) % (HEAD_DIM / 16) of its head, so a row meets at most HEAD_DIM / 16 of them whatever BN. (The
+  // loads between the stores, two a slice pair, cost a trip to L1 or L2 each: ptxas cannot move a load above
+  // a store that may alias it. That made a 128x160 tile's qkv epilogue ~5x a whole-head tile's.)
   // The same contract: every lane of the warp calls it, `live` false for a row past M; columns past N (a
   // whole slice pair, as N is a multiple of HEAD_DIM) store nothing.
   template <int BN>
@@ -400,6 +404,8 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
                                                           bool live, int tileCol, const EpiParams &p) {
     static_assert(kSlicePairTiles<BN>, "EpiQkv::storeRowHalfRope: half-style rope, 16-column slice pairs");
     constexpr int N = QD + 2 * KVD;
+    constexpr int kHeadSlices = HEAD_DIM / 16;                                     // slice pairs in a head
+    constexpr int kRots = kHeadSlices < BN / 16 ? kHeadSlices : BN / 16;          // distinct ones in a tile row
     const int lane = threadIdx.x % 32, q = lane % 4;
     const Row r = live ? rowOf(row, p) : Row{0, -1};
     const bool cached = live && r.seq >= 0 && r.pos >= 0 && r.pos < p.max_seq; // as kv_write (rope.cuh)
@@ -409,6 +415,15 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     const float2 *rot = p.rope + static_cast<long long>(min(max(r.pos, 0), p.max_seq - 1)) * (HEAD_DIM / 2) + q;
     const long long qOff = static_cast<long long>(row) * QD;
     const long long cacheRow = (static_cast<long long>(r.seq) * p.max_seq + r.pos) * KVD;
+    const int phase = tileCol % HEAD_DIM / 16;
+    float2 cs[kRots][2]; // slice pair j of the row (and j + kHeadSlices, ...): its pairs i0 + q and i0 + 4 + q
+    if (tileCol < QD + KVD) // a tile wholly in v rotates nothing
+#pragma unroll
+      for (int j = 0; j < kRots; ++j) {
+        const int i0 = 8 * ((phase + j) % kHeadSlices);
+        cs[j][0] = __ldg(rot + i0);
+        cs[j][1] = __ldg(rot + i0 + 4);
+      }
 #pragma unroll
     for (int u = 0; u < BN / 16; ++u) {
       const int col = tileCol + 16 * u; // lane 0's column of slices 2u and 2u + 1 (one head)
@@ -431,7 +446,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
       } else {
         // q and k start at multiples of HEAD_DIM, so the pair index needs no region: col % HEAD_DIM = 2 i0.
         const int i0 = col % HEAD_DIM / 2; // the slice pair's first rotary pair, a multiple of 8
-        const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, __ldg(rot + i0), __ldg(rot + i0 + 4));
+        const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, cs[u % kHeadSlices][0], cs[u % kHeadSlices][1]);
         // Elements i0 + 2q, i0 + 2q + 1 of the head's halves: the head starts at col - 2 i0.
         const bool isQ = col < QD;
         if (isQ ? live : cached) {

@@ -7,7 +7,8 @@
 # STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,decode_trace,profile,ab,kernels
 # (default: all but trace, decode_trace, profile, ab, sanitize and load). `ab` alternates this build's e2e bench
 # with an earlier revision's ($AB_BASE) on the same weights. `trace` times each prefill launch in place
-# (MINFER_PREFILL_TRACE); `decode_trace` what each launch adds to a decode step (bench/trace_decode.py).
+# (MINFER_PREFILL_TRACE, events between launches); `decode_trace` what each launch adds to a decode step, or
+# with TRACE_PREFILL=TOKENS to a prefill, as the stream runs them (bench/trace_decode.py).
 # `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU
 # tests under compute-sanitizer memcheck, racecheck and synccheck (sanitize_<tool>.log, the shards' output
 # one after another). `e2e` runs, per model in
@@ -335,13 +336,17 @@ PY
     # Where a decode step's time goes in the stream (bench/trace_decode.py: CUPTI through torch.profiler, the
     # step replayed from its CUDA graph, kernels overlapping as they do under programmatic dependent launch):
     # per model in $E2E_MODELS, what each launch adds to the step, at context $TRACE_CONTEXT (default 128), with
-    # the device's tuning database as it stands (decode_trace_<model>.json and .txt).
+    # the device's tuning database as it stands (decode_trace_<model>.json and .txt). With $TRACE_PREFILL
+    # (tokens), a prefill of one sequence of that many tokens instead, its launches as programmatic dependents
+    # (prefill_stream_<model>.json and .txt).
     for model in ${E2E_MODELS//,/ }; do
       step "decode trace: $model"
       weights_for "$model"
+      name="decode_trace_$model"
+      [[ -n "${TRACE_PREFILL:-}" ]] && name="prefill_stream_$model"
       "$python" "$here/trace_decode.py" --model "$model" --weights "$wdir/model.safetensors" --build "$build" \
-        --context "${TRACE_CONTEXT:-128}" --out "$OUT/decode_trace_$model.json" 2>&1 | grep -v -E 'Warning:|_warn_once' \
-        | tee "$OUT/decode_trace_$model.txt"
+        --context "${TRACE_CONTEXT:-128}" ${TRACE_PREFILL:+--prefill "$TRACE_PREFILL" --steps 6} \
+        --out "$OUT/$name.json" 2>&1 | grep -v -E 'Warning:|_warn_once' | tee "$OUT/$name.txt"
       [[ ${PIPESTATUS[0]} == 0 ]] || failed+=("decode trace $model")
       [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"
     done

@@ -336,7 +336,11 @@ namespace {
 
 // Milliseconds a decode step of `rows` sequences takes with `db`'s tiles: the median over `repeats`
 // generates of `steps` greedy steps each (a 16-token prompt per sequence), after one warm-up generate that
-// captures the step's graph.
+// captures the step's graph. A prefill bucket's: the median over `repeats` of the mean of kPrefillRuns prefills
+// of one sequence of the plan's prefill rows, back to back as a server's would run (a sustained prefill runs
+// under the GPU's power cap, at lower clocks than the kernels' own short timings see: bench/NOTES.md, session
+// 28), after one warm-up prefill.
+constexpr int kPrefillRuns = 4;
 llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db, llvm::StringRef bucket,
                                         const StepTuneOptions &opts) {
   EngineOptions eo = opts.engine;
@@ -347,16 +351,25 @@ llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db,
   if (!engine) return engine.takeError();
   auto session = Session::create(**engine);
   if (!session) return session.takeError();
-  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(bucketRows(bucket)), std::vector<int32_t>(16, 1));
+  const bool decode = bucket.startswith("decode");
+  std::vector<std::vector<int32_t>> prompts;
+  if (decode) prompts.assign(static_cast<size_t>(bucketRows(bucket)), std::vector<int32_t>(16, 1));
+  else prompts.assign(1, std::vector<int32_t>(static_cast<size_t>(eo.plan.maxPrefillRows), 1));
   GenerateOptions go;
-  go.maxNewTokens = opts.steps + 1;
+  go.maxNewTokens = decode ? opts.steps + 1 : 0;
   std::vector<double> ms;
   for (int r = 0; r <= opts.repeats; ++r) {
-    auto g = (*session)->generate(prompts, go);
-    if (!g) return g.takeError();
-    if (r > 0 && g->decodeSteps > 0) ms.push_back(g->decodeMs / double(g->decodeSteps));
+    double sum = 0;
+    int runs = 0;
+    for (int i = 0; i < (decode || r == 0 ? 1 : kPrefillRuns); ++i) {
+      auto g = (*session)->generate(prompts, go);
+      if (!g) return g.takeError();
+      if (decode && g->decodeSteps > 0) sum += g->decodeMs / double(g->decodeSteps), ++runs;
+      if (!decode) sum += g->prefillMs, ++runs;
+    }
+    if (r > 0 && runs > 0) ms.push_back(sum / runs);
   }
-  if (ms.empty()) return ir::makeError("in-step tuning: no decode step ran for " + bucket);
+  if (ms.empty()) return ir::makeError("in-step tuning: nothing ran for " + bucket);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -371,16 +384,19 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
   StepTuneReport report;
   for (const std::string &bucket : opts.buckets) {
     if (!isTuningBucket(bucket)) return ir::makeError("in-step tuning: unknown bucket '" + bucket + "'");
-    if (!llvm::StringRef(bucket).startswith("decode")) continue;
-    // The decode step's tuned kernels that have alternatives to their tile: the default where it is
-    // another tile, then the runners-up of their own timing (where an earlier pass moved a kernel, the tile
-    // its own timing picked is the first of them).
+    const bool decode = llvm::StringRef(bucket).startswith("decode");
+    const char *const what = decode ? "a step" : "a prefill";
+    // The step's (or the prefill's) tuned kernels that have alternatives to their tile: the default where it
+    // is another tile, then the runners-up of their own timing (where an earlier pass moved a kernel, the
+    // tile its own timing picked is the first of them). A prefill's gemvs after the gather cover a few output
+    // rows and keep their default, as in autotune.
     auto plan = buildPlan(m, *target, optionsFor(m, bucket));
     if (!plan) return plan.takeError();
     std::vector<std::string> keys, touched;
     std::vector<std::vector<TuningEntry::Timed>> alternatives; // per key: options 1..
     llvm::StringSet<> seen;
-    for (const PlannedLaunch &l : plan->decode.launches) {
+    for (const PlannedLaunch &l : (decode ? plan->decode : plan->prefill).launches) {
+      if (!decode && l.maxOutRows) continue;
       std::string key = plan->kernels[l.kernel]->tuningKey();
       if (key.empty() || !seen.insert(key).second) continue;
       const TuningEntry *e = db.find(key, bucket);
@@ -423,14 +439,14 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
       for (size_t i = 0; i < keys.size(); ++i)
         if (choice[i] > 0) trial.entries[keys[i]].tile = altOf(i, choice).tile;
       auto ms = stepMilliseconds(m, trial, bucket, opts);
-      if (ms && opts.log) opts.log(llvm::formatv("{0}: {1:f3} ms a step with {2}", bucket, *ms, describe(choice)).str());
+      if (ms && opts.log) opts.log(llvm::formatv("{0}: {1:f3} ms {2} with {3}", bucket, *ms, what, describe(choice)).str());
       return ms;
     }, opts.noise, defaults);
     if (!r) return r.takeError();
     if (opts.log)
-      opts.log(llvm::formatv("{0}: keeps {1:f3} ms a step (every tuned tile: {2:f3}; every default: {3:f3}) with {4}",
+      opts.log(llvm::formatv("{0}: keeps {1:f3} ms {5} (every tuned tile: {2:f3}; every default: {3:f3}) with {4}",
                              bucket, r->bestMs, r->firstMs, r->startMs > 0 ? r->startMs : r->firstMs,
-                             describe(r->choice))
+                             describe(r->choice), what)
                    .str());
     report.timed += r->timed;
     for (size_t i = 0; i < keys.size(); ++i)

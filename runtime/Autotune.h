@@ -60,19 +60,22 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
 // The in-step pass, after autotune(): per decode bucket, the model's decode step itself (a session of
 // `bucketRows` sequences on the real weights, its CUDA graph replayed) is timed with every tuned tile, then
 // searchInStep (compiler/Tuning.h) moves kernels, one at a time, to their default or to a runner-up of
-// their own timing where that makes the step faster. A moved entry keeps the tile its own timing picked as
-// `kernelTile`; every entry of the bucket the step touches records the step's time. Each configuration is an Engine load (weights included: ~0.1 s
-// a GB) and `repeats` timed generates of `steps` decode steps after one warm-up.
+// their own timing where that makes the step faster. Per prefill bucket the same with a prefill of one
+// sequence of the bucket's rows (as many as the model's positions allow), several back to back: kernels
+// timed alone do not see each other's caches or the power cap a sustained prefill runs under. A moved entry
+// keeps the tile its own timing picked as `kernelTile`; every entry of the bucket the step touches records the
+// step's time. Each configuration is an Engine load (weights included: ~0.1 s a GB) and `repeats` timed
+// generates (of `steps` decode steps, or of prefills) after one warm-up.
 struct StepTuneOptions {
   std::string model;               // what Engine::load takes: an .ir file or a checkpoint directory
   EngineOptions engine;            // its weights, jobs; `plan` and `tuning` are set per bucket and configuration
-  std::vector<std::string> buckets; // the decode buckets among these are tuned in the step
+  std::vector<std::string> buckets; // tuned in the step: decode and prefill buckets alike
   int steps = 32, repeats = 3;
   double noise = 0.005;            // a move must gain more than this (relative)
   std::function<void(const std::string &)> log; // one line per configuration timed, then one per bucket: what it keeps
 };
 struct StepTuneReport {
-  int buckets = 0;   // decode buckets with tuned tiles to judge
+  int buckets = 0;   // buckets with tuned tiles to judge
   int timed = 0;     // configurations timed
   int moved = 0;     // kernels moved to their default or a runner-up
 };

@@ -124,8 +124,8 @@ cl::opt<bool> tuneNoFuse("no-fuse", cl::desc("Tune the unfused plan's kernels"),
 cl::opt<unsigned> tuneJobs("j", cl::desc("Kernels compiled in parallel (default: the cores)"), cl::init(0), cl::sub(autotuneCmd),
                            cl::cat(category));
 cl::opt<bool> tuneInStep("in-step",
-                         cl::desc("Then time the model's whole decode step in each decode bucket, on its weights, and move "
-                                  "kernels to their default or a runner-up tile where that makes the step faster"),
+                         cl::desc("Then time the model's whole decode step (or prefill) in each bucket, on its weights, and "
+                                  "move kernels to their default or a runner-up tile where that makes it faster"),
                          cl::sub(autotuneCmd), cl::cat(category));
 cl::opt<std::string> tuneWeights("weights", cl::desc("With --in-step: the weights (default: MODEL when it is a directory; "
                                                       "for an .ir file, synthetic weights)"),
@@ -908,7 +908,7 @@ int autotuneMain() {
   auto stepReport = rt::tuneInStep(*m, db, so);
   if (!stepReport) return fail(stepReport.takeError());
   if (auto e = db.save(path)) return fail(std::move(e));
-  llvm::errs() << llvm::formatv("minferc autotune --in-step: {0} decode buckets, {1} steps timed, {2} kernels moved to "
+  llvm::errs() << llvm::formatv("minferc autotune --in-step: {0} buckets, {1} configurations timed, {2} kernels moved to "
                                 "their default or a runner-up tile; wrote {3}\n",
                                 stepReport->buckets, stepReport->timed, stepReport->moved, path);
   return 0;

@@ -289,8 +289,9 @@ TEST(Autotune, WarmsTheDatabaseAndALaterRunUsesIt) {
 // `minferc autotune --in-step` on a checkpoint: after the per-kernel pass, the decode step itself is timed
 // with every tuned tile and with each tuned kernel on its default or a runner-up tile. One entry is planted on a tile other
 // than its default first (the fixture's kernels mostly keep theirs), so there is a choice to time. Whatever
-// it keeps, every entry of the bucket records the step's time, and a later run still gives HF's tokens.
-TEST(Autotune, InStepTimesTheDecodeStepAndTheRunStillMatches) {
+// it keeps, every entry of the bucket records the step's time. Then the same for a prefill bucket (a gemm
+// planted on a runner-up), and a later run still gives HF's tokens.
+TEST(Autotune, InStepTimesTheStepAndThePrefillAndTheRunStillMatches) {
   MINFER_REQUIRE_GPU();
   std::string dir = test::fixtureDir("llama_gqa");
   GPU_TRY(ref, test::readReference(dir));
@@ -336,7 +337,7 @@ TEST(Autotune, InStepTimesTheDecodeStepAndTheRunStillMatches) {
   EXPECT_NE(log.find("ms a step with " + planted + " on " + before.defaultTile), std::string::npos) << log;
   EXPECT_NE(log.find("decode:1: keeps "), std::string::npos) << log;
   std::smatch counts;
-  ASSERT_TRUE(std::regex_search(log, counts, std::regex("1 decode buckets, ([0-9]+) steps timed, ([0-9]+) kernels moved")))
+  ASSERT_TRUE(std::regex_search(log, counts, std::regex("1 buckets, ([0-9]+) configurations timed, ([0-9]+) kernels moved")))
       << log;
   EXPECT_GE(std::stoi(counts[1]), 2) << log;
   auto after = TuningDb::read(dbPath);
@@ -351,6 +352,27 @@ TEST(Autotune, InStepTimesTheDecodeStepAndTheRunStillMatches) {
       EXPECT_EQ(x.stepMs, e.stepMs) << key;
     }
   }
+
+  // A prefill bucket (the fixture's 128 positions: prefills of 128 rows): a gemm planted on a runner-up.
+  ASSERT_EQ(minferc({"autotune", dir, "--buckets", "prefill:1-512"}), 0) << test::readFile(err);
+  auto pdb = TuningDb::read(dbPath);
+  ASSERT_TRUE(bool(pdb)) << llvm::toString(pdb.takeError());
+  std::string prefillPlanted, prefillDefault;
+  for (auto &[key, e] : pdb->entries)
+    if (prefillPlanted.empty() && llvm::StringRef(key).startswith("gemm_") &&
+        llvm::StringRef(key).endswith("@prefill:1-512") && !e.defaultTile.empty()) {
+      for (const TuningEntry::Timed &t : e.runnersUp)
+        if (e.tile == e.defaultTile && t.tile != e.defaultTile) e.tile = t.tile;
+      if (e.tile != e.defaultTile) prefillPlanted = key, prefillDefault = e.defaultTile;
+    }
+  ASSERT_FALSE(prefillPlanted.empty()) << "no gemm of the fixture's prefill has a tile to plant";
+  MINFER_ASSERT_OK(pdb->save(dbPath));
+  ASSERT_EQ(minferc({"autotune", dir, "--buckets", "prefill:1-512", "--in-step"}), 0) << test::readFile(err);
+  log = test::readFile(err);
+  EXPECT_NE(log.find("prefill:1-512: "), std::string::npos) << log;
+  EXPECT_NE(log.find("ms a prefill with every tuned tile"), std::string::npos) << log;
+  EXPECT_NE(log.find("ms a prefill with " + prefillPlanted + " on " + prefillDefault), std::string::npos) << log;
+  EXPECT_NE(log.find("prefill:1-512: keeps "), std::string::npos) << log;
 
   std::string ids = llvm::join(llvm::map_range(ref.promptIds, [](int32_t t) { return std::to_string(t); }), ",");
   ASSERT_EQ(minferc({"run", dir, "--prompt-ids", ids, "--max-new-tokens", std::to_string(ref.greedyIds.size())}), 0)

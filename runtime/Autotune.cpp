@@ -318,6 +318,12 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
       if (e.runnersUp.size() == TuningEntry::kRunnersUp) break;
       e.runnersUp.push_back({w.candidates[c]->tileName(), r.us[c]});
     }
+    // Then the default's step neighbours, whatever their own time, where they ran.
+    for (const auto &n : w.spec->stepNeighbours(*target))
+      for (size_t c : order)
+        if (w.candidates[c]->tileName() == n->tileName() &&
+            std::none_of(e.runnersUp.begin(), e.runnersUp.end(), [&](const TuningEntry::Timed &t) { return t.tile == n->tileName(); }))
+          e.runnersUp.push_back({n->tileName(), r.us[c]});
     db.entries[TuningDb::entryKey(w.key, w.bucket)] = e;
     ++report.tuned;
     p.done = true;

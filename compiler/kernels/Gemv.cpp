@@ -376,6 +376,20 @@ std::vector<std::shared_ptr<KernelSpec>> GemvSpec::tuningCandidates(const Target
   std::vector<std::shared_ptr<KernelSpec>> out;
   for (const GemvTile &t : gemvTileCandidates(target, rows, n, k))
     if (auto spec = withTile(t.str(), target)) out.push_back(std::move(spec)); // drops tiles the epilogue cannot take
+  for (auto &spec : stepNeighbours(target)) {
+    bool listed = false;
+    for (const auto &c : out) listed = listed || c->tileName() == spec->tileName();
+    if (!listed) out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<KernelSpec>> GemvSpec::stepNeighbours(const Target &target) const {
+  std::vector<std::shared_ptr<KernelSpec>> out;
+  if (!tile.wgmma) return out;
+  for (int stages : {tile.stages - 1, tile.stages + 1})
+    if (auto spec = withTile(GemvTile::hopper(tile.maxM, tile.bk, stages, tile.split).str(), target))
+      out.push_back(std::move(spec)); // drops a count under 2 or a ring past the block's shared memory
   return out;
 }
 

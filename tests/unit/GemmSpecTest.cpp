@@ -146,6 +146,35 @@ TEST(Epilogue, TheArgmaxEpilogueIsThePlainProductInTheFmaAndWgmmaGemvs) {
   EXPECT_GT(wgmmaTiles, 0);
 }
 
+// A wgmma gemv's step neighbours are its tile with one slot fewer and one more, among its candidates; a ring
+// past the block's shared memory, fewer than two slots and the FMA and mma.sync tiles have none.
+TEST(GemvSpec, StepNeighboursAreTheWgmmaTileWithASlotLessAndOneMore) {
+  const Target hopper = target("sm_90a");
+  const Epilogue gated = Epilogue::gated(Activation::Silu);
+  auto tilesOf = [](const std::vector<std::shared_ptr<KernelSpec>> &specs) {
+    std::vector<std::string> out;
+    for (const auto &s : specs) out.push_back(s->tileName());
+    return out;
+  };
+  GemvSpec gateUp(11264, 2048, gated, GemvTile::hopper(1, 128, 4, 1));
+  EXPECT_EQ(tilesOf(gateUp.stepNeighbours(hopper)),
+            (std::vector<std::string>{"m1_wgmma_k128_s3_split1", "m1_wgmma_k128_s5_split1"}));
+  std::vector<std::string> candidates = tilesOf(gateUp.tuningCandidates(hopper, 1));
+  for (const char *t : {"m1_wgmma_k128_s3_split1", "m1_wgmma_k128_s5_split1"})
+    EXPECT_EQ(std::count(candidates.begin(), candidates.end(), t), 1) << t;
+  // Two slots: only the one more.
+  EXPECT_EQ(tilesOf(GemvSpec(2048, 2048, Epilogue::None, GemvTile::hopper(16, 256, 2, 1)).stepNeighbours(hopper)),
+            (std::vector<std::string>{"m16_wgmma_k256_s3_split1"}));
+  // 11 slots of 128 (16 rows) is the most a block's 227 KB hold: only the one fewer.
+  GemvTile full = GemvTile::hopper(16, 128, 11, 1);
+  ASSERT_LE(full.sharedBytes(), 227 * 1024);
+  ASSERT_GT(GemvTile::hopper(16, 128, 12, 1).sharedBytes(), 227 * 1024);
+  EXPECT_EQ(tilesOf(GemvSpec(2048, 2048, Epilogue::None, full).stepNeighbours(hopper)),
+            (std::vector<std::string>{"m16_wgmma_k128_s10_split1"}));
+  EXPECT_TRUE(GemvSpec(2048, 2048, Epilogue::None, GemvTile{1, 1, 8}).stepNeighbours(hopper).empty());
+  EXPECT_TRUE(GemvSpec(2048, 2048, Epilogue::None, GemvTile{16, 1, 4, true}).stepNeighbours(hopper).empty());
+}
+
 TEST(Epilogue, PrologueNamesTheNormAndItsWeights) {
   Prologue none;
   EXPECT_EQ(none.suffix(), "");

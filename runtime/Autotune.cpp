@@ -347,15 +347,20 @@ namespace {
 // under the GPU's power cap, at lower clocks than the kernels' own short timings see: bench/NOTES.md, session
 // 28), after one warm-up prefill.
 constexpr int kPrefillRuns = 4;
+// `last` is the engine of the configuration timed before (null at first): the new one shares its weights where
+// their layouts agree (EngineOptions::weightsFrom), so a configuration costs its kernels, not a checkpoint read,
+// and it becomes `last` in turn.
 llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db, llvm::StringRef bucket,
-                                        const StepTuneOptions &opts) {
+                                        const StepTuneOptions &opts, std::unique_ptr<Engine> &last) {
   EngineOptions eo = opts.engine;
   eo.tuned = true;
   eo.tuning = db;
   eo.plan = optionsFor(m, bucket);
-  auto engine = Engine::load(opts.model, eo);
-  if (!engine) return engine.takeError();
-  auto session = Session::create(**engine);
+  eo.weightsFrom = last.get();
+  auto loaded = Engine::load(opts.model, eo);
+  if (!loaded) return loaded.takeError();
+  last = std::move(*loaded);
+  auto session = Session::create(*last);
   if (!session) return session.takeError();
   const bool decode = bucket.startswith("decode");
   std::vector<std::vector<int32_t>> prompts;
@@ -440,11 +445,12 @@ llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, con
     for (size_t i = 0; i < keys.size(); ++i)
       for (size_t a = 0; a < alternatives[i].size(); ++a)
         if (alternatives[i][a].tile == db.entries[keys[i]].defaultTile) defaults[i] = static_cast<int>(a) + 1;
+    std::unique_ptr<Engine> last; // the engine of the configuration timed last, whose weights the next shares
     auto r = searchInStep(options, [&](const std::vector<int> &choice) -> llvm::Expected<double> {
       TuningDb trial = db;
       for (size_t i = 0; i < keys.size(); ++i)
         if (choice[i] > 0) trial.entries[keys[i]].tile = altOf(i, choice).tile;
-      auto ms = stepMilliseconds(m, trial, bucket, opts);
+      auto ms = stepMilliseconds(m, trial, bucket, opts, last);
       if (ms && opts.log) opts.log(llvm::formatv("{0}: {1:f3} ms {2} with {3}", bucket, *ms, what, describe(choice)).str());
       return ms;
     }, opts.noise, defaults);

@@ -338,7 +338,7 @@ llvm::Error Engine::uploadConstant(const PlanBuffer &b, size_t offset) {
   if (!b.rotation.empty()) table = rotationTable(b.rotation, pl.options.maxSeq);
   else if (b.fill) table.assign(static_cast<size_t>(b.fixedBytes / 4), *b.fill);
   const std::vector<float> &values = b.rotation.empty() && !b.fill ? b.constant : table;
-  return weightMemory.upload(values.data(), values.size() * 4, offset);
+  return weightMemory->upload(values.data(), values.size() * 4, offset);
 }
 
 llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets) {
@@ -355,13 +355,15 @@ llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets) {
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
     if (b.kind == BufferKind::Weight)
-      if (auto e = weightMemory.fillWords(offsets[i], static_cast<size_t>(b.fixedBytes), wordFor(b.dtype))) return e;
+      if (auto e = weightMemory->fillWords(offsets[i], static_cast<size_t>(b.fixedBytes), wordFor(b.dtype))) return e;
   }
   return llvm::Error::success();
 }
 
 llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBytes, bool synthetic) {
   auto t0 = Clock::now();
+  weightsSource = synthetic ? std::string() : weightsPath;
+  syntheticWeights = synthetic;
   std::optional<Checkpoint> ckpt;
   if (!synthetic) {
     auto opened = Checkpoint::open(weightsPath);
@@ -385,10 +387,10 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
                 gib(double(mem->free)) + " free of " + gib(double(mem->total)));
   auto buf = cuda::DeviceBuffer::alloc(total);
   if (!buf) return buf.takeError();
-  weightMemory = std::move(*buf);
+  weightMemory = std::make_shared<cuda::DeviceBuffer>(std::move(*buf));
   for (size_t i = 0; i < pl.buffers.size(); ++i)
     if (pl.buffers[i].kind == BufferKind::Weight || pl.buffers[i].kind == BufferKind::Constant)
-      pointers[i] = weightMemory.ptr() + offsets[i];
+      pointers[i] = weightMemory->ptr() + offsets[i];
   auto uploadConstants = [&]() -> llvm::Error {
     for (size_t i = 0; i < pl.buffers.size(); ++i)
       if (pl.buffers[i].kind == BufferKind::Constant)
@@ -413,7 +415,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     size_t written = 0;
     auto sink = [&](llvm::ArrayRef<uint8_t> bytes, size_t offset) -> llvm::Error {
       written += bytes.size();
-      return staging.put(weightMemory, offsets[i] + offset, bytes);
+      return staging.put(*weightMemory, offsets[i] + offset, bytes);
     };
     const ir::WeightDecl &w = mod->weights[b.weight];
     const int64_t rows = w.type.shape[0].value;
@@ -442,7 +444,7 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
         else llvm::consumeError(sb.takeError()); // no room: the host lays the rows out below
       }
       if (order.empty() || stacked.size() >= static_cast<size_t>(b.fixedBytes)) {
-        cuda::DeviceBuffer &to = order.empty() ? weightMemory : stacked;
+        cuda::DeviceBuffer &to = order.empty() ? *weightMemory : stacked;
         size_t at = order.empty() ? offsets[i] : 0;
         for (const StoredPart &part : *parts) {
           if (auto e = staging.put(to, at + written, part.bytes, part.dtype != b.dtype)) return e;
@@ -468,6 +470,57 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   return llvm::Error::success();
 }
 
+namespace {
+
+// Whether two plans hold the same bytes in their weight and constant buffers, laid out alike.
+bool sameWeightBuffers(const Plan &a, const Plan &b) {
+  auto held = [](const Plan &p) {
+    std::vector<const PlanBuffer *> out;
+    for (const PlanBuffer &x : p.buffers)
+      if (x.kind == BufferKind::Weight || x.kind == BufferKind::Constant) out.push_back(&x);
+    return out;
+  };
+  std::vector<const PlanBuffer *> x = held(a), y = held(b);
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const PlanBuffer &p = *x[i], &q = *y[i];
+    if (p.name != q.name || p.kind != q.kind || p.fixedBytes != q.fixedBytes || p.weight != q.weight ||
+        p.dtype != q.dtype || p.transposed != q.transposed || p.layer != q.layer || p.constant != q.constant ||
+        p.rotation != q.rotation || p.layout != q.layout || p.layoutHeadDim != q.layoutHeadDim ||
+        p.layoutRows != q.layoutRows || p.fill != q.fill)
+      return false;
+    // The gains' buffer by what it holds: its index may differ between the two plans.
+    if ((p.gains < 0) != (q.gains < 0)) return false;
+    if (p.gains >= 0) {
+      const PlanBuffer &g = a.buffers[static_cast<size_t>(p.gains)], &h = b.buffers[static_cast<size_t>(q.gains)];
+      if (g.weight != h.weight || g.layer != h.layer) return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+bool Engine::shareWeights(const Engine &from, const std::string &path, bool synthetic) {
+  if (!from.weightMemory || from.syntheticWeights != synthetic || (!synthetic && from.weightsSource != path) ||
+      !sameWeightBuffers(from.pl, pl))
+    return false;
+  // The same buffers in the same order, so at the same offsets: matched up by position.
+  std::vector<cuda::DevicePtr> theirs;
+  for (size_t i = 0; i < from.pl.buffers.size(); ++i)
+    if (from.pl.buffers[i].kind == BufferKind::Weight || from.pl.buffers[i].kind == BufferKind::Constant)
+      theirs.push_back(from.pointers[i]);
+  pointers.assign(pl.buffers.size(), 0);
+  for (size_t i = 0, j = 0; i < pl.buffers.size(); ++i)
+    if (pl.buffers[i].kind == BufferKind::Weight || pl.buffers[i].kind == BufferKind::Constant) pointers[i] = theirs[j++];
+  weightMemory = from.weightMemory;
+  weightsSource = from.weightsSource;
+  syntheticWeights = from.syntheticWeights;
+  st.weightBytes = from.st.weightBytes;
+  st.weightsShared = true;
+  return true;
+}
+
 llvm::Expected<std::unique_ptr<Engine>> Engine::load(llvm::StringRef model, const EngineOptions &options) {
   auto t0 = Clock::now();
   EngineLoader L{options};
@@ -487,7 +540,8 @@ llvm::Expected<std::unique_ptr<Engine>> Engine::load(llvm::StringRef model, cons
   // The GPU from here on.
   if (auto e = L.checkDevice(*target)) return e;
   if (auto e = L.loadModules(*compiled)) return e;
-  if (auto e = L.engine->uploadWeights(L.weightsPath, options.uploadChunkBytes, options.syntheticWeights)) return e;
+  if (!options.weightsFrom || !L.engine->shareWeights(*options.weightsFrom, L.weightsPath, options.syntheticWeights))
+    if (auto e = L.engine->uploadWeights(L.weightsPath, options.uploadChunkBytes, options.syntheticWeights)) return e;
   return std::move(L.engine);
 }
 

@@ -30,6 +30,8 @@
 
 namespace minfer::rt {
 
+class Engine;
+
 struct EngineOptions {
   // Weights: a .safetensors file, a model.safetensors.index.json, or a directory holding them. Empty: the
   // model itself when it is a checkpoint directory (an .ir file or a bundle needs one).
@@ -50,6 +52,11 @@ struct EngineOptions {
   // timing a model whose weights are not at hand (minferc autotune --in-step without --weights). The step
   // runs the same kernels on the same bytes as with real weights; its outputs mean nothing.
   bool syntheticWeights = false;
+  // Another engine whose weights this one may share instead of loading them: taken where its plan holds every
+  // weight and constant buffer exactly as this one's (the same model, options and layouts; tiles may differ),
+  // else the weights load as without it. Only read during load: the device memory is shared, so either engine
+  // may be freed first. The in-step tuner loads each configuration it times this way.
+  const Engine *weightsFrom = nullptr;
   // Called with the module once everything without a GPU is checked and before the driver is touched, so
   // a caller's own cheap checks (minferc: prompt ids against the vocabulary) fail before the expensive ones.
   std::function<llvm::Error(const ir::Module &)> checkModel;
@@ -72,6 +79,7 @@ struct LoadStats {
   double weightsSetupMs = 0; //   checkpoint opened, device memory and the page-locked staging buffers
   double weightsReadMs = 0;  //   checkpoint bytes read (or copied) into the staging buffers, f16 converted there
   double weightsWaitMs = 0;  //   waiting for the copy engine to free a staging buffer, and for the last copy
+  bool weightsShared = false; // the weights are EngineOptions::weightsFrom's: nothing was read or uploaded
   size_t weightBytes = 0;   // device bytes of weights and constants but the rotation tables (a step reads a
                             // few rows of those: what the benchmarks' bandwidth figures count is the rest)
   int tunedKernels = 0;     // tunable kernels with a tuned tile
@@ -108,6 +116,9 @@ private:
   Engine() = default;
   // The weights from the checkpoint at `weightsPath`, or filled on the device (EngineOptions::syntheticWeights).
   llvm::Error uploadWeights(const std::string &weightsPath, size_t chunkBytes, bool synthetic);
+  // `from`'s weights, when they came from the same checkpoint (or both are synthetic) and its plan lays out
+  // every weight and constant as this one's (false: load them).
+  bool shareWeights(const Engine &from, const std::string &weightsPath, bool synthetic);
   llvm::Error uploadConstant(const PlanBuffer &b, size_t offset); // a rotation table, a fill or the plan's values
   llvm::Error fillSyntheticWeights(const std::vector<size_t> &offsets); // every Weight buffer, at its offset
 
@@ -116,7 +127,11 @@ private:
   LoadStats st;
   cuda::DeviceInfo info;
   std::vector<LoadedFunction> functions; // by plan kernel index
-  cuda::DeviceBuffer weightMemory;       // every weight and constant, each 256-byte aligned
+  // Every weight and constant, each 256-byte aligned; shared with engines loaded from this one
+  // (EngineOptions::weightsFrom), which only read it.
+  std::shared_ptr<cuda::DeviceBuffer> weightMemory;
+  std::string weightsSource; // where they came from: the checkpoint, or "" when synthetic (or shared: the sharer's)
+  bool syntheticWeights = false;
   std::vector<cuda::DevicePtr> pointers; // by plan buffer index
   friend struct EngineLoader;
 };

@@ -8,8 +8,11 @@
 #include "gpu/GpuHarness.h"
 
 #include "compiler/Plan.h"
+#include "compiler/Tuning.h"
+#include "compiler/kernels/Gemv.h"
 #include "io/Safetensors.h"
 #include "io/WeightLoader.h"
+#include "runtime/Autotune.h"
 #include "runtime/Engine.h"
 #include "runtime/Session.h"
 
@@ -158,6 +161,112 @@ TEST(WeightUpload, SyntheticWeightsFillEveryBufferAndTheModelRunsFinite) {
     for (float v : g->logits[0]) bad += !std::isfinite(v);
     EXPECT_EQ(bad, 0u) << "of " << g->logits[0].size() << " logits";
   }
+}
+
+} // namespace
+
+namespace {
+
+// EngineOptions::weightsFrom (the in-step tuner's configurations): an engine whose plan holds every weight and
+// constant as the donor's shares its device memory, also once the donor is gone, and generates the donor's
+// tokens; one whose plan lays them out otherwise (a rotation table of other positions, the unfused plan's W
+// without the norms' gains), or whose weights are synthetic, loads its own.
+TEST(WeightUpload, AnEngineSharesTheWeightsOfOneThatLaysThemOutAlike) {
+  MINFER_REQUIRE_GPU();
+  const std::string dir = test::fixtureDir("llama_gqa");
+  auto tokensOf = [](rt::Engine &engine) -> std::vector<int32_t> {
+    auto session = rt::Session::create(engine);
+    if (!session) {
+      ADD_FAILURE() << llvm::toString(session.takeError());
+      return {};
+    }
+    rt::GenerateOptions go;
+    go.maxNewTokens = 8;
+    auto g = (*session)->generate({{1, 2, 3, 4, 5}}, go);
+    if (!g) {
+      ADD_FAILURE() << llvm::toString(g.takeError());
+      return {};
+    }
+    return g->tokens.at(0);
+  };
+  auto weightPointers = [](const rt::Engine &engine) {
+    std::vector<cuda::DevicePtr> out;
+    for (size_t i = 0; i < engine.plan().buffers.size(); ++i)
+      if (engine.plan().buffers[i].kind == BufferKind::Weight || engine.plan().buffers[i].kind == BufferKind::Constant)
+        out.push_back(engine.weightPointer(static_cast<int>(i)));
+    return out;
+  };
+  rt::EngineOptions eo;
+  eo.plan.maxSeq = 64;
+  eo.tuned = false; // the default tiles, whatever this machine's database holds
+  GPU_TRY(donor, rt::Engine::load(dir, eo));
+  EXPECT_FALSE(donor->stats().weightsShared);
+  const std::vector<int32_t> want = tokensOf(*donor);
+  ASSERT_EQ(want.size(), 8u);
+
+  // Another tile for a decode gemv, as the in-step tuner plants one (the same kind of kernel: the same gains
+  // in W): the same weights.
+  GPU_TRY(fp, rt::deviceFingerprint());
+  TuningDb planted;
+  planted.device = fp;
+  std::string movedTo;
+  for (const PlannedLaunch &l : donor->plan().decode.launches) {
+    const auto *gemv = dynamic_cast<const GemvSpec *>(donor->plan().kernels[l.kernel].get());
+    if (!gemv || !movedTo.empty()) continue;
+    for (const auto &c : gemv->tuningCandidates(donor->plan().target, 1)) {
+      const auto &other = static_cast<const GemvSpec &>(*c);
+      if (other.tile.wgmma == gemv->tile.wgmma && other.tile.mma == gemv->tile.mma && !(other.tile == gemv->tile)) {
+        TuningEntry e;
+        e.tile = movedTo = other.tileName();
+        e.us = 1;
+        planted.entries[TuningDb::entryKey(gemv->tuningKey(), "decode:1")] = e;
+        break;
+      }
+    }
+  }
+  ASSERT_FALSE(movedTo.empty()) << "no decode gemv of the fixture has another tile of its kind";
+  rt::EngineOptions retiled = eo;
+  retiled.tuned = true;
+  retiled.tuning = planted;
+  retiled.weightsFrom = donor.get();
+  GPU_TRY(sharer, rt::Engine::load(dir, retiled));
+  bool hasIt = false;
+  for (const auto &k : sharer->plan().kernels) hasIt = hasIt || k->tileName() == movedTo;
+  EXPECT_TRUE(hasIt) << movedTo << ": the planted tile is not in the plan";
+  EXPECT_TRUE(sharer->stats().weightsShared);
+  EXPECT_EQ(weightPointers(*sharer), weightPointers(*donor));
+  EXPECT_EQ(sharer->stats().weightBytes, donor->stats().weightBytes);
+  donor.reset(); // the memory stays the sharer's
+  EXPECT_EQ(tokensOf(*sharer), want);
+
+  // A rotation table of other positions: its own weights, the same tokens.
+  rt::EngineOptions shorter = eo;
+  shorter.plan.maxSeq = 48;
+  shorter.weightsFrom = sharer.get();
+  GPU_TRY(own, rt::Engine::load(dir, shorter));
+  EXPECT_FALSE(own->stats().weightsShared);
+  EXPECT_NE(weightPointers(*own), weightPointers(*sharer));
+  EXPECT_EQ(tokensOf(*own), want);
+
+  // Unfused: no norm's gains ride in W.
+  rt::EngineOptions unfused = eo;
+  unfused.fuse = false;
+  unfused.weightsFrom = sharer.get();
+  GPU_TRY(plain, rt::Engine::load(dir, unfused));
+  EXPECT_FALSE(plain->stats().weightsShared);
+  EXPECT_EQ(tokensOf(*plain), want);
+
+  // Synthetic weights never take a checkpoint's, nor the other way round.
+  rt::EngineOptions synthetic = eo;
+  synthetic.syntheticWeights = true;
+  synthetic.weightsFrom = sharer.get();
+  GPU_TRY(filled, rt::Engine::load(dir, synthetic));
+  EXPECT_FALSE(filled->stats().weightsShared);
+  rt::EngineOptions real = eo;
+  real.weightsFrom = filled.get();
+  GPU_TRY(fromCheckpoint, rt::Engine::load(dir, real));
+  EXPECT_FALSE(fromCheckpoint->stats().weightsShared);
+  EXPECT_EQ(tokensOf(*fromCheckpoint), want);
 }
 
 } // namespace

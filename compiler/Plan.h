@@ -70,6 +70,11 @@ struct PlanBuffer {
 // For a weight buffer of `rows` logical rows: the logical row stored at each row (empty when AsIs).
 std::vector<int64_t> rowOrder(const PlanBuffer &, int64_t rows);
 
+struct Plan;
+// Whether two plans' Weight and Constant buffers hold the same bytes, in the same order and layout (an engine
+// of one may share the other's weights: runtime/Engine.h EngineOptions::weightsFrom). Tiles may differ.
+bool sameWeightBuffers(const Plan &a, const Plan &b);
+
 // The buffers and values of a matmul kernel's EpiParams (compiler/kernels/Epilogue.h); -1: none.
 struct EpilogueArgs {
   int bias = -1, residual = -1;

@@ -358,6 +358,13 @@ llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db,
   eo.plan = optionsFor(m, bucket);
   eo.weightsFrom = last.get();
   auto loaded = Engine::load(opts.model, eo);
+  if (!loaded && last) {
+    // Not shared, and perhaps no room for a second copy beside `last`'s: once more, alone.
+    llvm::consumeError(loaded.takeError());
+    last.reset();
+    eo.weightsFrom = nullptr;
+    loaded = Engine::load(opts.model, eo);
+  }
   if (!loaded) return loaded.takeError();
   last = std::move(*loaded);
   auto session = Session::create(*last);

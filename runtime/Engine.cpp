@@ -470,37 +470,6 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   return llvm::Error::success();
 }
 
-namespace {
-
-// Whether two plans hold the same bytes in their weight and constant buffers, laid out alike.
-bool sameWeightBuffers(const Plan &a, const Plan &b) {
-  auto held = [](const Plan &p) {
-    std::vector<const PlanBuffer *> out;
-    for (const PlanBuffer &x : p.buffers)
-      if (x.kind == BufferKind::Weight || x.kind == BufferKind::Constant) out.push_back(&x);
-    return out;
-  };
-  std::vector<const PlanBuffer *> x = held(a), y = held(b);
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const PlanBuffer &p = *x[i], &q = *y[i];
-    if (p.name != q.name || p.kind != q.kind || p.fixedBytes != q.fixedBytes || p.weight != q.weight ||
-        p.dtype != q.dtype || p.transposed != q.transposed || p.layer != q.layer || p.constant != q.constant ||
-        p.rotation != q.rotation || p.layout != q.layout || p.layoutHeadDim != q.layoutHeadDim ||
-        p.layoutRows != q.layoutRows || p.fill != q.fill)
-      return false;
-    // The gains' buffer by what it holds: its index may differ between the two plans.
-    if ((p.gains < 0) != (q.gains < 0)) return false;
-    if (p.gains >= 0) {
-      const PlanBuffer &g = a.buffers[static_cast<size_t>(p.gains)], &h = b.buffers[static_cast<size_t>(q.gains)];
-      if (g.weight != h.weight || g.layer != h.layer) return false;
-    }
-  }
-  return true;
-}
-
-} // namespace
-
 bool Engine::shareWeights(const Engine &from, const std::string &path, bool synthetic) {
   if (!from.weightMemory || from.syntheticWeights != synthetic || (!synthetic && from.weightsSource != path) ||
       !sameWeightBuffers(from.pl, pl))

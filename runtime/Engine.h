@@ -130,7 +130,7 @@ private:
   // Every weight and constant, each 256-byte aligned; shared with engines loaded from this one
   // (EngineOptions::weightsFrom), which only read it.
   std::shared_ptr<cuda::DeviceBuffer> weightMemory;
-  std::string weightsSource; // where they came from: the checkpoint, or "" when synthetic (or shared: the sharer's)
+  std::string weightsSource; // where they came from: the checkpoint, or "" when synthetic (shared: the donor's)
   bool syntheticWeights = false;
   std::vector<cuda::DevicePtr> pointers; // by plan buffer index
   friend struct EngineLoader;

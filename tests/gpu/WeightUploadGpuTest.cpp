@@ -204,8 +204,7 @@ TEST(WeightUpload, AnEngineSharesTheWeightsOfOneThatLaysThemOutAlike) {
   const std::vector<int32_t> want = tokensOf(*donor);
   ASSERT_EQ(want.size(), 8u);
 
-  // Another tile for a decode gemv, as the in-step tuner plants one (the same kind of kernel: the same gains
-  // in W): the same weights.
+  // Another tile of the same kind for a decode gemv, as the in-step tuner plants one: the same weights.
   GPU_TRY(fp, rt::deviceFingerprint());
   TuningDb planted;
   planted.device = fp;

@@ -171,6 +171,10 @@ TEST(GemvSpec, StepNeighboursAreTheWgmmaTileWithASlotLessAndOneMore) {
   ASSERT_GT(GemvTile::hopper(16, 128, 12, 1).sharedBytes(), 227 * 1024);
   EXPECT_EQ(tilesOf(GemvSpec(2048, 2048, Epilogue::None, full).stepNeighbours(hopper)),
             (std::vector<std::string>{"m16_wgmma_k128_s10_split1"}));
+  // A 3-slot tile's neighbours, 2 and 4, are also the stock candidates: listed once.
+  std::vector<std::string> three = tilesOf(GemvSpec(11264, 2048, gated, GemvTile::hopper(1, 128, 3, 1)).tuningCandidates(hopper, 1));
+  for (const char *t : {"m1_wgmma_k128_s2_split1", "m1_wgmma_k128_s4_split1"})
+    EXPECT_EQ(std::count(three.begin(), three.end(), t), 1) << t;
   EXPECT_TRUE(GemvSpec(2048, 2048, Epilogue::None, GemvTile{1, 1, 8}).stepNeighbours(hopper).empty());
   EXPECT_TRUE(GemvSpec(2048, 2048, Epilogue::None, GemvTile{16, 1, 4, true}).stepNeighbours(hopper).empty());
 }

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -313,6 +314,64 @@ TEST(Plan, AnOpNoKernelCanServeIsAnErrorAtTheOp) {
             std::string::npos)
       << err;
   EXPECT_NE(err.find("head_dim 4 is not a multiple of 8"), std::string::npos) << err;
+}
+
+// sameWeightBuffers (an engine sharing another's weights): plans of TinyLlama for one row and for 16 take
+// other gemv tiles over the same weights and agree; a change to any one field of one weight or constant that
+// decides its bytes on the device, or another rotation table, does not.
+TEST(Plan, SameWeightBuffersLooksAtEveryFieldThatDecidesTheBytes) {
+  auto m = test::parseVerified(test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/tinyllama-1.1b.ir"));
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(bool(fuseModule(*m)));
+  PlanOptions one;
+  one.maxSeq = 256;
+  PlanOptions sixteen = one;
+  sixteen.maxBatch = 16;
+  auto a = buildPlan(*m, *parseTarget("sm_90a"), one), b = buildPlan(*m, *parseTarget("sm_90a"), sixteen);
+  ASSERT_TRUE(bool(a) && bool(b));
+  std::set<std::string> tilesA, tilesB;
+  for (const auto &k : a->kernels) tilesA.insert(k->name());
+  for (const auto &k : b->kernels) tilesB.insert(k->name());
+  ASSERT_NE(tilesA, tilesB);
+  EXPECT_TRUE(sameWeightBuffers(*a, *b));
+  EXPECT_TRUE(sameWeightBuffers(*a, *a));
+
+  auto first = [](Plan &p, auto pred) -> PlanBuffer & {
+    for (PlanBuffer &x : p.buffers)
+      if (pred(x)) return x;
+    ADD_FAILURE() << "no such buffer";
+    return p.buffers.front();
+  };
+  auto withGains = [](const PlanBuffer &x) { return x.kind == BufferKind::Weight && x.gains >= 0; };
+  auto packed = [](const PlanBuffer &x) { return x.kind == BufferKind::Weight && x.layout != PlanBuffer::Layout::AsIs; };
+  auto filled = [](const PlanBuffer &x) { return x.kind == BufferKind::Constant && x.fill.has_value(); };
+  auto rotation = [](const PlanBuffer &x) { return x.kind == BufferKind::Constant && !x.rotation.empty(); };
+  std::vector<std::pair<const char *, std::function<void(Plan &)>>> changes = {
+      {"gains", [&](Plan &p) { first(p, withGains).gains = -1; }},
+      {"gains' weight", [&](Plan &p) {
+         PlanBuffer &x = first(p, withGains);
+         p.buffers[static_cast<size_t>(x.gains)].layer += 1;
+       }},
+      {"layout", [&](Plan &p) { first(p, packed).layout = PlanBuffer::Layout::AsIs; }},
+      {"layout rows", [&](Plan &p) { first(p, packed).layoutRows += 1; }},
+      {"dtype", [&](Plan &p) { first(p, withGains).dtype = ir::DType::F16; }},
+      {"transposed", [&](Plan &p) { first(p, withGains).transposed ^= true; }},
+      {"layer", [&](Plan &p) { first(p, withGains).layer += 1; }},
+      {"weight", [&](Plan &p) { first(p, withGains).weight += 1; }},
+      {"name", [&](Plan &p) { first(p, withGains).name += "_"; }},
+      {"fill", [&](Plan &p) { *first(p, filled).fill += 1.f; }},
+      {"rotation", [&](Plan &p) { first(p, rotation).rotation[0] += 1.0; }},
+  };
+  for (auto &[what, change] : changes) {
+    Plan c = *a;
+    change(c);
+    EXPECT_FALSE(sameWeightBuffers(*a, c)) << what;
+  }
+  PlanOptions longer = one;
+  longer.maxSeq = 512; // a rotation table of more positions
+  auto d = buildPlan(*m, *parseTarget("sm_90a"), longer);
+  ASSERT_TRUE(bool(d));
+  EXPECT_FALSE(sameWeightBuffers(*a, *d));
 }
 
 } // namespace

@@ -894,7 +894,7 @@ bool sameWeightBuffers(const Plan &a, const Plan &b) {
   auto held = [](const Plan &p) {
     std::vector<const PlanBuffer *> out;
     for (const PlanBuffer &x : p.buffers)
-      if (x.kind == BufferKind::Weight || x.kind == BufferKind::Constant) out.push_back(&x);
+      if (inWeightMemory(x)) out.push_back(&x);
     return out;
   };
   std::vector<const PlanBuffer *> x = held(a), y = held(b);
@@ -915,7 +915,6 @@ bool sameWeightBuffers(const Plan &a, const Plan &b) {
   }
   return true;
 }
-
 
 std::vector<int64_t> rowOrder(const PlanBuffer &b, int64_t rows) {
   std::vector<int64_t> order;

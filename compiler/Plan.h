@@ -70,6 +70,9 @@ struct PlanBuffer {
 // For a weight buffer of `rows` logical rows: the logical row stored at each row (empty when AsIs).
 std::vector<int64_t> rowOrder(const PlanBuffer &, int64_t rows);
 
+// A Weight or a Constant: the engine holds it (runtime/Engine.h), one copy for every session.
+inline bool inWeightMemory(const PlanBuffer &b) { return b.kind == BufferKind::Weight || b.kind == BufferKind::Constant; }
+
 struct Plan;
 // Whether two plans' Weight and Constant buffers hold the same bytes, in the same order and layout (an engine
 // of one may share the other's weights: runtime/Engine.h EngineOptions::weightsFrom). Tiles may differ.

@@ -29,6 +29,26 @@ double msSince(Clock::time_point t) { return msBetween(t, Clock::now()); }
 
 constexpr size_t kAlign = 256;
 
+// Where each Weight and Constant buffer lies in the engine's one allocation: in plan order, each at a multiple
+// of kAlign bytes (offsets by plan buffer index, 0 for the other kinds); `tables` is the rotation tables'
+// share of `total`.
+struct WeightLayout {
+  std::vector<size_t> offsets;
+  size_t total = 0, tables = 0;
+};
+WeightLayout weightLayout(const Plan &pl) {
+  WeightLayout l;
+  l.offsets.assign(pl.buffers.size(), 0);
+  for (size_t i = 0; i < pl.buffers.size(); ++i) {
+    const PlanBuffer &b = pl.buffers[i];
+    if (!inWeightMemory(b)) continue;
+    l.offsets[i] = l.total;
+    l.total += llvm::alignTo(static_cast<size_t>(b.fixedBytes), kAlign);
+    if (!b.rotation.empty()) l.tables += llvm::alignTo(static_cast<size_t>(b.fixedBytes), kAlign);
+  }
+  return l;
+}
+
 std::string gib(double bytes) { return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str(); }
 
 // Weights go to the GPU through kStagingSlots page-locked buffers of one chunk each, in turn: a chunk is
@@ -370,16 +390,9 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
     if (!opened) return opened.takeError();
     ckpt.emplace(std::move(*opened));
   }
-  pointers.assign(pl.buffers.size(), 0);
-  size_t total = 0, tables = 0; // tables: the rotation tables' share of `total`
-  std::vector<size_t> offsets(pl.buffers.size(), 0);
-  for (size_t i = 0; i < pl.buffers.size(); ++i) {
-    const PlanBuffer &b = pl.buffers[i];
-    if (b.kind != BufferKind::Weight && b.kind != BufferKind::Constant) continue;
-    offsets[i] = total;
-    total += llvm::alignTo(static_cast<size_t>(b.fixedBytes), kAlign);
-    if (!b.rotation.empty()) tables += llvm::alignTo(static_cast<size_t>(b.fixedBytes), kAlign);
-  }
+  const WeightLayout layout = weightLayout(pl);
+  const std::vector<size_t> &offsets = layout.offsets;
+  const size_t total = layout.total;
   auto mem = cuda::memoryInfo();
   if (!mem) return mem.takeError();
   if (total > mem->free)
@@ -388,16 +401,14 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   auto buf = cuda::DeviceBuffer::alloc(total);
   if (!buf) return buf.takeError();
   weightMemory = std::make_shared<cuda::DeviceBuffer>(std::move(*buf));
-  for (size_t i = 0; i < pl.buffers.size(); ++i)
-    if (pl.buffers[i].kind == BufferKind::Weight || pl.buffers[i].kind == BufferKind::Constant)
-      pointers[i] = weightMemory->ptr() + offsets[i];
+  setPointers(offsets);
   auto uploadConstants = [&]() -> llvm::Error {
     for (size_t i = 0; i < pl.buffers.size(); ++i)
       if (pl.buffers[i].kind == BufferKind::Constant)
         if (auto e = uploadConstant(pl.buffers[i], offsets[i])) return e;
     return llvm::Error::success();
   };
-  st.weightBytes = total - tables;
+  st.weightBytes = total - layout.tables;
   if (synthetic) {
     if (auto e = uploadConstants()) return e;
     if (auto e = fillSyntheticWeights(offsets)) return e;
@@ -470,22 +481,23 @@ llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBy
   return llvm::Error::success();
 }
 
+void Engine::setPointers(const std::vector<size_t> &offsets) {
+  pointers.assign(pl.buffers.size(), 0);
+  for (size_t i = 0; i < pl.buffers.size(); ++i)
+    if (inWeightMemory(pl.buffers[i])) pointers[i] = weightMemory->ptr() + offsets[i];
+}
+
 bool Engine::shareWeights(const Engine &from, const std::string &path, bool synthetic) {
   if (!from.weightMemory || from.syntheticWeights != synthetic || (!synthetic && from.weightsSource != path) ||
       !sameWeightBuffers(from.pl, pl))
     return false;
-  // The same buffers in the same order, so at the same offsets: matched up by position.
-  std::vector<cuda::DevicePtr> theirs;
-  for (size_t i = 0; i < from.pl.buffers.size(); ++i)
-    if (from.pl.buffers[i].kind == BufferKind::Weight || from.pl.buffers[i].kind == BufferKind::Constant)
-      theirs.push_back(from.pointers[i]);
-  pointers.assign(pl.buffers.size(), 0);
-  for (size_t i = 0, j = 0; i < pl.buffers.size(); ++i)
-    if (pl.buffers[i].kind == BufferKind::Weight || pl.buffers[i].kind == BufferKind::Constant) pointers[i] = theirs[j++];
+  // The same buffers in the same order: the same layout as `from`'s.
+  const WeightLayout layout = weightLayout(pl);
   weightMemory = from.weightMemory;
+  setPointers(layout.offsets);
   weightsSource = from.weightsSource;
   syntheticWeights = from.syntheticWeights;
-  st.weightBytes = from.st.weightBytes;
+  st.weightBytes = layout.total - layout.tables;
   st.weightsShared = true;
   return true;
 }

@@ -119,6 +119,7 @@ private:
   // `from`'s weights, when they came from the same checkpoint (or both are synthetic) and its plan lays out
   // every weight and constant as this one's (false: load them).
   bool shareWeights(const Engine &from, const std::string &weightsPath, bool synthetic);
+  void setPointers(const std::vector<size_t> &offsets); // each weight and constant's address in weightMemory
   llvm::Error uploadConstant(const PlanBuffer &b, size_t offset); // a rotation table, a fill or the plan's values
   llvm::Error fillSyntheticWeights(const std::vector<size_t> &offsets); // every Weight buffer, at its offset
 

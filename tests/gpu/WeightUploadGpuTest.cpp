@@ -192,8 +192,7 @@ TEST(WeightUpload, AnEngineSharesTheWeightsOfOneThatLaysThemOutAlike) {
   auto weightPointers = [](const rt::Engine &engine) {
     std::vector<cuda::DevicePtr> out;
     for (size_t i = 0; i < engine.plan().buffers.size(); ++i)
-      if (engine.plan().buffers[i].kind == BufferKind::Weight || engine.plan().buffers[i].kind == BufferKind::Constant)
-        out.push_back(engine.weightPointer(static_cast<int>(i)));
+      if (inWeightMemory(engine.plan().buffers[i])) out.push_back(engine.weightPointer(static_cast<int>(i)));
     return out;
   };
   rt::EngineOptions eo;

@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <optional>
 
 namespace minfer::rt {
 namespace {
@@ -283,20 +285,37 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     p.secondsLeft = i ? elapsed / double(i) * double(work.size() - i) : 0;
     if (opts.progress) opts.progress(p);
 
-    SearchResult r;
+    std::function<llvm::Expected<double>(const KernelSpec &)> timeOne;
+    std::optional<MatmulBuffers> bufs;
     if (dynamic_cast<const AttentionPrefillSpec *>(w.spec.get())) {
-      r = searchFastest(w.candidates.size(), [&](size_t c) {
-        return timeAttentionPrefill(static_cast<const AttentionPrefillSpec &>(*w.candidates[c]), *target, cache,
-                                    w.rows, opts);
-      });
+      timeOne = [&](const KernelSpec &c) {
+        return timeAttentionPrefill(static_cast<const AttentionPrefillSpec &>(c), *target, cache, w.rows, opts);
+      };
     } else {
       MatmulShape shape = matmulShape(*w.spec);
-      auto bufs = buffersFor(shape.n, shape.k, w.rows, shape.kvCols);
-      if (!bufs) return bufs.takeError();
-      r = searchFastest(w.candidates.size(), [&](size_t c) {
-        return timeCandidate(*w.candidates[c], *target, cache, *bufs, w.rows, opts);
-      });
+      auto made = buffersFor(shape.n, shape.k, w.rows, shape.kvCols);
+      if (!made) return made.takeError();
+      bufs = std::move(*made);
+      timeOne = [&](const KernelSpec &c) { return timeCandidate(c, *target, cache, *bufs, w.rows, opts); };
     }
+    SearchResult r = searchFastest(w.candidates.size(), [&](size_t c) { return timeOne(*w.candidates[c]); });
+    // The winner's step neighbours that are not candidates already, timed now (compiled one by one), so that
+    // the in-step pass can try them too.
+    std::vector<std::shared_ptr<KernelSpec>> neighbours = w.spec->stepNeighbours(*target);
+    if (r.best > 0)
+      for (auto &n : w.candidates[static_cast<size_t>(r.best)]->stepNeighbours(*target)) {
+        bool listed = false;
+        for (const auto &c : w.candidates) listed = listed || c->tileName() == n->tileName();
+        if (listed) {
+          neighbours.push_back(std::move(n));
+          continue;
+        }
+        auto us = timeOne(*n);
+        if (!us) r.failures.push_back(llvm::toString(us.takeError())); // counted with the candidates, as a failed one
+        w.candidates.push_back(n);
+        r.us.push_back(us ? *us : -1);
+        neighbours.push_back(std::move(n));
+      }
     report.candidates += static_cast<int>(w.candidates.size());
     report.failed += static_cast<int>(r.failures.size());
     if (r.best < 0)
@@ -318,8 +337,8 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
       if (e.runnersUp.size() == TuningEntry::kRunnersUp) break;
       e.runnersUp.push_back({w.candidates[c]->tileName(), r.us[c]});
     }
-    // Then the default's step neighbours, whatever their own time, where they ran.
-    for (const auto &n : w.spec->stepNeighbours(*target))
+    // Then the step neighbours of the default and of the winner, whatever their own time, where they ran.
+    for (const auto &n : neighbours)
       for (size_t c : order)
         if (w.candidates[c]->tileName() == n->tileName() &&
             std::none_of(e.runnersUp.begin(), e.runnersUp.end(), [&](const TuningEntry::Timed &t) { return t.tile == n->tileName(); }))
@@ -340,12 +359,12 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
 
 namespace {
 
-// Milliseconds a decode step of `rows` sequences takes with `db`'s tiles: the median over `repeats`
-// generates of `steps` greedy steps each (a 16-token prompt per sequence), after one warm-up generate that
-// captures the step's graph. A prefill bucket's: the median over `repeats` of the mean of kPrefillRuns prefills
-// of one sequence of the plan's prefill rows, back to back as a server's would run (a sustained prefill runs
-// under the GPU's power cap, at lower clocks than the kernels' own short timings see: bench/NOTES.md, session
-// 28), after one warm-up prefill.
+// Milliseconds a decode step of `rows` sequences takes with `db`'s tiles: the median over `repeats` generates
+// of `steps` greedy steps each after a prompt of `context` tokens per sequence (fewer where the plan's positions
+// would not hold the steps), after one warm-up generate that captures the step's graph. A prefill bucket's: the
+// median over `repeats` of the mean of kPrefillRuns prefills of one sequence of the plan's prefill rows, back to
+// back as a server's would run (a sustained prefill runs under the GPU's power cap, at lower clocks than the
+// kernels' own short timings see: bench/NOTES.md, session 28), after one warm-up prefill.
 constexpr int kPrefillRuns = 4;
 // `last` is the engine of the configuration timed before (null at first): the new one shares its weights where
 // their layouts agree (EngineOptions::weightsFrom), so a configuration costs its kernels, not a checkpoint read,
@@ -371,8 +390,11 @@ llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db,
   if (!session) return session.takeError();
   const bool decode = bucket.startswith("decode");
   std::vector<std::vector<int32_t>> prompts;
-  if (decode) prompts.assign(static_cast<size_t>(bucketRows(bucket)), std::vector<int32_t>(16, 1));
-  else prompts.assign(1, std::vector<int32_t>(static_cast<size_t>(eo.plan.maxPrefillRows), 1));
+  if (decode) {
+    int64_t context = std::max<int64_t>(1, std::min<int64_t>(opts.context, eo.plan.maxSeq - opts.steps - 2));
+    prompts.assign(static_cast<size_t>(bucketRows(bucket)), std::vector<int32_t>(static_cast<size_t>(context), 1));
+  }
+  if (!decode) prompts.assign(1, std::vector<int32_t>(static_cast<size_t>(eo.plan.maxPrefillRows), 1));
   GenerateOptions go;
   go.maxNewTokens = decode ? opts.steps + 1 : 0;
   std::vector<double> ms;
@@ -395,8 +417,8 @@ llvm::Expected<double> stepMilliseconds(const ir::Module &m, const TuningDb &db,
 } // namespace
 
 llvm::Expected<StepTuneReport> tuneInStep(const ir::Module &m, TuningDb &db, const StepTuneOptions &opts) {
-  if (opts.steps < 1 || opts.repeats < 1)
-    return ir::makeError("in-step tuning: need steps >= 1 and repeats >= 1");
+  if (opts.steps < 1 || opts.repeats < 1 || opts.context < 1)
+    return ir::makeError("in-step tuning: need steps >= 1, repeats >= 1 and a context of >= 1 token");
   auto target = deviceTargetFor(db, "in-step tuning");
   if (!target) return target.takeError();
   StepTuneReport report;

@@ -71,6 +71,9 @@ struct StepTuneOptions {
   EngineOptions engine;            // its weights, jobs; `plan` and `tuning` are set per bucket and configuration
   std::vector<std::string> buckets; // tuned in the step: decode and prefill buckets alike
   int steps = 32, repeats = 3;
+  // A decode step's prompt, in tokens per sequence: the attention reads this much context in each timed step,
+  // as at the e2e bench's --context (its default). Capped where the plan's positions would not hold the steps.
+  int64_t context = 128;
   double noise = 0.005;            // a move must gain more than this (relative)
   std::function<void(const std::string &)> log; // one line per configuration timed, then one per bucket: what it keeps
 };

@@ -127,6 +127,10 @@ cl::opt<bool> tuneInStep("in-step",
                          cl::desc("Then time the model's whole decode step (or prefill) in each bucket, on its weights, and "
                                   "move kernels to their default or a runner-up tile where that makes it faster"),
                          cl::sub(autotuneCmd), cl::cat(category));
+cl::opt<int64_t> tuneContext("in-step-context",
+                             cl::desc("With --in-step: prompt tokens per sequence before a decode bucket's timed steps, "
+                                      "the context its attention reads (default 128)"),
+                             cl::init(128), cl::sub(autotuneCmd), cl::cat(category));
 cl::opt<std::string> tuneWeights("weights", cl::desc("With --in-step: the weights (default: MODEL when it is a directory; "
                                                       "for an .ir file, synthetic weights)"),
                                  cl::value_desc("path"), cl::sub(autotuneCmd), cl::cat(category));
@@ -904,6 +908,7 @@ int autotuneMain() {
   so.engine.fuse = !tuneNoFuse;
   so.engine.jobs = tuneJobs;
   so.buckets = opts.buckets;
+  so.context = tuneContext;
   so.log = [](const std::string &line) { llvm::errs() << "minferc autotune --in-step: " << line << "\n"; };
   auto stepReport = rt::tuneInStep(*m, db, so);
   if (!stepReport) return fail(stepReport.takeError());

@@ -223,6 +223,8 @@ llvm::Error GemvSpec::validate(const Target *target) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the wgmma kernel %s takes an RMS norm prologue, not a LayerNorm (%s)",
                                    tile.str().c_str(), pro.suffix().c_str());
+  // The tile's own limits first: the shared-memory sum below divides K by the split.
+  if (auto e = checkGemvTile(tile, k, target)) return e;
   if (tile.wgmma && (pro.kind != Prologue::Kind::None || epi.argmax)) {
     int64_t limit = target ? std::min<int64_t>(227 * 1024, target->maxSharedBytesPerBlock()) : 227 * 1024;
     if (sharedBytes() > limit)
@@ -240,7 +242,7 @@ llvm::Error GemvSpec::validate(const Target *target) const {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "gemv: the %s epilogue needs an even rowsPerWarp (W rows in pairs), got %d",
                                    epi.suffix().c_str(), tile.rowsPerWarp);
-  return checkGemvTile(tile, k, target);
+  return llvm::Error::success();
 }
 
 bool gemvFoldsNorm(const Target &target, int64_t maxRows, Prologue::Kind kind) {
@@ -387,9 +389,13 @@ std::vector<std::shared_ptr<KernelSpec>> GemvSpec::tuningCandidates(const Target
 std::vector<std::shared_ptr<KernelSpec>> GemvSpec::stepNeighbours(const Target &target) const {
   std::vector<std::shared_ptr<KernelSpec>> out;
   if (!tile.wgmma) return out;
-  for (int stages : {tile.stages - 1, tile.stages + 1})
-    if (auto spec = withTile(GemvTile::hopper(tile.maxM, tile.bk, stages, tile.split).str(), target))
-      out.push_back(std::move(spec)); // drops a count under 2 or a ring past the block's shared memory
+  // A slot fewer and one more, then a block fewer and one more in the cluster that splits K. withTile drops a
+  // count under 2, a ring past the block's shared memory, and a split that leaves a block without K.
+  const std::pair<int, int> moves[] = {{tile.stages - 1, tile.split}, {tile.stages + 1, tile.split},
+                                       {tile.stages, tile.split - 1}, {tile.stages, tile.split + 1}};
+  for (auto [stages, split] : moves)
+    if (auto spec = withTile(GemvTile::hopper(tile.maxM, tile.bk, stages, split).str(), target))
+      out.push_back(std::move(spec));
   return out;
 }
 

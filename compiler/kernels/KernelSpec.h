@@ -84,8 +84,9 @@ public:
   virtual std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const { return nullptr; }
   // Every tile the tuner should time for `rows` rows on `target` (the spec itself among them or not).
   virtual std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const { return {}; }
-  // Tiles beside this one that only a whole step can rank (each also a tuning candidate): the tuner times
-  // them with the rest and keeps them as runners-up whatever their own time, for the in-step pass.
+  // Tiles one step from this one that only a whole step can rank (a gemv's: a ring slot, a split block): the
+  // tuner times those of the default and of its own winner with the rest and keeps them as runners-up
+  // whatever their own time, for the in-step pass.
   virtual std::vector<std::shared_ptr<KernelSpec>> stepNeighbours(const Target &) const { return {}; }
 
   // ---- the persistent decode kernel (compiler/kernels/Persistent.h) ----

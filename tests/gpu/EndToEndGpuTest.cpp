@@ -12,6 +12,7 @@
 #include "gpu/GpuHarness.h"
 
 #include "compiler/Tuning.h"
+#include "compiler/kernels/Gemv.h"
 #include "io/Npy.h"
 #include "io/Safetensors.h"
 #include "minfer/minfer.hpp"
@@ -379,6 +380,53 @@ TEST(Autotune, InStepTimesTheStepAndThePrefillAndTheRunStillMatches) {
       << test::readFile(err);
   std::string want = llvm::join(llvm::map_range(ref.greedyIds, [](int32_t t) { return std::to_string(t); }), ",");
   EXPECT_EQ(test::readFile(out), want + "\n");
+}
+
+// On a Hopper part the 16-row decode gemvs are wgmma kernels: `minferc autotune` keeps, among each one's
+// runners-up, the step neighbours (a ring slot, a split block more or less) of its default tile and of the tile
+// its own timing picked, so that the in-step pass can try them, whatever their own time.
+TEST(Autotune, KeepsTheStepNeighboursOfTheDefaultAndOfTheWinner) {
+  MINFER_REQUIRE_GPU();
+  GPU_TRY(target, deviceTarget());
+  if (!target.hasWgmma()) GTEST_SKIP() << "not an sm_90a device: its gemvs have no wgmma tiles, so no neighbours";
+  std::string dir = test::fixtureDir("llama_gqa");
+  test::TempDir tmp;
+  std::string cacheDir = tmp.file("cache");
+  std::string cacheEnv = "MINFER_CACHE_DIR=" + cacheDir;
+  std::vector<llvm::StringRef> env = {cacheEnv};
+  for (char **e = environ; *e; ++e)
+    if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
+  std::string out = tmp.file("out.txt"), err = tmp.file("err.txt");
+  std::vector<llvm::StringRef> args = {gputest::minfercPath(), "autotune", dir, "--buckets", "decode:9-16"};
+  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
+  ASSERT_EQ(llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::ArrayRef<llvm::StringRef>(env), redirects), 0)
+      << test::readFile(err);
+  std::string dbPath;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(cacheDir + "/tuning", ec), end; it != end && !ec; it.increment(ec))
+    dbPath = it->path();
+  ASSERT_FALSE(dbPath.empty());
+  GPU_TRY(db, TuningDb::read(dbPath));
+  int checked = 0;
+  for (const auto &[key, e] : db.entries) {
+    int64_t n = 0, k = 0;
+    if (std::sscanf(key.c_str(), "gemv_bf16_n%ld_k%ld_", &n, &k) != 2) continue;
+    for (const std::string &tile : {e.defaultTile, e.tile}) {
+      std::optional<GemvTile> t = parseGemvTile(tile);
+      ASSERT_TRUE(t.has_value()) << key << ": " << tile;
+      if (!t->wgmma) continue;
+      auto neighbours = GemvSpec(n, k, Epilogue::None, *t).stepNeighbours(target);
+      EXPECT_FALSE(neighbours.empty()) << key << ": " << tile;
+      for (const auto &nb : neighbours) {
+        bool kept = nb->tileName() == e.tile || nb->tileName() == e.defaultTile || // the in-step pass tries both
+                    std::any_of(e.runnersUp.begin(), e.runnersUp.end(),
+                                [&](const TuningEntry::Timed &r) { return r.tile == nb->tileName() && r.us > 0; });
+        EXPECT_TRUE(kept) << key << ": " << nb->tileName() << ", a neighbour of " << tile << ", is not a runner-up";
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0) << "no wgmma gemv among the fixture's 16-row decode entries";
 }
 
 // Three sequences of different lengths together give each the tokens it gets alone (GEMV at M = 3 vs 1,

@@ -234,7 +234,12 @@ TEST(WeightUpload, AnEngineSharesTheWeightsOfOneThatLaysThemOutAlike) {
   EXPECT_TRUE(sharer->stats().weightsShared);
   EXPECT_EQ(weightPointers(*sharer), weightPointers(*donor));
   EXPECT_EQ(sharer->stats().weightBytes, donor->stats().weightBytes);
+  const size_t weightBytes = static_cast<size_t>(donor->stats().weightBytes);
   donor.reset(); // the memory stays the sharer's
+  // Were it freed with the donor, the driver would hand it out again (it keeps freed memory mapped, so reading
+  // a dangling pointer would still give the old bytes): take as much and poison it, then generate.
+  GPU_TRY(poison, cuda::DeviceBuffer::alloc(weightBytes));
+  MINFER_ASSERT_OK(poison.fill(0xFF)); // bf16 NaNs
   EXPECT_EQ(tokensOf(*sharer), want);
 
   // A rotation table of other positions: its own weights, the same tokens.

@@ -146,9 +146,10 @@ TEST(Epilogue, TheArgmaxEpilogueIsThePlainProductInTheFmaAndWgmmaGemvs) {
   EXPECT_GT(wgmmaTiles, 0);
 }
 
-// A wgmma gemv's step neighbours are its tile with one slot fewer and one more, among its candidates; a ring
-// past the block's shared memory, fewer than two slots and the FMA and mma.sync tiles have none.
-TEST(GemvSpec, StepNeighboursAreTheWgmmaTileWithASlotLessAndOneMore) {
+// A wgmma gemv's step neighbours are its tile with one slot fewer and one more, then with one block fewer and
+// one more in the cluster that splits K, among its candidates; fewer than two slots, a ring past the block's
+// shared memory, a split that leaves a block without K, and the FMA and mma.sync tiles have none.
+TEST(GemvSpec, StepNeighboursAreTheWgmmaTileWithASlotOrASplitBlockMoreOrLess) {
   const Target hopper = target("sm_90a");
   const Epilogue gated = Epilogue::gated(Activation::Silu);
   auto tilesOf = [](const std::vector<std::shared_ptr<KernelSpec>> &specs) {
@@ -157,26 +158,38 @@ TEST(GemvSpec, StepNeighboursAreTheWgmmaTileWithASlotLessAndOneMore) {
     return out;
   };
   GemvSpec gateUp(11264, 2048, gated, GemvTile::hopper(1, 128, 4, 1));
-  EXPECT_EQ(tilesOf(gateUp.stepNeighbours(hopper)),
-            (std::vector<std::string>{"m1_wgmma_k128_s3_split1", "m1_wgmma_k128_s5_split1"}));
+  const std::vector<std::string> gateUpNeighbours = {"m1_wgmma_k128_s3_split1", "m1_wgmma_k128_s5_split1",
+                                                     "m1_wgmma_k128_s4_split2"};
+  EXPECT_EQ(tilesOf(gateUp.stepNeighbours(hopper)), gateUpNeighbours);
   std::vector<std::string> candidates = tilesOf(gateUp.tuningCandidates(hopper, 1));
-  for (const char *t : {"m1_wgmma_k128_s3_split1", "m1_wgmma_k128_s5_split1"})
-    EXPECT_EQ(std::count(candidates.begin(), candidates.end(), t), 1) << t;
-  // Two slots: only the one more.
+  for (const std::string &t : gateUpNeighbours) EXPECT_EQ(std::count(candidates.begin(), candidates.end(), t), 1) << t;
+  // A split of 3: one block fewer and one more.
+  EXPECT_EQ(tilesOf(GemvSpec(2048, 5632, Epilogue::None, GemvTile::hopper(16, 128, 8, 3)).stepNeighbours(hopper)),
+            (std::vector<std::string>{"m16_wgmma_k128_s7_split3", "m16_wgmma_k128_s9_split3", "m16_wgmma_k128_s8_split2",
+                                      "m16_wgmma_k128_s8_split4"}));
+  // Two slots: not one fewer.
   EXPECT_EQ(tilesOf(GemvSpec(2048, 2048, Epilogue::None, GemvTile::hopper(16, 256, 2, 1)).stepNeighbours(hopper)),
-            (std::vector<std::string>{"m16_wgmma_k256_s3_split1"}));
-  // 11 slots of 128 (16 rows) is the most a block's 227 KB hold: only the one fewer.
+            (std::vector<std::string>{"m16_wgmma_k256_s3_split1", "m16_wgmma_k256_s2_split2"}));
+  // 11 slots of 128 (16 rows) is the most a block's 227 KB hold: not one more.
   GemvTile full = GemvTile::hopper(16, 128, 11, 1);
   ASSERT_LE(full.sharedBytes(), 227 * 1024);
   ASSERT_GT(GemvTile::hopper(16, 128, 12, 1).sharedBytes(), 227 * 1024);
   EXPECT_EQ(tilesOf(GemvSpec(2048, 2048, Epilogue::None, full).stepNeighbours(hopper)),
-            (std::vector<std::string>{"m16_wgmma_k128_s10_split1"}));
+            (std::vector<std::string>{"m16_wgmma_k128_s10_split1", "m16_wgmma_k128_s11_split2"}));
+  // K = 256 is two 128-wide slices: a split of 3 would leave a block without any.
+  EXPECT_EQ(tilesOf(GemvSpec(2048, 256, Epilogue::None, GemvTile::hopper(1, 128, 4, 2)).stepNeighbours(hopper)),
+            (std::vector<std::string>{"m1_wgmma_k128_s3_split2", "m1_wgmma_k128_s5_split2", "m1_wgmma_k128_s4_split1"}));
   // A 3-slot tile's neighbours, 2 and 4, are also the stock candidates: listed once.
   std::vector<std::string> three = tilesOf(GemvSpec(11264, 2048, gated, GemvTile::hopper(1, 128, 3, 1)).tuningCandidates(hopper, 1));
   for (const char *t : {"m1_wgmma_k128_s2_split1", "m1_wgmma_k128_s4_split1"})
     EXPECT_EQ(std::count(three.begin(), three.end(), t), 1) << t;
   EXPECT_TRUE(GemvSpec(2048, 2048, Epilogue::None, GemvTile{1, 1, 8}).stepNeighbours(hopper).empty());
   EXPECT_TRUE(GemvSpec(2048, 2048, Epilogue::None, GemvTile{16, 1, 4, true}).stepNeighbours(hopper).empty());
+  // A split of 0 (one block fewer than 1, or a hand-edited database) is an error, also where the block's shared
+  // memory holds gamma's share (K / split): validated before that sum.
+  GemvSpec withNorm(2048, 2048, Epilogue::None, GemvTile::hopper(1, 128, 4, 0), Prologue{Prologue::Kind::Rms, ir::DType::BF16});
+  EXPECT_NE(errorOf(withNorm.validate(&hopper)).find("the split must be 1..8"), std::string::npos);
+  EXPECT_EQ(withNorm.withTile("m1_wgmma_k128_s4_split0", hopper), nullptr);
 }
 
 TEST(Epilogue, PrologueNamesTheNormAndItsWeights) {

@@ -16,7 +16,7 @@ for one output row, which run as programmatic dependents as in any prefill (MINF
 between launches serialise them; this does not). Nothing here is needed to build or test minfer.
 
   python3 bench/trace_decode.py --model tinyllama-1.1b --weights W.safetensors --build build-gpu \
-      --out trace.json [--context 128] [--steps 32] [--prefill 2048]
+      --out trace.json [--context 128] [--steps 32] [--batch 16] [--prefill 2048]
 """
 import argparse
 import ctypes
@@ -50,12 +50,13 @@ def check(lib, err, what):
         sys.exit(f"error: {what}: {msg}")
 
 
-def plan_launches(build, ir, target, phase="decode"):
+def plan_launches(build, ir, target, phase="decode", batch=1):
     """The phase's launches of the plan: (op or role, kernel name, weight bytes); a prefill's for one output row
     (the launches after the gather that run for more rows are left out, as the session leaves them)."""
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "plan.json"
-        subprocess.run([str(Path(build) / "tools" / "minferc"), str(ir), "--target", target, "--emit=plan", "-o", str(out)], check=True)
+        subprocess.run([str(Path(build) / "tools" / "minferc"), str(ir), "--target", target, "--max-batch", str(batch),
+                        "--emit=plan", "-o", str(out)], check=True)
         plan = json.loads(out.read_text())
     sizes = {b["name"]: b.get("bytes", 0) for b in plan["buffers"] if b.get("kind") == "weight"}
     rows = []
@@ -83,6 +84,7 @@ def main():
     ap.add_argument("--target", default="sm_90a", help="the target the plan is printed for (the GPU's)")
     ap.add_argument("--lib", help="the libminfer.so to run (default: BUILD/runtime/libminfer.so)")
     ap.add_argument("--chrome", help="also write the profiler's chrome trace here")
+    ap.add_argument("--batch", type=int, default=1, help="sequences decoded together (decode only)")
     ap.add_argument("--prefill", type=int, default=0,
                     help="trace a prefill of this many tokens (--steps of them) instead of decode steps")
     a = ap.parse_args()
@@ -94,19 +96,22 @@ def main():
         launches += [{"op": "select + advance", "kernel": "tail", "layer": -1, "weight_bytes": 0}] * 2
         a.context = a.prefill
     else:
-        launches = [l for l in plan_launches(a.build, ir, a.target) if not l["skip_when_greedy"]]
+        launches = [l for l in plan_launches(a.build, ir, a.target, batch=a.batch) if not l["skip_when_greedy"]]
     lib = ctypes.CDLL(a.lib or str(Path(a.build) / "runtime" / "libminfer.so"))
     lib.minfer_error_message.restype = ctypes.c_void_p
     lib.minfer_engine_load.argtypes = [ctypes.c_char_p, ctypes.POINTER(EngineOptions), ctypes.POINTER(ctypes.c_void_p)]
     lib.minfer_session_create.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
-    lib.minfer_generate.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t,
-                                    ctypes.POINTER(GenerationOptions), ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t,
-                                    ctypes.POINTER(ctypes.c_size_t)]
+    lib.minfer_generate_batch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)),
+                                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_size_t,
+                                          ctypes.POINTER(GenerationOptions), ctypes.POINTER(ctypes.c_int32),
+                                          ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
     eo = EngineOptions()
     lib.minfer_engine_options_init(ctypes.byref(eo))
     eo.weights = a.weights.encode()
     if a.prefill:
         eo.max_prefill_tokens = a.prefill
+        a.batch = 1
+    eo.max_batch = a.batch
     engine = ctypes.c_void_p()
     check(lib, lib.minfer_engine_load(str(ir).encode(), ctypes.byref(eo), ctypes.byref(engine)), "engine load")
     session = ctypes.c_void_p()
@@ -114,11 +119,15 @@ def main():
     go = GenerationOptions()
     lib.minfer_generation_options_init(ctypes.byref(go))
     go.max_new_tokens = 1 if a.prefill else a.steps + 1
-    prompt = (ctypes.c_int32 * a.context)(*[(7 * i + 3) % 1000 + 10 for i in range(a.context)])
-    out = (ctypes.c_int32 * (a.steps + 1))()
-    n = ctypes.c_size_t()
-    run = lambda: check(lib, lib.minfer_generate(session, prompt, a.context, ctypes.byref(go), out, a.steps + 1,
-                                                 ctypes.byref(n)), "generate")
+    # One prompt per sequence, each its own tokens.
+    prompts = [(ctypes.c_int32 * a.context)(*[(7 * i + 13 * b + 3) % 1000 + 10 for i in range(a.context)])
+               for b in range(a.batch)]
+    ptrs = (ctypes.POINTER(ctypes.c_int32) * a.batch)(*[ctypes.cast(p, ctypes.POINTER(ctypes.c_int32)) for p in prompts])
+    lens = (ctypes.c_size_t * a.batch)(*([a.context] * a.batch))
+    out = (ctypes.c_int32 * (a.batch * (a.steps + 1)))()
+    counts = (ctypes.c_size_t * a.batch)()
+    run = lambda: check(lib, lib.minfer_generate_batch(session, ptrs, lens, a.batch, ctypes.byref(go), out,
+                                                       a.steps + 1, counts), "generate")
     run()  # warm: kernels loaded, the graph captured once
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -164,7 +173,7 @@ def main():
         rows.append(dict(l, adds_us=ad, alone_us=statistics.median(alone[j]),
                          gbs=l["weight_bytes"] / (ad * 1e3) if ad > 0 else None,
                          profiled_name=steps[-1][j][2][:120]))
-    result = {"model": a.model, "context": a.context, "phase": "prefill" if a.prefill else "decode",
+    result = {"model": a.model, "context": a.context, "batch": a.batch, "phase": "prefill" if a.prefill else "decode",
               "steps_traced": len(steps) - 1, "steps_repeat": repeats,
               "step_us_median": statistics.median(step_us), "launches": rows}
     Path(a.out).write_text(json.dumps(result, indent=1))
@@ -178,7 +187,7 @@ def main():
         t[1] += r["adds_us"]
         t[2] += r["weight_bytes"]
         t[3] += r["alone_us"]
-    what = f"prefill of {a.prefill} tokens" if a.prefill else "step"
+    what = f"prefill of {a.prefill} tokens" if a.prefill else f"step of {a.batch} rows"
     print(f"{a.model}: {what} {result['step_us_median']:.1f} us (median of {len(steps) - 1})")
     print(f"{'op':60s} {'n':>4s} {'adds us':>9s} {'us each':>8s} {'alone each':>10s} {'MB':>8s} {'GB/s':>7s}")
     for k, (c, t, w, al) in sorted(by.items(), key=lambda kv: -kv[1][1]):

@@ -3,6 +3,7 @@
 #include "minfer/minfer.hpp"
 
 #include <string>
+#include <vector>
 
 struct minfer_error {
   std::string message;
@@ -20,6 +21,48 @@ struct minfer_tokenizer {
 namespace {
 
 minfer_error *error(std::string message) { return new minfer_error{std::move(message)}; }
+
+// Both generate entry points, once their pointers are checked; `who` names the one called in errors.
+minfer_error *generate(const std::string &who, minfer_session *session, const int32_t *const *prompts,
+                       const size_t *promptLens, size_t batch, const minfer_generation_options *options,
+                       int32_t *tokens, size_t capacity, size_t *counts) {
+  minfer_generation_options defaults;
+  minfer_generation_options_init(&defaults);
+  const minfer_generation_options &o = options ? *options : defaults;
+  if (o.max_new_tokens < 0 || capacity < static_cast<size_t>(o.max_new_tokens))
+    return error(who + ": room for " + std::to_string(capacity) + " tokens, but max_new_tokens is " +
+                 std::to_string(o.max_new_tokens));
+  minfer::GenerationOptions go;
+  go.maxNewTokens = o.max_new_tokens;
+  go.temperature = o.temperature;
+  go.topK = o.top_k;
+  go.topP = o.top_p;
+  go.seed = o.seed;
+  if (o.stop_tokens) go.stopTokens.assign(o.stop_tokens, o.stop_tokens + o.num_stop_tokens);
+  go.cudaGraph = o.cuda_graph != 0;
+  switch (o.decode_path) {
+  case MINFER_DECODE_LAUNCHES: go.decode = minfer::DecodePath::Launches; break;
+  case MINFER_DECODE_PERSISTENT: go.decode = minfer::DecodePath::Persistent; break;
+  default:
+    return error(who + ": decode_path is " + std::to_string(o.decode_path) +
+                 "; expected MINFER_DECODE_LAUNCHES (0) or MINFER_DECODE_PERSISTENT (1)");
+  }
+  if (o.tokenizer) go.tokenizer = &o.tokenizer->tokenizer;
+  if (o.on_token)
+    go.onToken = [&o](const minfer::TokenEvent &t) {
+      return o.on_token(o.user_data, t.sequence, t.token, t.text.data(), t.text.size()) != 0;
+    };
+  std::vector<std::vector<int32_t>> ps;
+  for (size_t i = 0; i < batch; ++i) ps.emplace_back(prompts[i], prompts[i] + promptLens[i]);
+  auto g = session->session.generate(ps, go);
+  if (!g) return error(g.error());
+  for (size_t i = 0; i < batch; ++i) {
+    const std::vector<int32_t> &t = g->tokens[i];
+    std::copy(t.begin(), t.end(), tokens + i * capacity);
+    counts[i] = t.size();
+  }
+  return nullptr;
+}
 
 } // namespace
 
@@ -77,38 +120,20 @@ minfer_error *minfer_generate(minfer_session *session, const int32_t *prompt, si
                               size_t *count) {
   if (!session || !prompt || !tokens || !count)
     return error("minfer_generate: session, prompt, tokens and count must not be NULL");
-  minfer_generation_options defaults;
-  minfer_generation_options_init(&defaults);
-  const minfer_generation_options &o = options ? *options : defaults;
-  if (o.max_new_tokens < 0 || capacity < static_cast<size_t>(o.max_new_tokens))
-    return error("minfer_generate: room for " + std::to_string(capacity) + " tokens, but max_new_tokens is " +
-                 std::to_string(o.max_new_tokens));
-  minfer::GenerationOptions go;
-  go.maxNewTokens = o.max_new_tokens;
-  go.temperature = o.temperature;
-  go.topK = o.top_k;
-  go.topP = o.top_p;
-  go.seed = o.seed;
-  if (o.stop_tokens) go.stopTokens.assign(o.stop_tokens, o.stop_tokens + o.num_stop_tokens);
-  go.cudaGraph = o.cuda_graph != 0;
-  switch (o.decode_path) {
-  case MINFER_DECODE_LAUNCHES: go.decode = minfer::DecodePath::Launches; break;
-  case MINFER_DECODE_PERSISTENT: go.decode = minfer::DecodePath::Persistent; break;
-  default:
-    return error("minfer_generate: decode_path is " + std::to_string(o.decode_path) +
-                 "; expected MINFER_DECODE_LAUNCHES (0) or MINFER_DECODE_PERSISTENT (1)");
-  }
-  if (o.tokenizer) go.tokenizer = &o.tokenizer->tokenizer;
-  if (o.on_token)
-    go.onToken = [&o](const minfer::TokenEvent &t) {
-      return o.on_token(o.user_data, t.sequence, t.token, t.text.data(), t.text.size()) != 0;
-    };
-  auto g = session->session.generate({std::vector<int32_t>(prompt, prompt + promptLen)}, go);
-  if (!g) return error(g.error());
-  const std::vector<int32_t> &t = g->tokens[0];
-  std::copy(t.begin(), t.end(), tokens);
-  *count = t.size();
-  return nullptr;
+  return generate("minfer_generate", session, &prompt, &promptLen, 1, options, tokens, capacity, count);
+}
+
+minfer_error *minfer_generate_batch(minfer_session *session, const int32_t *const *prompts, const size_t *promptLens,
+                                    size_t batch, const minfer_generation_options *options, int32_t *tokens,
+                                    size_t capacity, size_t *counts) {
+  const std::string who = "minfer_generate_batch";
+  if (!session || !prompts || !promptLens || !tokens || !counts)
+    return error(who + ": session, prompts, prompt_lens, tokens and counts must not be NULL");
+  if (batch < 1) return error(who + ": a batch of 0 prompts; expected 1 or more");
+  for (size_t i = 0; i < batch; ++i)
+    if (!prompts[i] && promptLens[i])
+      return error(who + ": prompt " + std::to_string(i) + " is NULL with " + std::to_string(promptLens[i]) + " tokens");
+  return generate(who, session, prompts, promptLens, batch, options, tokens, capacity, counts);
 }
 
 minfer_error *minfer_tokenizer_load(const char *dir, minfer_tokenizer **out) {

@@ -849,6 +849,10 @@ int autotuneMain() {
   if (tuneModel.empty()) return fail(ir::makeError("minferc autotune: give a model (an .ir file, a bundle or a checkpoint dir), or --show"));
   if (tuneWeights.getNumOccurrences() && !tuneInStep)
     return fail(ir::makeError("minferc autotune: --weights is for --in-step (the per-kernel timing needs no weights)"));
+  if (tuneContext.getNumOccurrences() && !tuneInStep)
+    return fail(ir::makeError("minferc autotune: --in-step-context is for --in-step (the per-kernel timing runs no attention)"));
+  if (tuneContext < 1)
+    return fail(ir::makeError("minferc autotune: --in-step-context must be at least 1 token, got " + std::to_string(tuneContext)));
   if (tuneInStep && isBundleFile(tuneModel))
     return fail(ir::makeError("minferc autotune --in-step: '" + tuneModel + "' is a bundle; its tiles are fixed when it is "
                               "built, so tune the .ir file or checkpoint it came from"));
@@ -932,7 +936,7 @@ int main(int argc, char **argv) {
                              "  minferc model.ir --target sm_89 -o model.mfb [--emit=plan|cuda] [--dump-dir DIR] [-j N]\n"
                              "  minferc model.ir [--target sm_89] --print-after=fuse [--no-fuse]\n"
                              "  minferc cache ls|verify|clear\n"
-                             "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] [--in-step [--weights W]] | --show\n"
+                             "  minferc autotune MODEL [--buckets decode:1,prefill:513-2048] [--retune] [-j N] [--in-step [--weights W] [--in-step-context N]] | --show\n"
                              "  minferc import-hf DIR -o model.ir\n"
                              "  minferc tokenize DIR --text TEXT\n"
                              "  minferc detokenize DIR --ids 1,2,3\n"

@@ -93,6 +93,13 @@ MINFER_C_API void minfer_generation_options_init(minfer_generation_options *opti
 MINFER_C_API minfer_error *minfer_generate(minfer_session *session, const int32_t *prompt, size_t prompt_len,
                                            const minfer_generation_options *options, int32_t *tokens,
                                            size_t capacity, size_t *count);
+/* Generates for `batch` prompts together (1 to the engine's max_batch; their decode steps run as one):
+ * prompt i is `prompt_lens[i]` tokens at `prompts[i]`. Sequence i's tokens go to `tokens + i * capacity`
+ * (at most `capacity` each, so `tokens` holds batch * capacity) and their count to `counts[i]`. */
+MINFER_C_API minfer_error *minfer_generate_batch(minfer_session *session, const int32_t *const *prompts,
+                                                 const size_t *prompt_lens, size_t batch,
+                                                 const minfer_generation_options *options, int32_t *tokens,
+                                                 size_t capacity, size_t *counts);
 
 /* dir: a checkpoint (or tokenizer-only) directory with tokenizer.json or tokenizer.model. */
 MINFER_C_API minfer_error *minfer_tokenizer_load(const char *dir, minfer_tokenizer **tokenizer);

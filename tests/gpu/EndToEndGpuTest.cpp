@@ -15,6 +15,7 @@
 #include "compiler/kernels/Gemv.h"
 #include "io/Npy.h"
 #include "io/Safetensors.h"
+#include "minfer/minfer.h"
 #include "minfer/minfer.hpp"
 
 #include "llvm/ADT/StringExtras.h"
@@ -450,6 +451,85 @@ TEST(Session, BatchAndChunkedPrefillGiveEachSequenceItsOwnTokens) {
   API_TRY(chunkedSession, chunked->createSession());
   API_TRY(split, chunkedSession->generate(prompts, go));
   EXPECT_EQ(split->tokens, together->tokens);
+}
+
+// The C API's batch: minfer_generate_batch gives each sequence the C++ API's tokens for the same batch (HF's
+// for the reference prompt), and minfer_generate gives the same for one prompt.
+TEST(Session, TheCApiGeneratesABatch) {
+  MINFER_REQUIRE_GPU();
+  const std::string dir = test::fixtureDir("llama_gqa");
+  GPU_TRY(ref, test::readReference(dir));
+  std::vector<std::vector<int32_t>> prompts = {ref.promptIds, {17, 301, 5, 77, 402, 9, 250, 31, 128}, {3, 4}};
+  EngineOptions eo;
+  eo.maxBatch = 3;
+  eo.maxSeq = 64;
+  API_TRY(engine, Engine::load(dir, eo));
+  API_TRY(session, engine->createSession());
+  GenerationOptions go;
+  go.maxNewTokens = static_cast<int64_t>(ref.greedyIds.size());
+  API_TRY(want, session->generate(prompts, go));
+
+  minfer_engine_options ceo;
+  minfer_engine_options_init(&ceo);
+  ceo.max_batch = 3;
+  ceo.max_seq = 64;
+  minfer_engine *cengine = nullptr;
+  minfer_error *err = minfer_engine_load(dir.c_str(), &ceo, &cengine);
+  ASSERT_EQ(err, nullptr) << minfer_error_message(err);
+  minfer_session *csession = nullptr;
+  err = minfer_session_create(cengine, &csession);
+  ASSERT_EQ(err, nullptr) << minfer_error_message(err);
+  minfer_generation_options cgo;
+  minfer_generation_options_init(&cgo);
+  cgo.max_new_tokens = go.maxNewTokens;
+  const size_t capacity = static_cast<size_t>(go.maxNewTokens) + 2; // rows wider than the tokens: a stride
+  std::vector<const int32_t *> ptrs;
+  std::vector<size_t> lens;
+  for (const auto &p : prompts) ptrs.push_back(p.data()), lens.push_back(p.size());
+  std::vector<int32_t> tokens(prompts.size() * capacity, -7);
+  std::vector<size_t> counts(prompts.size(), 0);
+  err = minfer_generate_batch(csession, ptrs.data(), lens.data(), prompts.size(), &cgo, tokens.data(), capacity, counts.data());
+  ASSERT_EQ(err, nullptr) << minfer_error_message(err);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    ASSERT_EQ(counts[i], want->tokens[i].size()) << "sequence " << i;
+    EXPECT_EQ(std::vector<int32_t>(tokens.begin() + i * capacity, tokens.begin() + i * capacity + counts[i]), want->tokens[i])
+        << "sequence " << i;
+    EXPECT_EQ(tokens[i * capacity + counts[i]], -7) << "sequence " << i << ": written past its count";
+  }
+  EXPECT_EQ(std::vector<int32_t>(tokens.begin(), tokens.begin() + counts[0]), ref.greedyIds);
+
+  std::vector<int32_t> one(capacity, -7);
+  size_t count = 0;
+  err = minfer_generate(csession, ptrs[1], lens[1], &cgo, one.data(), capacity, &count);
+  ASSERT_EQ(err, nullptr) << minfer_error_message(err);
+  EXPECT_EQ(std::vector<int32_t>(one.begin(), one.begin() + count), want->tokens[1]);
+
+  // More prompts than the engine's max_batch: an error that says so, and the session stays usable.
+  std::vector<const int32_t *> four(4, ptrs[2]);
+  std::vector<size_t> fourLens(4, lens[2]);
+  std::vector<int32_t> room(4 * capacity);
+  std::vector<size_t> fourCounts(4);
+  err = minfer_generate_batch(csession, four.data(), fourLens.data(), 4, &cgo, room.data(), capacity, fourCounts.data());
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(minfer_error_message(err)).find("planned for a batch of 3"), std::string::npos)
+      << minfer_error_message(err);
+  minfer_error_free(err);
+  // No prompts, and a NULL prompt of some tokens: errors before any work.
+  err = minfer_generate_batch(csession, ptrs.data(), lens.data(), 0, &cgo, room.data(), capacity, fourCounts.data());
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(minfer_error_message(err)).find("a batch of 0 prompts"), std::string::npos) << minfer_error_message(err);
+  minfer_error_free(err);
+  four[1] = nullptr;
+  err = minfer_generate_batch(csession, four.data(), fourLens.data(), 2, &cgo, room.data(), capacity, fourCounts.data());
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(minfer_error_message(err)).find("prompt 1 is NULL with 2 tokens"), std::string::npos)
+      << minfer_error_message(err);
+  minfer_error_free(err);
+  err = minfer_generate(csession, ptrs[0], lens[0], &cgo, one.data(), capacity, &count);
+  ASSERT_EQ(err, nullptr) << minfer_error_message(err);
+  EXPECT_EQ(std::vector<int32_t>(one.begin(), one.begin() + count), ref.greedyIds);
+  minfer_session_free(csession);
+  minfer_engine_free(cengine);
 }
 
 TEST(Session, SamplingWithASeedIsReproducibleAndGraphAgnostic) {

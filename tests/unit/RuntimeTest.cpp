@@ -337,6 +337,15 @@ TEST(PublicApi, ErrorsAreValuesWithMessages) {
   EXPECT_NE(std::string(minfer_error_message(err)).find("must not be NULL"), std::string::npos);
   minfer_error_free(err);
   EXPECT_EQ(engine, nullptr);
+  size_t count = 0;
+  int32_t token = 0;
+  err = minfer_generate_batch(nullptr, nullptr, nullptr, 1, nullptr, &token, 1, &count);
+  ASSERT_NE(err, nullptr);
+  EXPECT_NE(std::string(minfer_error_message(err)).find("minfer_generate_batch: session, prompts, prompt_lens, tokens and "
+                                                        "counts must not be NULL"),
+            std::string::npos)
+      << minfer_error_message(err);
+  minfer_error_free(err);
   minfer_engine_free(nullptr); // a no-op
   minfer_session_free(nullptr);
   minfer_error_free(nullptr);

@@ -235,6 +235,28 @@ TEST_P(EndToEnd, MinfercRunGeneratesTransformersTokens) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, EndToEnd, ::testing::ValuesIn(test::kFixtures),
                          [](const auto &info) { return std::string(info.param); });
 
+// Runs `minferc ARGS` with this process's environment but MINFER_CACHE_DIR = `cacheDir`, its standard output
+// and errors into the files `out` and `err`; its exit code.
+int minfercWithCache(const std::string &cacheDir, std::vector<llvm::StringRef> args, const std::string &out,
+                     const std::string &err) {
+  std::string cacheEnv = "MINFER_CACHE_DIR=" + cacheDir;
+  std::vector<llvm::StringRef> env = {cacheEnv};
+  for (char **e = environ; *e; ++e)
+    if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
+  args.insert(args.begin(), gputest::minfercPath());
+  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
+  return llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
+}
+
+// The one tuning database under `cacheDir` (the last listed; empty when there is none).
+std::string tuningDbIn(const std::string &cacheDir) {
+  std::string path;
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(TuningDb::directory(cacheDir), ec), end; it != end && !ec; it.increment(ec))
+    path = it->path();
+  return path;
+}
+
 // `minferc autotune` writes the device's tuning database; a later `minferc run` plans with the tuned tiles,
 // says so, and still gives HF's tokens; `minferc autotune --show` lists the entries.
 TEST(Autotune, WarmsTheDatabaseAndALaterRunUsesIt) {
@@ -242,14 +264,9 @@ TEST(Autotune, WarmsTheDatabaseAndALaterRunUsesIt) {
   std::string dir = test::fixtureDir("llama_gqa");
   GPU_TRY(ref, test::readReference(dir));
   test::TempDir tmp;
-  std::string cacheEnv = "MINFER_CACHE_DIR=" + tmp.file("cache");
-  std::vector<llvm::StringRef> env = {cacheEnv};
-  for (char **e = environ; *e; ++e)
-    if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
+  const std::string cacheDir = tmp.file("cache");
   auto minferc = [&](std::vector<llvm::StringRef> args, const std::string &out, const std::string &err) {
-    args.insert(args.begin(), gputest::minfercPath());
-    llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
-    return llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
+    return minfercWithCache(cacheDir, std::move(args), out, err);
   };
   // Each command its own output files (a redirect does not truncate).
   int step = 0;
@@ -299,27 +316,19 @@ TEST(Autotune, InStepTimesTheStepAndThePrefillAndTheRunStillMatches) {
   GPU_TRY(ref, test::readReference(dir));
   test::TempDir tmp;
   std::string cacheDir = tmp.file("cache");
-  std::string cacheEnv = "MINFER_CACHE_DIR=" + cacheDir;
-  std::vector<llvm::StringRef> env = {cacheEnv};
-  for (char **e = environ; *e; ++e)
-    if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
   int step = 0;
   std::string out, err;
   auto minferc = [&](std::vector<llvm::StringRef> args) {
     ++step;
     out = tmp.file("out" + std::to_string(step) + ".txt");
     err = tmp.file("err" + std::to_string(step) + ".txt");
-    args.insert(args.begin(), gputest::minfercPath());
-    llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
-    return llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::ArrayRef<llvm::StringRef>(env), redirects);
+    return minfercWithCache(cacheDir, std::move(args), out, err);
   };
+
   ASSERT_EQ(minferc({"autotune", dir, "--buckets", "decode:1"}), 0) << test::readFile(err);
 
   // The database the tuner wrote (the only one in the cache): plant a one-row FMA tile on a residual gemv.
-  std::string dbPath;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(TuningDb::directory(cacheDir), ec), end; it != end && !ec; it.increment(ec))
-    dbPath = it->path();
+  const std::string dbPath = tuningDbIn(cacheDir);
   ASSERT_FALSE(dbPath.empty());
   auto db = TuningDb::read(dbPath);
   ASSERT_TRUE(bool(db)) << llvm::toString(db.takeError());
@@ -393,19 +402,9 @@ TEST(Autotune, KeepsTheStepNeighboursOfTheDefaultAndOfTheWinner) {
   std::string dir = test::fixtureDir("llama_gqa");
   test::TempDir tmp;
   std::string cacheDir = tmp.file("cache");
-  std::string cacheEnv = "MINFER_CACHE_DIR=" + cacheDir;
-  std::vector<llvm::StringRef> env = {cacheEnv};
-  for (char **e = environ; *e; ++e)
-    if (!llvm::StringRef(*e).startswith("MINFER_CACHE_DIR=")) env.push_back(*e);
   std::string out = tmp.file("out.txt"), err = tmp.file("err.txt");
-  std::vector<llvm::StringRef> args = {gputest::minfercPath(), "autotune", dir, "--buckets", "decode:9-16"};
-  llvm::Optional<llvm::StringRef> redirects[] = {llvm::None, llvm::StringRef(out), llvm::StringRef(err)};
-  ASSERT_EQ(llvm::sys::ExecuteAndWait(gputest::minfercPath(), args, llvm::ArrayRef<llvm::StringRef>(env), redirects), 0)
-      << test::readFile(err);
-  std::string dbPath;
-  std::error_code ec;
-  for (llvm::sys::fs::directory_iterator it(cacheDir + "/tuning", ec), end; it != end && !ec; it.increment(ec))
-    dbPath = it->path();
+  ASSERT_EQ(minfercWithCache(cacheDir, {"autotune", dir, "--buckets", "decode:9-16"}, out, err), 0) << test::readFile(err);
+  const std::string dbPath = tuningDbIn(cacheDir);
   ASSERT_FALSE(dbPath.empty());
   GPU_TRY(db, TuningDb::read(dbPath));
   int checked = 0;

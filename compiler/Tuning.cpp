@@ -1,5 +1,6 @@
 // compiler/Tuning.cpp — buckets, fingerprints, the tuning database file and the search (Tuning.h).
 #include "compiler/Tuning.h"
+#include "compiler/kernels/KernelSpec.h"
 #include "ir/Json.h"
 
 #include "ir/Diagnostics.h"
@@ -255,6 +256,23 @@ SearchResult searchFastest(size_t candidates, const std::function<llvm::Expected
       break;
     }
   return r;
+}
+
+std::vector<std::string> missingStepNeighbours(const TuningEntry &e, const KernelSpec &spec, const Target &target) {
+  std::vector<std::shared_ptr<KernelSpec>> neighbours = spec.stepNeighbours(target);
+  const std::string &won = e.kernelTile.empty() ? e.tile : e.kernelTile;
+  if (won != spec.tileName())
+    if (std::shared_ptr<KernelSpec> winner = spec.withTile(won, target))
+      for (auto &n : winner->stepNeighbours(target)) neighbours.push_back(std::move(n));
+  std::vector<std::string> missing;
+  for (const auto &n : neighbours) {
+    const std::string tile = n->tileName();
+    bool listed = tile == e.tile || tile == e.defaultTile || tile == e.kernelTile ||
+                  std::find(missing.begin(), missing.end(), tile) != missing.end();
+    for (const TuningEntry::Timed &r : e.runnersUp) listed = listed || r.tile == tile;
+    if (!listed) missing.push_back(tile);
+  }
+  return missing;
 }
 
 llvm::Expected<StepSearchResult> searchInStep(const std::vector<int> &options,

@@ -26,6 +26,9 @@
 
 namespace minfer {
 
+class KernelSpec;
+struct Target;
+
 // The bucket of `rows` rows in a phase ("decode:2-8"), and the rows it is timed at.
 std::string tuningBucket(bool decode, int64_t rows);
 int64_t bucketRows(llvm::StringRef bucket);
@@ -78,6 +81,12 @@ struct TuningEntry {
   bool defaultMoved(llvm::StringRef currentDefault) const { return !defaultTile.empty() && defaultTile != currentDefault; }
   bool keepsDefault(llvm::StringRef currentDefault) const { return tile == defaultTile && defaultMoved(currentDefault); }
 };
+
+// The step neighbours (KernelSpec::stepNeighbours) of `spec` (the kernel on its default tile) and of the
+// entry's own winner that `e` lists nowhere (not as its tile, default, winner or a runner-up): an entry timed
+// by a minfer whose tuner kept fewer of them, which `minferc autotune` times again so that the in-step pass
+// can try them. A neighbour whose timing failed is not listed either, and is asked for again.
+std::vector<std::string> missingStepNeighbours(const TuningEntry &e, const KernelSpec &spec, const Target &target);
 
 class TuningDb {
 public:

@@ -243,9 +243,11 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
       std::string key = spec->tuningKey();
       if (key.empty() || !seen.insert(TuningDb::entryKey(key, bucket)).second) continue;
       ++report.kernels;
-      // An entry timed against another default than today's is timed again (TuningEntry::defaultMoved).
+      // An entry timed against another default than today's is timed again (TuningEntry::defaultMoved), and
+      // so is one that lacks step neighbours today's tuner keeps (missingStepNeighbours).
       const TuningEntry *had = db.find(key, bucket);
-      if (!opts.retune && had && !had->defaultMoved(spec->tileName())) {
+      if (!opts.retune && had && !had->defaultMoved(spec->tileName()) &&
+          missingStepNeighbours(*had, *spec, *target).empty()) {
         ++report.skipped;
         continue;
       }

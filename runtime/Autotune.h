@@ -48,7 +48,7 @@ struct AutotuneReport {
   int kernels = 0;       // (kernel, bucket) pairs considered
   int tuned = 0;         // timed now
   int skipped = 0;       // already in the database
-  int stale = 0;         // of `tuned`, those the database had, timed against an earlier default
+  int stale = 0;         // of `tuned`, those the database had, timed against an earlier default or neighbours
   int candidates = 0, failed = 0;
   double compileSeconds = 0, timeSeconds = 0;
 };

@@ -890,7 +890,9 @@ int autotuneMain() {
   if (!report) return fail(report.takeError());
   if (auto e = db.save(path)) return fail(std::move(e));
   std::string stale =
-      report->stale ? llvm::formatv(", {0} of them because their default tile has changed", report->stale).str() : "";
+      report->stale
+          ? llvm::formatv(", {0} of them because their default tile or its step neighbours have changed since", report->stale).str()
+          : "";
   llvm::errs() << llvm::formatv("minferc autotune: {0} kernels ({1} tuned now{8}, {2} already in the database), {3} "
                                 "candidates timed ({4} failed); compile {5:f1} s, timing {6:f1} s; wrote {7}\n",
                                 report->kernels, report->tuned, report->skipped, report->candidates, report->failed,

@@ -408,6 +408,7 @@ TEST(Autotune, KeepsTheStepNeighboursOfTheDefaultAndOfTheWinner) {
   ASSERT_FALSE(dbPath.empty());
   GPU_TRY(db, TuningDb::read(dbPath));
   int checked = 0;
+  std::string dropped, droppedFrom; // a neighbour that is only a runner-up, and its entry
   for (const auto &[key, e] : db.entries) {
     int64_t n = 0, k = 0;
     if (std::sscanf(key.c_str(), "gemv_bf16_n%ld_k%ld_", &n, &k) != 2) continue;
@@ -422,11 +423,32 @@ TEST(Autotune, KeepsTheStepNeighboursOfTheDefaultAndOfTheWinner) {
                     std::any_of(e.runnersUp.begin(), e.runnersUp.end(),
                                 [&](const TuningEntry::Timed &r) { return r.tile == nb->tileName() && r.us > 0; });
         EXPECT_TRUE(kept) << key << ": " << nb->tileName() << ", a neighbour of " << tile << ", is not a runner-up";
+        if (dropped.empty() && kept && nb->tileName() != e.tile && nb->tileName() != e.defaultTile)
+          dropped = nb->tileName(), droppedFrom = key;
         ++checked;
       }
     }
   }
   EXPECT_GT(checked, 0) << "no wgmma gemv among the fixture's 16-row decode entries";
+
+  // An entry without one of them (as a database from a minfer that kept fewer has it) is timed again, and no
+  // other: the run says so, and the entry lists the neighbour again.
+  ASSERT_FALSE(dropped.empty()) << "no step neighbour is only a runner-up";
+  auto &runnersUp = db.entries.at(droppedFrom).runnersUp;
+  runnersUp.erase(std::remove_if(runnersUp.begin(), runnersUp.end(), [&](const TuningEntry::Timed &t) { return t.tile == dropped; }),
+                  runnersUp.end());
+  MINFER_ASSERT_OK(db.save(dbPath));
+  std::string err2 = tmp.file("err2.txt");
+  ASSERT_EQ(minfercWithCache(cacheDir, {"autotune", dir, "--buckets", "decode:9-16"}, out, err2), 0) << test::readFile(err2);
+  std::string log = test::readFile(err2);
+  EXPECT_NE(log.find("(1 tuned now, 1 of them because their default tile or its step neighbours have changed since"),
+            std::string::npos)
+      << log;
+  GPU_TRY(again, TuningDb::read(dbPath));
+  const TuningEntry &e = again.entries.at(droppedFrom);
+  EXPECT_TRUE(e.tile == dropped || std::any_of(e.runnersUp.begin(), e.runnersUp.end(),
+                                               [&](const TuningEntry::Timed &t) { return t.tile == dropped; }))
+      << droppedFrom << ": " << dropped << " is listed again";
 }
 
 // Three sequences of different lengths together give each the tokens it gets alone (GEMV at M = 3 vs 1,

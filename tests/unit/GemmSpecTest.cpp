@@ -6,6 +6,7 @@
 #include "jit/Nvrtc.h"
 #include "compiler/kernels/Gemm.h"
 #include "compiler/kernels/Gemv.h"
+#include "compiler/Tuning.h"
 
 #include <gtest/gtest.h>
 
@@ -190,6 +191,36 @@ TEST(GemvSpec, StepNeighboursAreTheWgmmaTileWithASlotOrASplitBlockMoreOrLess) {
   GemvSpec withNorm(2048, 2048, Epilogue::None, GemvTile::hopper(1, 128, 4, 0), Prologue{Prologue::Kind::Rms, ir::DType::BF16});
   EXPECT_NE(errorOf(withNorm.validate(&hopper)).find("the split must be 1..8"), std::string::npos);
   EXPECT_EQ(withNorm.withTile("m1_wgmma_k128_s4_split0", hopper), nullptr);
+}
+
+// An entry lacks the step neighbours of the default and of its own winner that it lists nowhere: minferc
+// autotune times such an entry again (one from a minfer whose tuner kept fewer of them).
+TEST(GemvSpec, AnEntryWithoutItsStepNeighboursIsTimedAgain) {
+  const Target hopper = target("sm_90a");
+  GemvSpec gateUp(11264, 2048, Epilogue::gated(Activation::Silu), GemvTile::hopper(16, 128, 4, 1));
+  TuningEntry e;
+  e.defaultTile = gateUp.tileName();
+  e.tile = "m16_wgmma_k128_s8_split2";
+  const std::vector<std::string> all = {"m16_wgmma_k128_s3_split1", "m16_wgmma_k128_s5_split1", "m16_wgmma_k128_s4_split2",
+                                        "m16_wgmma_k128_s7_split2", "m16_wgmma_k128_s9_split2", "m16_wgmma_k128_s8_split1",
+                                        "m16_wgmma_k128_s8_split3"};
+  EXPECT_EQ(missingStepNeighbours(e, gateUp, hopper), all);
+  // Session 29's entries: the default's slot neighbours only.
+  e.runnersUp = {{"m16_wgmma_k128_s3_split1", 20}, {"m16_wgmma_k128_s5_split1", 19}};
+  EXPECT_EQ(missingStepNeighbours(e, gateUp, hopper), std::vector<std::string>(all.begin() + 2, all.end()));
+  for (size_t i = 2; i < all.size(); ++i) e.runnersUp.push_back({all[i], 18});
+  EXPECT_TRUE(missingStepNeighbours(e, gateUp, hopper).empty());
+  // After the in-step pass moved it to a neighbour: the tile its own timing picked keeps its neighbours, and
+  // the one it left is a runner-up.
+  e.kernelTile = e.tile;
+  e.tile = "m16_wgmma_k128_s5_split1";
+  std::erase_if(e.runnersUp, [&](const TuningEntry::Timed &t) { return t.tile == e.tile; });
+  EXPECT_TRUE(missingStepNeighbours(e, gateUp, hopper).empty());
+  // An FMA winner has none: the default's alone.
+  TuningEntry fma;
+  fma.defaultTile = gateUp.tileName();
+  fma.tile = "m16_r2_w4";
+  EXPECT_EQ(missingStepNeighbours(fma, gateUp, hopper), std::vector<std::string>(all.begin(), all.begin() + 3));
 }
 
 TEST(Epilogue, PrologueNamesTheNormAndItsWeights) {

@@ -60,8 +60,9 @@ struct TuningEntry {
   int candidates = 0;    // tiles timed (valid ones)
   int failed = 0;        // candidates whose compile or launch failed
   // The next fastest tiles of the kernel's own timing after `tile`, other than the default (the tuner keeps
-  // kRunnersUp, fastest first, then the default's step neighbours, KernelSpec::stepNeighbours, whatever their
-  // time): the in-step pass tries them in the step, and puts first the tile it moved the kernel off.
+  // kRunnersUp, fastest first, then the step neighbours of the default and of the winner,
+  // KernelSpec::stepNeighbours, whatever their time): the in-step pass tries them in the step, and puts first
+  // the tile it moved the kernel off.
   struct Timed {
     std::string tile;
     double us = 0;

@@ -109,10 +109,11 @@ struct GemvSpec : KernelSpec {
   std::string tileName() const override { return tile.str(); }
   std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
   std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
-  // A wgmma tile with one slot fewer and one more. Timed alone, in a chain of itself, the slot count shows
-  // little; in a step it decides how much of W streams in under the kernel before and which neighbours'
-  // blocks share an SM with this one's (bench/NOTES.md, session 29: TinyLlama's gate/up at 5 slots, not 4
-  // or 6, took 1% off the step at one row and at 16). Other tiles have none.
+  // A wgmma tile with one slot fewer and one more, then with one block fewer and one more in the cluster that
+  // splits K. Timed alone, in a chain of itself, these show little; in a step they decide how much of W streams
+  // in under the kernel before and which neighbours' blocks share an SM with this one's (bench/NOTES.md,
+  // session 29: TinyLlama's gate/up at 5 slots, not 4 or 6, took 1% off the step at one row and at 16).
+  // Other tiles have none.
   std::vector<std::shared_ptr<KernelSpec>> stepNeighbours(const Target &) const override;
   // As a task: threads / 32 warps (gemvMma splits K between more or fewer warps), kTaskLoads loads per lane
   // in flight (the persistent kernel holds few warps an SM), and for the FMA kernel rows per warp enough for

@@ -2,7 +2,7 @@
 //
 // Decode attention is bound by reading the cache (2 * ctx * KV_HEADS * HEAD_DIM * 2 bytes a sequence), so
 // the design goal is reading every K/V byte once, with many loads in flight on every SM. attention_decode:
-// grid (num_splits = ceil(max_seq / SPLIT_TOKENS), KV_HEADS, B). A block takes one chunk of SPLIT_TOKENS
+// grid (KV_HEADS, B, num_splits = ceil(max_seq / SPLIT_TOKENS)). A block takes one chunk of SPLIT_TOKENS
 // positions of one kv head of one sequence and serves *all* GROUP = HEADS / KV_HEADS query heads that share
 // it, so K/V come from HBM once per group. The group's query heads are the 16 rows of an mma tile (zero rows
 // pad a group below 16; groups above 16 take ceil(GROUP / 16) passes whose re-reads hit L2), which turns
@@ -22,7 +22,10 @@
 //    the group's heads: weights 2^(lse_s - max lse), warps over heads, lanes over columns and chunks,
 //    reading the partials through L2 (__ldcg: an earlier block on this SM may hold older lines of them in L1).
 // Blocks whose chunk starts at or past the sequence's context write nothing and exit (a context of 0: split 0
-// writes zeros). Folding the merge in saved the combine launch of every layer (session 17, bench/NOTES.md).
+// writes zeros). The chunk index is the grid's slowest dimension, so every sequence's split 0 is dispatched
+// before any split 1: at contexts shorter than the cache the working blocks take the SMs' slots first and
+// the empty ones follow, instead of every other slot going to a block that only waits and exits. Folding the
+// merge in saved the combine launch of every layer (session 17, bench/NOTES.md).
 //
 // At short contexts a block's life is a chain of latencies, not a stream of bytes (one block of each group
 // works; ncu, session 25-26), so the chain is kept short: the block's chunk of K/V is asked into L2 before
@@ -61,7 +64,8 @@ inline constexpr int kDecodeTile = 16;
 // warp.
 inline constexpr int kMaxSplits = 256;
 
-// The longest context taken as one chunk whatever SPLIT_TOKENS: one block then writes the output itself, with
+// The longest context taken as one chunk whatever SPLIT_TOKENS (mirrored by AttentionDecodeSpec::kOneChunkTokens,
+// which gives a cache no longer one chunk): one block then writes the output itself, with
 // no partials and no merge (H200, session 17: TinyLlama's decode step at contexts 128-192, batch 1 0.917 ms
 // with 128-position chunks and a combine launch, 0.874 as one chunk). Longer contexts keep SPLIT_TOKENS
 // chunks: with chunks of 256 for every context, context 4000 took 1.035 ms against 0.976 (chunks of 128
@@ -205,7 +209,7 @@ __device__ __forceinline__ void mergeChunks(const AttentionDecodeParams &p, int 
 // partial_lse:  [B, HEADS, num_splits] fp32 workspace
 // arrivals:     [B, KV_HEADS] u32 workspace, zero at the start and at the end
 // context_len:  [B] int, including this step's token
-// Grid (ceil(max_seq / SPLIT_TOKENS), KV_HEADS, B), block THREADS, dynamic shared memory
+// Grid (KV_HEADS, B, ceil(max_seq / SPLIT_TOKENS)), block THREADS, dynamic shared memory
 // attn::decodeSmemBytes(HEAD_DIM, THREADS) (the kernel traps when given less).
 // The step's query is read through the read-only path (loadProduced): with the pointers in a struct,
 // __restrict__ no longer lets the compiler prove it (griddepcontrol.wait clobbers memory). context_len is read
@@ -245,8 +249,8 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   // Everything up to the wait depends on the launch alone, so it overlaps the kernel before (programmatic
   // dependent launch): at short contexts the block's whole life is a chain of latencies (the wait, the context,
   // one trip for K/V and Q, two tiles a warp, the merge), and every instruction on it counts.
-  const int split = tile.x, kvHead = tile.y, b = tile.z;
-  const int numSplits = tile.nx;
+  const int kvHead = tile.x, b = tile.y, split = tile.z;
+  const int numSplits = tile.nz;
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int g = lane / 4, t = lane % 4;
   const size_t seqBase = (size_t)b * max_seq * KV_DIM + kvHead * HEAD_DIM;
@@ -337,7 +341,7 @@ __device__ __forceinline__ void attentionDecodeTile(const AttentionDecodeParams 
   // in before the kernel before writes it is updated there.
   {
     const int hint = readContext();
-    if ((size_t)tile.nz * max(hint, 0) * KV_DIM * 2 * sizeof(bf16) <= attn::kPrefetchL2Bytes) {
+    if ((size_t)tile.ny * max(hint, 0) * KV_DIM * 2 * sizeof(bf16) <= attn::kPrefetchL2Bytes) {
       const int e0 = split * spanOf(hint), rows = min(e0 + spanOf(hint), hint) - e0;
       // A head's row is HEAD_DIM * 2 bytes: its lines at 128-byte steps, and its last byte's (a row that is not
       // 128-byte aligned ends on one line more).

@@ -191,11 +191,11 @@ llvm::json::Object AttentionPrefillSpec::toJSON() const {
 
 // ---- decode ------------------------------------------------------------------------------------------------
 
-int AttentionDecodeSpec::residentBlocksPerSm(int headDim) {
-  // 228 KB of shared memory an SM, 1 KB reserved per block; registers allow 3 blocks of 128 threads at head
-  // dim 128 (~160 a thread) and 4 below (~120 at 64, fewer for smaller heads).
-  const int bySmem = (228 * 1024) / (int(AttentionDecodeSpec(1, 1, headDim, 16, 16).sharedBytes()) + 1024);
-  const int byRegs = headDim > 64 ? 3 : 4;
+int AttentionDecodeSpec::residentBlocksPerSm(int headDim, int threads) {
+  // 228 KB of shared memory an SM, 1 KB reserved per block; 64K registers, ~164 a thread at head dim 128 and
+  // ~120 at 64 and below (3 and 4 blocks of 128 threads).
+  const int bySmem = (228 * 1024) / (int(AttentionDecodeSpec(1, 1, headDim, 16, 16, threads).sharedBytes()) + 1024);
+  const int byRegs = 65536 / ((headDim > 64 ? 164 : 120) * std::max(threads, 32));
   return std::max(1, std::min(bySmem, byRegs));
 }
 
@@ -213,8 +213,16 @@ int AttentionDecodeSpec::chooseSplitTokens(int kvHeads, int headDim, int64_t max
 AttentionDecodeSpec AttentionDecodeSpec::forSession(int heads, int kvHeads, int headDim, int64_t maxSeq,
                                                     int64_t batch, int smCount) {
   AttentionDecodeSpec spec(heads, kvHeads, headDim, chooseSplitTokens(kvHeads, headDim, maxSeq, batch, smCount), maxSeq);
-  if (int64_t(std::max(kvHeads, 1)) * std::max<int64_t>(batch, 1) * spec.numSplits() <= std::max(smCount, 1))
+  const int64_t sms = std::max(smCount, 1), pairs = int64_t(std::max(kvHeads, 1)) * std::max<int64_t>(batch, 1);
+  if (pairs * spec.numSplits() <= sms) {
     spec.threads = kFewBlocksThreads;
+  } else if (maxSeq <= kOneChunkTokens && pairs > sms * residentBlocksPerSm(headDim) &&
+             pairs <= sms * residentBlocksPerSm(headDim, kManyPairsThreads)) {
+    // Every context is one chunk and the pairs overfill the slots of 4-warp blocks but fit those of 2-warp
+    // ones: one chunk (no blocks that only exit) of 2 warps, so that every pair runs in the first wave.
+    spec.splitTokens = static_cast<int>(llvm::alignTo(maxSeq, 16));
+    spec.threads = kManyPairsThreads;
+  }
   return spec;
 }
 
@@ -262,7 +270,7 @@ std::string AttentionDecodeSpec::entry() const {
 
 LaunchDims AttentionDecodeSpec::launch(int64_t rows) const {
   LaunchDims d;
-  d.grid = {static_cast<unsigned>(numSplits()), static_cast<unsigned>(kvHeads), static_cast<unsigned>(rows)};
+  d.grid = {static_cast<unsigned>(kvHeads), static_cast<unsigned>(rows), static_cast<unsigned>(numSplits())};
   d.block = {static_cast<unsigned>(threads), 1, 1};
   d.sharedBytes = sharedBytes();
   return d;

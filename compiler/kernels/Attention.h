@@ -103,7 +103,8 @@ struct AttentionPrefillSpec : KernelSpec {
   std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
 };
 
-// Split-K decode: grid (numSplits(), kvHeads, batch); every block serves one kv head's query-head group over
+// Split-K decode: grid (kvHeads, batch, numSplits()), the chunk index slowest so that every sequence's first
+// chunk is dispatched before any second one; every block serves one kv head's query-head group over
 // splitTokens cache positions. maxSeq (the session's cache length) fixes the grid; it is a launch parameter,
 // not part of the generated source or the name.
 struct AttentionDecodeSpec : KernelSpec {
@@ -121,7 +122,8 @@ struct AttentionDecodeSpec : KernelSpec {
   AttentionDecodeSpec(int heads, int kvHeads, int headDim, int splitTokens, int64_t maxSeq, int threads = 128)
       : heads(heads), kvHeads(kvHeads), headDim(headDim), splitTokens(splitTokens), threads(threads), maxSeq(maxSeq) {}
   // The spec for a session of `batch` sequences of at most `maxSeq` positions: splitTokens from
-  // chooseSplitTokens; kFewBlocksThreads where the grid has no more blocks than the SMs.
+  // chooseSplitTokens; kFewBlocksThreads where the grid has no more blocks than the SMs; one chunk of
+  // kManyPairsThreads where that alone puts every (sequence, kv head) pair in the first wave.
   static AttentionDecodeSpec forSession(int heads, int kvHeads, int headDim, int64_t maxSeq, int64_t batch = 1,
                                         int smCount = kDefaultSmCount);
   // 8 warps for a grid of at most one block an SM (TinyLlama and GPT-2 at one sequence): no SM holds a second
@@ -129,6 +131,13 @@ struct AttentionDecodeSpec : KernelSpec {
   // for K/V, the tiles a warp holds, the merge), so more warps sharing the chunk's tiles shorten it: a
   // one-chunk context of 128 positions is one tile a warp instead of two.
   static constexpr int kFewBlocksThreads = 256;
+  // 2 warps for a cache of at most kOneChunkTokens positions whose (sequence, kv head) pairs overfill the
+  // slots of 4-warp blocks but not those of 2-warp ones (4 an SM at head dim 128, 52 KB: 3 stages a warp).
+  // At these contexts a block's life is an issue-bound chain (ncu, session 31: 0.26-0.30 instructions a cycle
+  // a scheduler, DRAM 35%), so a second wave costs a whole chain; fewer warps a block, each with more tiles,
+  // put every pair in the first. H200, Llama-2-7B at 16 rows, cache 193 (512 pairs, 396 slots of 4 warps):
+  // the kernel alone 21.5-22.2 us at base clocks against 17.0-17.4; the step 3.978-3.987 ms against 3.953-3.956.
+  static constexpr int kManyPairsThreads = 64;
 
   // 132 SMs: H100 SXM and H200 (the plan passes its target's Target::nominalSmCount()).
   static constexpr int kDefaultSmCount = 132;
@@ -149,9 +158,15 @@ struct AttentionDecodeSpec : KernelSpec {
   // Longer ones lose in the decode step: 256 made TinyLlama's step at context 4000 1.035 ms against 0.976
   // (session 17). Short contexts are one chunk in the kernel whatever the split (attn::kOneChunkTokens).
   static constexpr int kMinSplitTokens = 128;
-  // Blocks of attention_decode resident on one SM: limited by shared memory (228 KB an SM on H100/H200, 1 KB
-  // of it reserved per block) and by registers (~160 a thread at head dim 128, ~120 at 64: 3 and 4 blocks).
-  static int residentBlocksPerSm(int headDim);
+  // The longest context the kernel takes as one chunk whatever the split (attn::kOneChunkTokens): in a
+  // session whose cache is no longer, the blocks of every chunk but the first only wait and exit. Where the
+  // grid fits the SMs they cost nothing (collapsing TinyLlama's 8 blocks at one sequence to 4 made its step
+  // 1-4% slower, session 31); forSession drops them only with kManyPairsThreads.
+  static constexpr int kOneChunkTokens = 256;
+  // Blocks of `threads` threads of attention_decode resident on one SM: limited by shared memory (228 KB an SM
+  // on H100/H200, 1 KB of it reserved per block) and by registers (~164 a thread at head dim 128, ~120 at 64:
+  // 3 and 4 blocks of 128 threads).
+  static int residentBlocksPerSm(int headDim, int threads = 128);
 
   int64_t numSplits() const { return numSplits(maxSeq); }
   int64_t numSplits(int64_t maxSeq) const { return llvm::divideCeil(std::max<int64_t>(maxSeq, 0), splitTokens); }

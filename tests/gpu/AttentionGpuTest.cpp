@@ -270,7 +270,7 @@ constexpr int kDecodeMaxSeq = 4099;
 
 // Against the interpreter, with the session's split (with 4 warps and with 8) and with 32 (129 chunks of two
 // tiles: most warps idle, most chunks past the short contexts), 208 (a split that is not a power of two) and
-// 4112 (one chunk for every context: each warp cycles its ring many times).
+// 4112 (one chunk for every context: each warp cycles its ring many times), the last two with 2 warps too.
 TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
   std::mt19937 rng(4321 + c.heads * 7 + c.headDim);
 
@@ -309,7 +309,9 @@ TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
     // forSession gives a grid of one block an SM.
     const int chosen = AttentionDecodeSpec::chooseSplitTokens(c.kvHeads, c.headDim, kDecodeMaxSeq, batch);
     std::vector<std::pair<int, int>> splits = {{chosen, 128}, {chosen, AttentionDecodeSpec::kFewBlocksThreads},
-                                               {32, 128}, {208, 128}, {4112, 128}};
+                                               {32, 128}, {208, 128}, {4112, 128},
+                                               {208, AttentionDecodeSpec::kManyPairsThreads},
+                                               {4112, AttentionDecodeSpec::kManyPairsThreads}};
     std::sort(splits.begin(), splits.end());
     splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
     for (auto [split, threads] : splits) {

@@ -130,10 +130,11 @@ TEST(AttentionSpec, WgmmaPrefillTileIsNamedLaunchedAndChosenOnSm90a) {
   EXPECT_EQ(j.getInteger("stages"), llvm::Optional<int64_t>(2));
 }
 
-TEST(AttentionSpec, DecodeLaunchIsSplitsByKvHeadsByBatch) {
+// The chunk index is the slowest dimension: every (sequence, kv head)'s first chunk is dispatched first.
+TEST(AttentionSpec, DecodeLaunchIsKvHeadsByBatchBySplits) {
   AttentionDecodeSpec d(32, 4, 64, 64, 4096);
   LaunchDims l = d.launch(16);
-  EXPECT_EQ(l.grid, (std::array<unsigned, 3>{64, 4, 16}));
+  EXPECT_EQ(l.grid, (std::array<unsigned, 3>{4, 16, 64}));
   EXPECT_EQ(l.block, (std::array<unsigned, 3>{128, 1, 1}));
   // Head dim 64: 4 warps x 3 stages x (K, V) x 16 keys x 72 bf16 = 55296 bytes (over the 4 x 16 x 66 fp32
   // merge area).
@@ -142,7 +143,7 @@ TEST(AttentionSpec, DecodeLaunchIsSplitsByKvHeadsByBatch) {
   EXPECT_EQ(AttentionDecodeSpec(32, 32, 128, 352, 4096).sharedBytes(), 69632u);
   EXPECT_EQ(AttentionDecodeSpec(8, 8, 8, 64, 4096).sharedBytes(), 24576u);
   // A max_seq that is not a multiple of the split gets a last, shorter split.
-  EXPECT_EQ(AttentionDecodeSpec(32, 4, 64, 64, 4097).launch(1).grid[0], 65u);
+  EXPECT_EQ(AttentionDecodeSpec(32, 4, 64, 64, 4097).launch(1).grid[2], 65u);
 }
 
 TEST(AttentionSpec, DecodeWorkspaceHoldsPartialOutputsThenLogSumExps) {
@@ -201,6 +202,32 @@ TEST(AttentionSpec, ForSessionGivesAFewBlocksGridEightWarps) {
   EXPECT_EQ(AttentionDecodeSpec::forSession(32, 8, 64, 4096, 1, 132).threads, 128);
   // The shared memory follows the warps: 2 stages of 8 warps' 16-key K and V tiles at head dim 64.
   EXPECT_GT(tiny.sharedBytes(), AttentionDecodeSpec(32, 4, 64, 128, 2048).sharedBytes());
+}
+
+// One chunk of 2 warps exactly where every context is one chunk and that alone fits all the pairs in one wave.
+TEST(AttentionSpec, ForSessionFitsManyShortPairsInOneWaveWithTwoWarps) {
+  // 2-warp blocks at head dim 128: 3 stages of 2 warps' K and V tiles, 52 KB: 4 an SM against 3 of 4 warps.
+  EXPECT_EQ(AttentionDecodeSpec(32, 32, 128, 128, 193, AttentionDecodeSpec::kManyPairsThreads).sharedBytes(), 52224u);
+  EXPECT_EQ(AttentionDecodeSpec::residentBlocksPerSm(128, AttentionDecodeSpec::kManyPairsThreads), 4);
+  // Llama-2-7B at 16 sequences of the e2e bench's cache of 193: 512 pairs for 396 slots of 4 warps, 528 of 2.
+  AttentionDecodeSpec many = AttentionDecodeSpec::forSession(32, 32, 128, 193, 16, 132);
+  EXPECT_EQ(many.threads, AttentionDecodeSpec::kManyPairsThreads);
+  EXPECT_EQ(many.splitTokens, 208);
+  EXPECT_EQ(many.numSplits(), 1);
+  EXPECT_FALSE(bool(many.validate()));
+  // The longest such cache; one position more has contexts of two chunks, so 4 warps and the usual split.
+  EXPECT_EQ(AttentionDecodeSpec::forSession(32, 32, 128, AttentionDecodeSpec::kOneChunkTokens, 16, 132).threads, 64);
+  const int64_t past = AttentionDecodeSpec::kOneChunkTokens + 1;
+  AttentionDecodeSpec longer = AttentionDecodeSpec::forSession(32, 32, 128, past, 16, 132);
+  EXPECT_EQ(longer.threads, 128);
+  EXPECT_EQ(longer.splitTokens, AttentionDecodeSpec::chooseSplitTokens(32, 128, past, 16, 132));
+  // 12 sequences (384 pairs) fit the 4-warp slots; 17 (544) overfill the 2-warp ones too: 4 warps both.
+  EXPECT_EQ(AttentionDecodeSpec::forSession(32, 32, 128, 193, 12, 132).threads, 128);
+  EXPECT_EQ(AttentionDecodeSpec::forSession(32, 32, 128, 193, 17, 132).threads, 128);
+  // Where the grid fits the SMs the empty chunks' blocks stay (TinyLlama at one sequence: 8 blocks, 4 empty).
+  AttentionDecodeSpec tiny = AttentionDecodeSpec::forSession(32, 4, 64, 193, 1, 132);
+  EXPECT_EQ(tiny.numSplits(), 2);
+  EXPECT_EQ(tiny.threads, AttentionDecodeSpec::kFewBlocksThreads);
 }
 
 TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {

@@ -132,7 +132,7 @@ TEST(PersistentPlan, TaskFormsKeepTheKernelAndChangeOnlyTheBlock) {
   AttentionDecodeSpec attn(32, 4, 64, 128, 2048);
   auto at = attn.asTask(256, 396);
   ASSERT_TRUE(at);
-  EXPECT_EQ(at->launch(3).grid, (std::array<unsigned, 3>{16, 4, 3}));
+  EXPECT_EQ(at->launch(3).grid, (std::array<unsigned, 3>{4, 3, 16}));
   EXPECT_EQ(at->taskType(), "minfer::AttentionDecodeTask<32, 4, 64, 128, 256, 40960>");
   // Head dim 64 at 4 warps: 2 stages of 18 KB instead of 3 as a kernel of its own.
   EXPECT_EQ(static_cast<const AttentionDecodeSpec &>(*attn.asTask(128, 396)).sharedBytes(), 36864u);

@@ -124,6 +124,11 @@ llvm::json::Object TuningDb::toJSON() const {
       for (const TuningEntry::Timed &t : e.runnersUp) ru.push_back(llvm::json::Object{{"tile", t.tile}, {"us", t.us}});
       o["runners_up"] = std::move(ru);
     }
+    if (!e.failedTiles.empty()) {
+      llvm::json::Array ft;
+      for (const std::string &t : e.failedTiles) ft.push_back(t);
+      o["failed_tiles"] = std::move(ft);
+    }
     if (e.stepMs > 0) o["step_ms"] = e.stepMs;
     if (!e.kernelTile.empty()) o["kernel_tile"] = e.kernelTile;
     es[key] = std::move(o);
@@ -171,6 +176,13 @@ llvm::Expected<TuningDb> TuningDb::read(llvm::StringRef path) {
         if (!rt || !rus)
           return ir::makeError(path + ": entry '" + key.str() + "': each of \"runners_up\" needs a \"tile\" and \"us\"");
         t.runnersUp.push_back({rt->str(), *rus});
+      }
+    if (const llvm::json::Array *ft = e->getArray("failed_tiles"))
+      for (const llvm::json::Value &v : *ft) {
+        auto tile = v.getAsString();
+        if (!tile)
+          return ir::makeError(path + ": entry '" + key.str() + "': \"failed_tiles\" holds tile names (strings)");
+        t.failedTiles.push_back(tile->str());
       }
     db.entries[key.str()] = std::move(t);
   }
@@ -268,7 +280,7 @@ std::vector<std::string> missingStepNeighbours(const TuningEntry &e, const Kerne
   for (const auto &n : neighbours) {
     const std::string tile = n->tileName();
     bool listed = tile == e.tile || tile == e.defaultTile || tile == e.kernelTile ||
-                  std::find(missing.begin(), missing.end(), tile) != missing.end();
+                  llvm::is_contained(e.failedTiles, tile) || llvm::is_contained(missing, tile);
     for (const TuningEntry::Timed &r : e.runnersUp) listed = listed || r.tile == tile;
     if (!listed) missing.push_back(tile);
   }

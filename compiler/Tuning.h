@@ -59,6 +59,7 @@ struct TuningEntry {
   std::string defaultTile;
   int candidates = 0;    // tiles timed (valid ones)
   int failed = 0;        // candidates whose compile or launch failed
+  std::vector<std::string> failedTiles; // their tiles, so that a failed step neighbour counts as tried
   // The next fastest tiles of the kernel's own timing after `tile`, other than the default (the tuner keeps
   // kRunnersUp, fastest first, then the step neighbours of the default and of the winner,
   // KernelSpec::stepNeighbours, whatever their time): the in-step pass tries them in the step, and puts first
@@ -86,7 +87,7 @@ struct TuningEntry {
 // The step neighbours (KernelSpec::stepNeighbours) of `spec` (the kernel on its default tile) and of the
 // entry's own winner that `e` lists nowhere (not as its tile, default, winner or a runner-up): an entry timed
 // by a minfer whose tuner kept fewer of them, which `minferc autotune` times again so that the in-step pass
-// can try them. A neighbour whose timing failed is not listed either, and is asked for again.
+// can try them. A neighbour whose timing failed (in `failedTiles`) counts as listed: it would fail again.
 std::vector<std::string> missingStepNeighbours(const TuningEntry &e, const KernelSpec &spec, const Target &target);
 
 class TuningDb {

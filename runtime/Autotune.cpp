@@ -330,6 +330,8 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     e.defaultUs = r.us[0];
     e.candidates = static_cast<int>(w.candidates.size()) - static_cast<int>(r.failures.size());
     e.failed = static_cast<int>(r.failures.size());
+    for (size_t c = 0; c < w.candidates.size(); ++c)
+      if (!(r.us[c] > 0)) e.failedTiles.push_back(w.candidates[c]->tileName());
     // The next fastest, for the in-step pass: neither the winner nor the default (candidate 0).
     std::vector<size_t> order;
     for (size_t c = 1; c < w.candidates.size(); ++c)

@@ -208,6 +208,10 @@ TEST(GemvSpec, AnEntryWithoutItsStepNeighboursIsTimedAgain) {
   // Session 29's entries: the default's slot neighbours only.
   e.runnersUp = {{"m16_wgmma_k128_s3_split1", 20}, {"m16_wgmma_k128_s5_split1", 19}};
   EXPECT_EQ(missingStepNeighbours(e, gateUp, hopper), std::vector<std::string>(all.begin() + 2, all.end()));
+  // A neighbour whose timing failed counts as tried: it is not timed again on every run.
+  e.failedTiles = {all[2]};
+  EXPECT_EQ(missingStepNeighbours(e, gateUp, hopper), std::vector<std::string>(all.begin() + 3, all.end()));
+  e.failedTiles.clear();
   for (size_t i = 2; i < all.size(); ++i) e.runnersUp.push_back({all[i], 18});
   EXPECT_TRUE(missingStepNeighbours(e, gateUp, hopper).empty());
   // After the in-step pass moved it to a neighbour: the tile its own timing picked keeps its neighbours, and

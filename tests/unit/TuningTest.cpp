@@ -220,6 +220,7 @@ TEST(TuningDb, RoundTripsThroughItsFile) {
   e.defaultUs = 12.25;
   e.candidates = 15;
   e.failed = 1;
+  e.failedTiles = {"m1_wgmma_k128_s9_split3"};
   e.runnersUp = {{"m1_r4_w8", 11.75}, {"m1_wgmma_k128_s8_split3", 12.0}};
   db.entries[TuningDb::entryKey("gemv_bf16_n2560_k2048_epi_none", "decode:1")] = e;
   std::string path = TuningDb::pathFor(tmp.path(), db.device);
@@ -236,6 +237,7 @@ TEST(TuningDb, RoundTripsThroughItsFile) {
   EXPECT_EQ(got->defaultUs, 12.25);
   EXPECT_EQ(got->candidates, 15);
   EXPECT_EQ(got->failed, 1);
+  EXPECT_EQ(got->failedTiles, e.failedTiles);
   EXPECT_EQ(got->runnersUp, e.runnersUp);
   EXPECT_EQ(got->stepMs, 0.0) << "no in-step pass";
   EXPECT_EQ(got->kernelTile, "");
@@ -303,6 +305,14 @@ TEST(TuningDb, MissingCorruptAndForeignFilesAreIgnoredWithAWarning) {
   EXPECT_TRUE(db.entries.empty());
   EXPECT_NE(warning.find("entry 'k@decode:1': each of \"runners_up\" needs a \"tile\" and \"us\""), std::string::npos)
       << warning;
+  // And a failed tile that is not a name.
+  writeText(path, "{\"format\": 1, \"device\": {\"name\": \"NVIDIA H200\", \"sm_count\": 132, \"compute_capability\": "
+                  "\"9.0\", \"driver_version\": 13000, \"nvrtc_version\": \"13.0\"}, \"entries\": {\"k@decode:1\": {\"tile\": "
+                  "\"m1_r1_w4\", \"us\": 3, \"failed_tiles\": [7]}}}");
+  warning.clear();
+  db = TuningDb::load(path, h200(), &warning);
+  EXPECT_TRUE(db.entries.empty());
+  EXPECT_NE(warning.find("entry 'k@decode:1': \"failed_tiles\" holds tile names (strings)"), std::string::npos) << warning;
 }
 
 TEST(TuningTiles, EveryCandidateTileParsesBackToItself) {

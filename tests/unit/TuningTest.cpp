@@ -289,30 +289,22 @@ TEST(TuningDb, MissingCorruptAndForeignFilesAreIgnoredWithAWarning) {
   db = TuningDb::load(path, h200(), &warning);
   EXPECT_TRUE(db.entries.empty());
   EXPECT_NE(warning.find("written for nvidia-h100-80gb-hbm3"), std::string::npos) << warning;
-  // An entry without its tile is corrupt, not half-trusted.
-  writeText(path, "{\"format\": 1, \"device\": {\"name\": \"NVIDIA H200\", \"sm_count\": 132, \"compute_capability\": "
-                  "\"9.0\", \"driver_version\": 13000, \"nvrtc_version\": \"13.0\"}, \"entries\": {\"k@decode:1\": {\"us\": 3}}}");
-  warning.clear();
-  db = TuningDb::load(path, h200(), &warning);
-  EXPECT_TRUE(db.entries.empty());
-  EXPECT_NE(warning.find("needs a key `spec@bucket`, a \"tile\" and \"us\""), std::string::npos) << warning;
-  // So is a runner-up without its time.
-  writeText(path, "{\"format\": 1, \"device\": {\"name\": \"NVIDIA H200\", \"sm_count\": 132, \"compute_capability\": "
-                  "\"9.0\", \"driver_version\": 13000, \"nvrtc_version\": \"13.0\"}, \"entries\": {\"k@decode:1\": {\"tile\": "
-                  "\"m1_r1_w4\", \"us\": 3, \"runners_up\": [{\"tile\": \"m1_r2_w4\"}]}}}");
-  warning.clear();
-  db = TuningDb::load(path, h200(), &warning);
-  EXPECT_TRUE(db.entries.empty());
-  EXPECT_NE(warning.find("entry 'k@decode:1': each of \"runners_up\" needs a \"tile\" and \"us\""), std::string::npos)
-      << warning;
-  // And a failed tile that is not a name.
-  writeText(path, "{\"format\": 1, \"device\": {\"name\": \"NVIDIA H200\", \"sm_count\": 132, \"compute_capability\": "
-                  "\"9.0\", \"driver_version\": 13000, \"nvrtc_version\": \"13.0\"}, \"entries\": {\"k@decode:1\": {\"tile\": "
-                  "\"m1_r1_w4\", \"us\": 3, \"failed_tiles\": [7]}}}");
-  warning.clear();
-  db = TuningDb::load(path, h200(), &warning);
-  EXPECT_TRUE(db.entries.empty());
-  EXPECT_NE(warning.find("entry 'k@decode:1': \"failed_tiles\" holds tile names (strings)"), std::string::npos) << warning;
+  // An H200 database whose one entry, k@decode:1, is `entry` (JSON): each below is corrupt, not half-trusted,
+  // and the warning names what is wrong.
+  auto rejects = [&](const std::string &entry, const std::string &complaint) {
+    writeText(path, "{\"format\": 1, \"device\": {\"name\": \"NVIDIA H200\", \"sm_count\": 132, \"compute_capability\": "
+                    "\"9.0\", \"driver_version\": 13000, \"nvrtc_version\": \"13.0\"}, \"entries\": {\"k@decode:1\": " +
+                        entry + "}}");
+    warning.clear();
+    db = TuningDb::load(path, h200(), &warning);
+    EXPECT_TRUE(db.entries.empty()) << entry;
+    EXPECT_NE(warning.find(complaint), std::string::npos) << warning;
+  };
+  rejects("{\"us\": 3}", "needs a key `spec@bucket`, a \"tile\" and \"us\""); // no tile
+  rejects("{\"tile\": \"m1_r1_w4\", \"us\": 3, \"runners_up\": [{\"tile\": \"m1_r2_w4\"}]}",
+          "entry 'k@decode:1': each of \"runners_up\" needs a \"tile\" and \"us\""); // a runner-up without its time
+  rejects("{\"tile\": \"m1_r1_w4\", \"us\": 3, \"failed_tiles\": [7]}",
+          "entry 'k@decode:1': \"failed_tiles\" holds tile names (strings)"); // a failed tile that is not a name
 }
 
 TEST(TuningTiles, EveryCandidateTileParsesBackToItself) {

@@ -192,17 +192,77 @@ llvm::Expected<std::vector<std::string>> nvrtcOptions(const Target &target, cons
   return o;
 }
 
-std::optional<int> cubinSmVersion(llvm::ArrayRef<char> cubin) {
+namespace {
+
+// The cubin's ELF header, where the bytes are a 64-bit little-endian CUDA ELF.
+std::optional<Elf64_Ehdr> cudaElfHeader(llvm::ArrayRef<char> cubin) {
   Elf64_Ehdr h;
   if (cubin.size() < sizeof(h)) return std::nullopt;
   std::memcpy(&h, cubin.data(), sizeof(h));
   if (std::memcmp(h.e_ident, ELFMAG, SELFMAG) != 0 || h.e_ident[EI_CLASS] != ELFCLASS64 ||
       h.e_ident[EI_DATA] != ELFDATA2LSB || h.e_machine != EM_CUDA)
     return std::nullopt;
+  return h;
+}
+
+// The T at byte `at` of the cubin, where it lies inside it.
+template <class T> std::optional<T> readAt(llvm::ArrayRef<char> cubin, uint64_t at) {
+  T v;
+  if (at > cubin.size() || cubin.size() - at < sizeof(T)) return std::nullopt;
+  std::memcpy(&v, cubin.data() + at, sizeof(T));
+  return v;
+}
+
+} // namespace
+
+std::optional<int> cubinRegisters(llvm::ArrayRef<char> cubin) {
+  std::optional<Elf64_Ehdr> h = cudaElfHeader(cubin);
+  if (!h || h->e_shentsize != sizeof(Elf64_Shdr)) return std::nullopt;
+  auto section = [&](unsigned i) { return readAt<Elf64_Shdr>(cubin, h->e_shoff + uint64_t(i) * sizeof(Elf64_Shdr)); };
+  std::optional<Elf64_Shdr> names = section(h->e_shstrndx);
+  if (!names || names->sh_offset > cubin.size()) return std::nullopt;
+  const llvm::StringRef nameTable(cubin.data() + names->sh_offset,
+                                  std::min<uint64_t>(names->sh_size, cubin.size() - names->sh_offset));
+  std::optional<int> most;
+  for (unsigned i = 0; i < h->e_shnum; ++i) {
+    std::optional<Elf64_Shdr> s = section(i);
+    if (!s) return std::nullopt;
+    if (s->sh_name >= nameTable.size() || nameTable.drop_front(s->sh_name).split('\0').first != ".nv.info") continue;
+    // Attributes: a format byte and an attribute byte, then by format a 16-bit value (2 and 3, as NVRTC 13
+    // writes them) or a 16-bit size and that many bytes (4); any other format ends the walk, as its length is
+    // not known here. EIATTR_REGCOUNT (0x2f, format 4) holds a function's symbol index, then its registers,
+    // both 32-bit.
+    uint64_t at = s->sh_offset, end = s->sh_offset + s->sh_size;
+    if (end > cubin.size() || end < at) return std::nullopt;
+    while (end - at >= 2) {
+      const uint8_t format = uint8_t(cubin[at]), attr = uint8_t(cubin[at + 1]);
+      at += 2;
+      uint64_t size = 2;
+      if (format == 4) {
+        std::optional<uint16_t> n = end - at >= 2 ? readAt<uint16_t>(cubin, at) : std::nullopt;
+        if (!n) break;
+        at += 2;
+        size = *n;
+      } else if (format != 2 && format != 3) {
+        break;
+      }
+      if (end - at < size) break;
+      if (format == 4 && attr == 0x2f && size >= 8)
+        if (std::optional<uint32_t> regs = readAt<uint32_t>(cubin, at + 4))
+          most = std::max(most.value_or(0), int(*regs));
+      at += size;
+    }
+  }
+  return most;
+}
+
+std::optional<int> cubinSmVersion(llvm::ArrayRef<char> cubin) {
+  std::optional<Elf64_Ehdr> h = cudaElfHeader(cubin);
+  if (!h) return std::nullopt;
   // CUDA's ELF ABI version 8 (CUDA 12.8+) keeps the SM in bits 8..15 of e_flags (sm_90: 0x5a00); older
   // versions keep it in bits 0..7 (sm_90: 0x5a).
-  unsigned abi = h.e_ident[EI_ABIVERSION];
-  return abi >= 8 ? int((h.e_flags >> 8) & 0xff) : int(h.e_flags & 0xff);
+  unsigned abi = h->e_ident[EI_ABIVERSION];
+  return abi >= 8 ? int((h->e_flags >> 8) & 0xff) : int(h->e_flags & 0xff);
 }
 
 llvm::Expected<CompiledKernel> compileKernel(const KernelSource &src, const Target &target,

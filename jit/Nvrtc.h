@@ -71,6 +71,10 @@ llvm::Expected<std::string> findCudaIncludeDir(llvm::ArrayRef<IncludeCandidate> 
 // The SM a cubin was built for (90 for sm_90 and sm_90a), read from its ELF header; nullopt when the bytes
 // are not a 64-bit CUDA ELF.
 std::optional<int> cubinSmVersion(llvm::ArrayRef<char> cubin);
+// The registers a thread of the cubin's kernel uses (the most, where it holds several), read from the
+// EIATTR_REGCOUNT attributes of its .nv.info section; nullopt when the bytes are not a 64-bit CUDA ELF or
+// name no count. What the driver allocates is this rounded up to a multiple of 8 (256 a warp).
+std::optional<int> cubinRegisters(llvm::ArrayRef<char> cubin);
 
 // How many times this process has run nvrtcCompileProgram (tests use it to see a cache hit).
 uint64_t nvrtcCompileCount();

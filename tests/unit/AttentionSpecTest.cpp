@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <future>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -362,6 +363,27 @@ TEST(AttentionSpec, EveryWgmmaPrefillTileCompilesUnderNvrtcForSm90a) {
   // 4 tiles at head dims 64 and 128 (a third 128-key slot fits both), the two 192-row tiles at 64, 1 at 80 and 96
   EXPECT_EQ(sources.size(), 12u);
   for (const std::string &f : compileAll(sources, "sm_90a")) ADD_FAILURE() << f;
+}
+
+// residentBlocksPerSm plans the waves of decode attention (chooseSplitTokens, the 2-warp rule) from registers
+// it assumes, not from the kernel: a template change that took more would leave the host planning blocks the
+// SM cannot hold. So NVRTC's registers for the shapes it plans (head dims 128 and 64, 2, 4 and 8 warps),
+// allocated in 8-register steps, must allow at least as many blocks as it counts on.
+TEST(AttentionSpec, DecodeRegistersAllowTheBlocksTheHostPlansFor) {
+  auto sm90a = parseTarget("sm_90a");
+  ASSERT_TRUE(bool(sm90a));
+  for (int headDim : {128, 64})
+    for (int threads : {AttentionDecodeSpec::kManyPairsThreads, 128, AttentionDecodeSpec::kFewBlocksThreads}) {
+      AttentionDecodeSpec spec(32, headDim == 128 ? 32 : 4, headDim, 128, 193, threads);
+      SCOPED_TRACE(spec.name());
+      auto compiled = compileKernel(kernelSource(spec), *sm90a);
+      ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
+      std::optional<int> regs = cubinRegisters(compiled->cubin);
+      ASSERT_TRUE(regs.has_value());
+      const int perWarp = (*regs + 7) / 8 * 8 * 32;
+      EXPECT_GE(65536 / (perWarp * (threads / 32)), AttentionDecodeSpec::residentBlocksPerSm(headDim, threads))
+          << *regs << " registers a thread";
+    }
 }
 
 // sm_80 and sm_89 (Ampere, Ada: the same mma.sync / ldmatrix / cp.async code) get one config per head dim.

@@ -15,6 +15,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <elf.h>
 #include <fstream>
 #include <optional>
 
@@ -173,4 +175,101 @@ TEST(Nvrtc, CubinArchRejectsNonElf) {
   std::vector<char> junk(128, 'x');
   EXPECT_EQ(cubinSmVersion(junk), std::nullopt);
   EXPECT_EQ(cubinSmVersion({}), std::nullopt);
+  EXPECT_EQ(cubinRegisters(junk), std::nullopt);
+  EXPECT_EQ(cubinRegisters({}), std::nullopt);
+}
+
+// A CUDA ELF holding nothing but a section-name table and a .nv.info section of the given bytes.
+std::vector<char> cudaElfWithNvInfo(const std::vector<uint8_t> &info) {
+  static const char names[] = "\0.shstrtab\0.nv.info"; // offsets 1 and 11; 20 bytes with the last NUL
+  Elf64_Ehdr h{};
+  std::memcpy(h.e_ident, ELFMAG, SELFMAG);
+  h.e_ident[EI_CLASS] = ELFCLASS64;
+  h.e_ident[EI_DATA] = ELFDATA2LSB;
+  h.e_machine = EM_CUDA;
+  h.e_shentsize = sizeof(Elf64_Shdr);
+  h.e_shnum = 3;
+  h.e_shstrndx = 1;
+  const size_t namesAt = sizeof(h), infoAt = namesAt + sizeof(names);
+  h.e_shoff = (infoAt + info.size() + 7) / 8 * 8;
+  Elf64_Shdr sections[3] = {};
+  sections[1].sh_name = 1; // ".shstrtab"
+  sections[1].sh_offset = namesAt;
+  sections[1].sh_size = sizeof(names);
+  sections[2].sh_name = 11; // ".nv.info"
+  sections[2].sh_offset = infoAt;
+  sections[2].sh_size = info.size();
+  std::vector<char> elf(h.e_shoff + sizeof(sections));
+  std::memcpy(elf.data(), &h, sizeof(h));
+  std::memcpy(elf.data() + namesAt, names, sizeof(names));
+  std::memcpy(elf.data() + infoAt, info.data(), info.size());
+  std::memcpy(elf.data() + h.e_shoff, sections, sizeof(sections));
+  return elf;
+}
+
+// The registers come from EIATTR_REGCOUNT (attribute 0x2f, a sized value: symbol index, then count) among
+// sized and 16-bit attributes (the bytes as NVRTC 13 lays them out); the most where there are several; none
+// where the walk ends before it.
+TEST(Nvrtc, CubinRegistersReadsTheRegisterCountAttribute) {
+  const std::vector<uint8_t> sized = {0x04, 0x11, 0x08, 0x00, 1, 0, 0, 0, 0, 0, 0, 0}; // another sized attribute
+  const std::vector<uint8_t> small = {0x03, 0x1b, 0xff, 0x00, 0x02, 0x4c, 0x01, 0x00}; // 16-bit values
+  const std::vector<uint8_t> regs97 = {0x04, 0x2f, 0x08, 0x00, 3, 0, 0, 0, 97, 0, 0, 0};
+  const std::vector<uint8_t> regs40 = {0x04, 0x2f, 0x08, 0x00, 4, 0, 0, 0, 40, 0, 0, 0};
+  auto join = [](std::initializer_list<std::vector<uint8_t>> parts) {
+    std::vector<uint8_t> all;
+    for (const auto &p : parts) all.insert(all.end(), p.begin(), p.end());
+    return all;
+  };
+  EXPECT_EQ(cubinRegisters(cudaElfWithNvInfo(join({sized, small, regs97}))), 97);
+  EXPECT_EQ(cubinRegisters(cudaElfWithNvInfo(join({regs40, sized, regs97, small}))), 97);
+  EXPECT_EQ(cubinRegisters(cudaElfWithNvInfo(join({sized, small}))), std::nullopt);
+  // A sized attribute longer than what is left, or a format of unknown length, ends the walk.
+  EXPECT_EQ(cubinRegisters(cudaElfWithNvInfo(join({{0x04, 0x11, 0x40, 0x00}, regs97}))), std::nullopt);
+  EXPECT_EQ(cubinRegisters(cudaElfWithNvInfo(join({{0x01, 0x11, 0x00, 0x00}, regs97}))), std::nullopt);
+  EXPECT_EQ(cubinRegisters(cudaElfWithNvInfo(join({{0x07, 0x11}, regs97}))), std::nullopt);
+  std::vector<uint8_t> cut = regs97;
+  cut.pop_back();
+  EXPECT_EQ(cubinRegisters(cudaElfWithNvInfo(cut)), std::nullopt);
+}
+
+// On NVRTC's own cubins: a kernel held to 32 registers by its launch bounds reports at most that, and one
+// that keeps 64 accumulators live at least that many; a cubin cut short anywhere never reads past its end.
+TEST(Nvrtc, CubinRegistersOfCompiledKernels) {
+  KernelSource bounded{"bounded",
+                       "template <int N> __global__ void __launch_bounds__(1024, 2) bounded(float *p) {\n"
+                       "  p[threadIdx.x] *= N;\n"
+                       "}\n",
+                       "bounded<2>",
+                       {}};
+  KernelSource wide{"wide",
+                    "template <int N> __global__ void wide(const float *x, float *y) {\n"
+                    "  float acc[64];\n"
+                    "#pragma unroll\n"
+                    "  for (int i = 0; i < 64; ++i) acc[i] = x[i * blockDim.x + threadIdx.x];\n"
+                    "  for (int k = 0; k < 1000; ++k)\n"
+                    "#pragma unroll\n"
+                    "    for (int i = 0; i < 64; ++i) acc[i] = acc[i] * acc[(i + 1) % 64] + 1.f;\n"
+                    "#pragma unroll\n"
+                    "  for (int i = 0; i < 64; ++i) y[i * blockDim.x + threadIdx.x] = acc[i];\n"
+                    "}\n",
+                    "wide<1>", {}};
+  Target tgt = target("sm_90a");
+  auto b = compileKernel(bounded, tgt);
+  ASSERT_TRUE(bool(b)) << llvm::toString(b.takeError());
+  std::optional<int> few = cubinRegisters(b->cubin);
+  ASSERT_TRUE(few.has_value());
+  EXPECT_GT(*few, 0);
+  EXPECT_LE(*few, 32);
+  auto w = compileKernel(wide, tgt);
+  ASSERT_TRUE(bool(w)) << llvm::toString(w.takeError());
+  std::optional<int> many = cubinRegisters(w->cubin);
+  ASSERT_TRUE(many.has_value());
+  EXPECT_GE(*many, 64);
+  EXPECT_LE(*many, 255);
+  for (size_t n = 0; n < w->cubin.size(); n += 61) {
+    std::optional<int> r = cubinRegisters(llvm::ArrayRef<char>(w->cubin.data(), n));
+    if (r) {
+      EXPECT_EQ(*r, *many) << "cut at " << n;
+    }
+  }
 }

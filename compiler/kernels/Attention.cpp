@@ -220,7 +220,8 @@ AttentionDecodeSpec AttentionDecodeSpec::forSession(int heads, int kvHeads, int 
              pairs <= sms * residentBlocksPerSm(headDim, kManyPairsThreads)) {
     // Every context is one chunk and the pairs overfill the slots of 4-warp blocks but fit those of 2-warp
     // ones: one chunk (no blocks that only exit) of 2 warps, so that every pair runs in the first wave.
-    spec.splitTokens = static_cast<int>(llvm::alignTo(maxSeq, 16));
+    const uint64_t whole = llvm::alignTo(std::max<int64_t>(maxSeq, 0), 16);
+    spec.splitTokens = static_cast<int>(std::max<uint64_t>(whole, kMinSplitTokens));
     spec.threads = kManyPairsThreads;
   }
   return spec;

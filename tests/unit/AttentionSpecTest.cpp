@@ -225,6 +225,13 @@ TEST(AttentionSpec, ForSessionFitsManyShortPairsInOneWaveWithTwoWarps) {
   // 12 sequences (384 pairs) fit the 4-warp slots; 17 (544) overfill the 2-warp ones too: 4 warps both.
   EXPECT_EQ(AttentionDecodeSpec::forSession(32, 32, 128, 193, 12, 132).threads, 128);
   EXPECT_EQ(AttentionDecodeSpec::forSession(32, 32, 128, 193, 17, 132).threads, 128);
+  // A short cache still gets a whole chunk of at least kMinSplitTokens; a cache of no positions is refused for
+  // what it is.
+  EXPECT_EQ(AttentionDecodeSpec::forSession(32, 32, 128, 100, 16, 132).splitTokens,
+            AttentionDecodeSpec::kMinSplitTokens);
+  llvm::Error none = AttentionDecodeSpec::forSession(32, 32, 128, 0, 16, 132).validate();
+  ASSERT_TRUE(bool(none));
+  EXPECT_NE(llvm::toString(std::move(none)).find("max_seq must be positive"), std::string::npos);
   // Where the grid fits the SMs the empty chunks' blocks stay (TinyLlama at one sequence: 8 blocks, 4 empty).
   AttentionDecodeSpec tiny = AttentionDecodeSpec::forSession(32, 4, 64, 193, 1, 132);
   EXPECT_EQ(tiny.numSplits(), 2);

@@ -375,7 +375,9 @@ TEST(AttentionSpec, EveryWgmmaPrefillTileCompilesUnderNvrtcForSm90a) {
 // residentBlocksPerSm plans the waves of decode attention (chooseSplitTokens, the 2-warp rule) from registers
 // it assumes, not from the kernel: a template change that took more would leave the host planning blocks the
 // SM cannot hold. So NVRTC's registers for the shapes it plans (head dims 128 and 64, 2, 4 and 8 warps),
-// allocated in 8-register steps, must allow at least as many blocks as it counts on.
+// allocated in 8-register steps, must allow at least as many blocks as it counts on. The same sources check
+// that the template agrees with the host's mirrors: the shared memory of each warp count, and the longest
+// one-chunk context (the 2-warp rule's kOneChunkTokens).
 TEST(AttentionSpec, DecodeRegistersAllowTheBlocksTheHostPlansFor) {
   auto sm90a = parseTarget("sm_90a");
   ASSERT_TRUE(bool(sm90a));
@@ -383,7 +385,12 @@ TEST(AttentionSpec, DecodeRegistersAllowTheBlocksTheHostPlansFor) {
     for (int threads : {AttentionDecodeSpec::kManyPairsThreads, 128, AttentionDecodeSpec::kFewBlocksThreads}) {
       AttentionDecodeSpec spec(32, headDim == 128 ? 32 : 4, headDim, 128, 193, threads);
       SCOPED_TRACE(spec.name());
-      auto compiled = compileKernel(kernelSource(spec), *sm90a);
+      auto compiled = compileKernel(
+          withSmemCheck(spec, "static_assert(minfer::attn::decodeSmemBytes(" + std::to_string(headDim) + ", " +
+                                  std::to_string(threads) + ") == " + std::to_string(spec.sharedBytes()) +
+                                  ", \"host/template smem\");\nstatic_assert(minfer::attn::kOneChunkTokens == " +
+                                  std::to_string(AttentionDecodeSpec::kOneChunkTokens) + ", \"host/template chunk\");\n"),
+          *sm90a);
       ASSERT_TRUE(bool(compiled)) << llvm::toString(compiled.takeError());
       std::optional<int> regs = cubinRegisters(compiled->cubin);
       ASSERT_TRUE(regs.has_value());

@@ -548,9 +548,12 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
          op, /*perSequence=*/true);
     return llvm::Error::success();
   }
-  auto dec = std::make_shared<AttentionDecodeSpec>(
-      AttentionDecodeSpec::forSession(heads, kvHeads, headDim, plan.options.maxSeq, plan.options.maxBatch,
-                                      plan.target.nominalSmCount()));
+  // Its warps tuned where the session's contexts are one chunk (AttentionDecodeSpec::tuningKey); the split, and
+  // so the workspace below, is forSession's either way.
+  auto dec = std::static_pointer_cast<AttentionDecodeSpec>(
+      tuned(std::make_shared<AttentionDecodeSpec>(AttentionDecodeSpec::forSession(
+                heads, kvHeads, headDim, plan.options.maxSeq, plan.options.maxBatch, plan.target.nominalSmCount())),
+            true, plan.options.maxBatch));
   // The split partials: [B, heads, splits, head_dim] fp32 outputs and [B, heads, splits] fp32 log-sum-exps,
   // scratch of this step only, so every layer shares them; and the chunks' arrival counters, zero from the
   // start and left zero by the kernel, shared too (one layer's attention ends before the next one's starts).

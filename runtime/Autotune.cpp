@@ -177,6 +177,43 @@ llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, co
   return *ms * 1e3;
 }
 
+// Median microseconds of a decode attention tile over `batch` sequences whose contexts fill the spec's cache
+// (maxSeq positions each: the decode buckets plan min(max_pos, 256)). Its own time only: the in-step pass
+// ranks its warp counts in the step (AttentionDecodeSpec::stepNeighbours).
+llvm::Expected<double> timeAttentionDecode(const AttentionDecodeSpec &spec, const Target &target, KernelCache &cache,
+                                           int64_t batch, const AutotuneOptions &opts) {
+  auto kernel = loadKernel(spec, target, &cache);
+  if (!kernel) return kernel.takeError();
+  const size_t qBytes = static_cast<size_t>(batch * spec.heads * spec.headDim * 2);
+  const size_t kvBytes = static_cast<size_t>(batch * spec.maxSeq * spec.kvHeads * spec.headDim * 2);
+  auto q = timing::filled(qBytes), k = timing::filled(kvBytes), v = timing::filled(kvBytes), o = timing::filled(qBytes);
+  auto ws = timing::filled(spec.workspaceBytes(batch, spec.maxSeq));
+  for (auto *b : {&q, &k, &v, &o, &ws})
+    if (!*b) return b->takeError();
+  auto arrivals = cuda::DeviceBuffer::alloc(spec.arrivalsBytes(batch)); // zero, and left zero by every launch
+  auto contexts = cuda::DeviceBuffer::alloc(static_cast<size_t>(batch) * 4);
+  if (!arrivals) return arrivals.takeError();
+  if (!contexts) return contexts.takeError();
+  if (auto e = arrivals->fill(0)) return e;
+  std::vector<int32_t> context(static_cast<size_t>(batch), static_cast<int32_t>(spec.maxSeq));
+  if (auto e = contexts->upload(context.data(), context.size() * 4)) return e;
+  AttentionDecodeParams p;
+  p.q = q->ptr();
+  p.k_cache = k->ptr();
+  p.v_cache = v->ptr();
+  p.out = o->ptr();
+  p.partial_out = ws->ptr();
+  p.partial_lse = ws->ptr() + spec.partialLseOffset(batch, spec.maxSeq);
+  p.arrivals = arrivals->ptr();
+  p.context_len = contexts->ptr();
+  p.max_seq = static_cast<int32_t>(spec.maxSeq);
+  p.scale = 1.f / std::sqrt(float(spec.headDim));
+  auto ms = timing::timeMedian([&](int) { return launchKernel(kernel->fn, spec, batch, p); }, opts.warmup, opts.iters);
+  if (!ms) return ms.takeError();
+  if (auto e = cuda::synchronize()) return e;
+  return *ms * 1e3;
+}
+
 // W's shape of a gemm or gemv spec.
 // A matmul's W [n, k], and the columns its epilogue writes to each of the K and V caches (kv heads x head
 // dim for a qkv, else 0).
@@ -292,6 +329,10 @@ llvm::Expected<AutotuneReport> autotune(const ir::Module &m, TuningDb &db, const
     if (dynamic_cast<const AttentionPrefillSpec *>(w.spec.get())) {
       timeOne = [&](const KernelSpec &c) {
         return timeAttentionPrefill(static_cast<const AttentionPrefillSpec &>(c), *target, cache, w.rows, opts);
+      };
+    } else if (dynamic_cast<const AttentionDecodeSpec *>(w.spec.get())) {
+      timeOne = [&](const KernelSpec &c) {
+        return timeAttentionDecode(static_cast<const AttentionDecodeSpec &>(c), *target, cache, w.rows, opts);
       };
     } else {
       MatmulShape shape = matmulShape(*w.spec);

@@ -1,10 +1,12 @@
 // runtime/Autotune.h — the autotuner's GPU side: for each tunable kernel a model's plans launch (gemm, gemv,
-// prefill attention), compile every valid tile (in parallel, through the disk cache), time each on the GPU,
-// and keep the fastest in the device's tuning database (compiler/Tuning.h). Decode attention's split size is
-// chosen per session from its cache length (AttentionDecodeSpec::chooseSplitTokens), not tuned.
+// prefill attention, decode attention's warps), compile every valid tile (in parallel, through the disk cache),
+// time each on the GPU, and keep the fastest in the device's tuning database (compiler/Tuning.h). Decode
+// attention's split size is chosen per session from its cache length (AttentionDecodeSpec::chooseSplitTokens),
+// not tuned; its warps are, where every context is one chunk (AttentionDecodeSpec::tuningKey).
 //
 // What is timed: the kernel alone (a gemv in a chain of its own dependent launches), at its bucket's row
-// count (prefill attention: one sequence of that many tokens), with the launch arguments a plan gives it (the
+// count (prefill attention: one sequence of that many tokens; decode attention: that many sequences, their
+// caches full), with the launch arguments a plan gives it (the
 // epilogue's and prologue's buffers included), the weights rotated over enough copies that L2 does not
 // flatter, warm-up then the median of many runs (runtime/Timing.h). A candidate that fails to compile, load
 // or launch is counted and skipped. The heuristic default is always among the candidates, listed first, so

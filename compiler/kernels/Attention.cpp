@@ -224,6 +224,7 @@ AttentionDecodeSpec AttentionDecodeSpec::forSession(int heads, int kvHeads, int 
     spec.splitTokens = static_cast<int>(std::max<uint64_t>(whole, kMinSplitTokens));
     spec.threads = kManyPairsThreads;
   }
+  spec.plannedThreads = spec.threads;
   return spec;
 }
 
@@ -243,6 +244,14 @@ llvm::Error AttentionDecodeSpec::validate() const {
   if (numSplits() > kMaxSplits)
     return specError(name(), "max_seq " + llvm::Twine(maxSeq) + " makes " + llvm::Twine(numSplits()) +
                                  " splits, more than the merge's " + llvm::Twine(kMaxSplits) + "; use longer splits");
+  return llvm::Error::success();
+}
+
+llvm::Error AttentionDecodeSpec::validate(const Target &target) const {
+  if (auto e = validate()) return e;
+  if (sharedBytes() > unsigned(target.maxSharedBytesPerBlock()))
+    return specError(name(), llvm::Twine(sharedBytes()) + " bytes of shared memory exceed the " +
+                                 llvm::Twine(target.maxSharedBytesPerBlock()) + " a block may use on " + target.name);
   return llvm::Error::success();
 }
 
@@ -287,6 +296,42 @@ llvm::json::Object AttentionDecodeSpec::toJSON() const {
                             {"max_seq", maxSeq},
                             {"num_splits", numSplits()},
                             {"shared_bytes", sharedBytes()}};
+}
+
+std::string AttentionDecodeSpec::tuningKey() const {
+  if (maxSeq > kOneChunkTokens) return "";
+  return "attention_decode_bf16_h" + std::to_string(heads) + "_kv" + std::to_string(kvHeads) + "_d" +
+         std::to_string(headDim) + "_ctx" + std::to_string(kOneChunkTokens) + "_t" + std::to_string(plannedThreads);
+}
+
+std::string AttentionDecodeSpec::tileName() const { return "t" + std::to_string(threads); }
+
+std::shared_ptr<KernelSpec> AttentionDecodeSpec::withTile(llvm::StringRef tile, const Target &target) const {
+  int t = 0;
+  if (!tile.consume_front("t") || tile.getAsInteger(10, t) ||
+      std::find(std::begin(kTunedThreads), std::end(kTunedThreads), t) == std::end(kTunedThreads))
+    return nullptr;
+  auto spec = std::make_shared<AttentionDecodeSpec>(*this);
+  spec->threads = t;
+  if (llvm::Error e = spec->validate(target)) {
+    llvm::consumeError(std::move(e));
+    return nullptr;
+  }
+  return spec;
+}
+
+std::vector<std::shared_ptr<KernelSpec>> AttentionDecodeSpec::tuningCandidates(const Target &target, int64_t) const {
+  std::vector<std::shared_ptr<KernelSpec>> out;
+  if (tuningKey().empty()) return out;
+  for (int t : kTunedThreads)
+    if (auto spec = withTile("t" + std::to_string(t), target)) out.push_back(std::move(spec));
+  return out;
+}
+
+std::vector<std::shared_ptr<KernelSpec>> AttentionDecodeSpec::stepNeighbours(const Target &target) const {
+  std::vector<std::shared_ptr<KernelSpec>> out = tuningCandidates(target, 0);
+  out.erase(std::remove_if(out.begin(), out.end(), [&](const auto &s) { return s->tileName() == tileName(); }), out.end());
+  return out;
 }
 
 std::shared_ptr<KernelSpec> AttentionDecodeSpec::asTask(int t, int /*grid*/) const {

@@ -119,8 +119,13 @@ struct AttentionDecodeSpec : KernelSpec {
   int smemBudget = 65536;
   static constexpr int kTaskSmemBudget = 40960;
 
+  // The threads forSession plans for the session's grid; withTile keeps it and the tuning key names it, so an
+  // entry tuned for one regime (one block an SM, say) never applies to a session planned for another.
+  int plannedThreads = 128;
+
   AttentionDecodeSpec(int heads, int kvHeads, int headDim, int splitTokens, int64_t maxSeq, int threads = 128)
-      : heads(heads), kvHeads(kvHeads), headDim(headDim), splitTokens(splitTokens), threads(threads), maxSeq(maxSeq) {}
+      : heads(heads), kvHeads(kvHeads), headDim(headDim), splitTokens(splitTokens), threads(threads), maxSeq(maxSeq),
+        plannedThreads(threads) {}
   // The spec for a session of `batch` sequences of at most `maxSeq` positions: splitTokens from
   // chooseSplitTokens; kFewBlocksThreads where the grid has no more blocks than the SMs; one chunk of
   // kManyPairsThreads where that alone puts every (sequence, kv head) pair in the first wave.
@@ -178,7 +183,8 @@ struct AttentionDecodeSpec : KernelSpec {
   size_t arrivalsBytes(int64_t batch) const { return size_t(batch) * kvHeads * sizeof(uint32_t); }
 
   llvm::Error validate() const;
-  llvm::Error validate(const Target &) const override { return validate(); }
+  // Also shared memory beyond the target's (16 warps at head dim 128 need 278 KB).
+  llvm::Error validate(const Target &) const override;
   unsigned sharedBytes() const; // dynamic shared memory; mirrors attn::decodeSmemBytes
 
   std::string name() const override; // attention_decode_bf16_h32_kv4_d64_s256_t128
@@ -187,6 +193,18 @@ struct AttentionDecodeSpec : KernelSpec {
   std::string entry() const override;
   LaunchDims launch(int64_t rows) const override; // rows: the batch (sequences)
   llvm::json::Object toJSON() const override;
+  // Tunable where every context is one chunk (maxSeq <= kOneChunkTokens: the sessions the decode buckets plan,
+  // optionsFor in runtime/Autotune.cpp): the block's warps, 2 to 16 (kTunedThreads), the split kept. How many
+  // warps should share a short context's tiles depends on the kernels beside it in the step, not only on the
+  // grid (H200, session 31: 16 warps made TinyLlama's step at 16 rows 1.4% and GPT-2's at one row 2.2% faster,
+  // TinyLlama's at one row 2% slower), so the other warp counts are step neighbours: the in-step pass tries
+  // each. A longer cache keeps forSession's choice (an empty key).
+  static constexpr int kTunedThreads[] = {64, 128, 256, 512};
+  std::string tuningKey() const override; // attention_decode_bf16_h32_kv4_d64_ctx256_t256 (t: plannedThreads)
+  std::string tileName() const override;  // t128: the block's threads
+  std::shared_ptr<KernelSpec> withTile(llvm::StringRef tile, const Target &) const override;
+  std::vector<std::shared_ptr<KernelSpec>> tuningCandidates(const Target &, int64_t rows) const override;
+  std::vector<std::shared_ptr<KernelSpec>> stepNeighbours(const Target &) const override;
   // The same split with `threads` threads (more warps share a chunk's tiles), up to 16 warps.
   std::shared_ptr<KernelSpec> asTask(int threads, int grid) const override;
   std::string taskType() const override; // minfer::AttentionDecodeTask<...>

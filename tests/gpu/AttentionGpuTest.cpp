@@ -312,6 +312,9 @@ TEST_P(AttentionDecodeGpu, MatchesInterpreter) {
                                                {32, 128}, {208, 128}, {4112, 128},
                                                {208, AttentionDecodeSpec::kManyPairsThreads},
                                                {4112, AttentionDecodeSpec::kManyPairsThreads}};
+    // 16 warps, a tile the tuner may pick at short contexts (AttentionDecodeSpec::kTunedThreads), where it fits.
+    if (AttentionDecodeSpec(c.heads, c.kvHeads, c.headDim, 208, kDecodeMaxSeq, 512).sharedBytes() <= 227 * 1024)
+      splits.insert(splits.end(), {{208, 512}, {4112, 512}});
     std::sort(splits.begin(), splits.end());
     splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
     for (auto [split, threads] : splits) {

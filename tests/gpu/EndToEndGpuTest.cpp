@@ -29,6 +29,7 @@
 #include <fstream>
 #include <functional>
 #include <regex>
+#include <set>
 
 #include <unistd.h>
 
@@ -332,6 +333,21 @@ TEST(Autotune, InStepTimesTheStepAndThePrefillAndTheRunStillMatches) {
   ASSERT_FALSE(dbPath.empty());
   auto db = TuningDb::read(dbPath);
   ASSERT_TRUE(bool(db)) << llvm::toString(db.takeError());
+  // Decode attention (the fixture's cache is one chunk) has an entry whose tiles are every warp count, each
+  // timed: the in-step pass below tries those its kernel timing did not pick.
+  std::string attention;
+  for (const auto &[key, e] : db->entries)
+    if (llvm::StringRef(key).startswith("attention_decode_") && llvm::StringRef(key).endswith("@decode:1")) {
+      attention = key;
+      std::set<std::string> tiles = {e.tile, e.defaultTile};
+      for (const TuningEntry::Timed &t : e.runnersUp) {
+        EXPECT_GT(t.us, 0.0) << key << ": " << t.tile;
+        tiles.insert(t.tile);
+      }
+      EXPECT_EQ(tiles, (std::set<std::string>{"t64", "t128", "t256", "t512"})) << key;
+      EXPECT_GT(e.us, 0.0) << key;
+    }
+  ASSERT_FALSE(attention.empty()) << "no decode attention entry";
   std::string planted;
   for (auto &[key, e] : db->entries)
     if (planted.empty() && llvm::StringRef(key).startswith("gemv_") && key.find("epi_residual@decode:1") != std::string::npos) {
@@ -346,6 +362,7 @@ TEST(Autotune, InStepTimesTheStepAndThePrefillAndTheRunStillMatches) {
   EXPECT_NE(log.find("ms a step with every tuned tile"), std::string::npos) << log;
   const TuningEntry &before = db->entries.at(planted);
   EXPECT_NE(log.find("ms a step with " + planted + " on " + before.defaultTile), std::string::npos) << log;
+  EXPECT_NE(log.find("ms a step with " + attention + " on t"), std::string::npos) << log;
   EXPECT_NE(log.find("decode:1: keeps "), std::string::npos) << log;
   std::smatch counts;
   ASSERT_TRUE(std::regex_search(log, counts, std::regex("1 buckets, ([0-9]+) configurations timed, ([0-9]+) kernels moved")))

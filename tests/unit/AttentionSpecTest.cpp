@@ -238,6 +238,62 @@ TEST(AttentionSpec, ForSessionFitsManyShortPairsInOneWaveWithTwoWarps) {
   EXPECT_EQ(tiny.threads, AttentionDecodeSpec::kFewBlocksThreads);
 }
 
+// Decode attention's warps are a tile where every context is one chunk: "t" and the block's threads, 2 to 16
+// warps within the target's shared memory. The key names forSession's own choice and the short-context regime,
+// and withTile leaves it (and the split, the grid, the workspace) alone.
+TEST(AttentionSpec, DecodeWarpsAreATileWhereEveryContextIsOneChunk) {
+  auto sm90a = parseTarget("sm_90a");
+  ASSERT_TRUE(bool(sm90a));
+  // TinyLlama at one sequence of the decode buckets' 256 positions: 8 warps planned (a few-block grid).
+  AttentionDecodeSpec tiny = AttentionDecodeSpec::forSession(32, 4, 64, 256, 1, 132);
+  ASSERT_EQ(tiny.threads, AttentionDecodeSpec::kFewBlocksThreads);
+  EXPECT_EQ(tiny.tuningKey(), "attention_decode_bf16_h32_kv4_d64_ctx256_t256");
+  EXPECT_EQ(tiny.tileName(), "t256");
+  auto sixteen = tiny.withTile("t512", *sm90a);
+  ASSERT_NE(sixteen, nullptr);
+  const auto &s = static_cast<const AttentionDecodeSpec &>(*sixteen);
+  EXPECT_EQ(s.threads, 512);
+  EXPECT_EQ(s.name(), "attention_decode_bf16_h32_kv4_d64_s128_t512");
+  EXPECT_EQ(s.tuningKey(), tiny.tuningKey());
+  EXPECT_EQ(s.splitTokens, tiny.splitTokens);
+  EXPECT_EQ(s.workspaceBytes(1, 256), tiny.workspaceBytes(1, 256));
+  EXPECT_EQ(s.launch(1).grid[2], tiny.launch(1).grid[2]);
+  EXPECT_EQ(s.launch(1).block[0], 512u);
+  EXPECT_GT(s.sharedBytes(), tiny.sharedBytes());
+  for (const char *bad : {"t1024", "t96", "t32", "t", "t128x", "s128", "m1_r4_w8", ""})
+    EXPECT_EQ(tiny.withTile(bad, *sm90a), nullptr) << bad;
+  // Every warp count fits at head dim 64; the default among them, and the others its step neighbours.
+  std::vector<std::string> tiles;
+  for (const auto &c : tiny.tuningCandidates(*sm90a, 1)) tiles.push_back(c->tileName());
+  EXPECT_EQ(tiles, (std::vector<std::string>{"t64", "t128", "t256", "t512"}));
+  std::vector<std::string> neighbours;
+  for (const auto &n : tiny.stepNeighbours(*sm90a)) neighbours.push_back(n->tileName());
+  EXPECT_EQ(neighbours, (std::vector<std::string>{"t64", "t128", "t512"}));
+
+  // Llama-2-7B at 16 sequences plans 2 warps; at one sequence 8: two keys. 16 warps of head dim 128 need 278 KB
+  // (2 stages of 16 warps' K and V tiles), more than a block may have: not a candidate.
+  AttentionDecodeSpec many = AttentionDecodeSpec::forSession(32, 32, 128, 256, 16, 132);
+  EXPECT_EQ(many.tuningKey(), "attention_decode_bf16_h32_kv32_d128_ctx256_t64");
+  EXPECT_EQ(AttentionDecodeSpec::forSession(32, 32, 128, 256, 1, 132).tuningKey(),
+            "attention_decode_bf16_h32_kv32_d128_ctx256_t256");
+  EXPECT_EQ(many.withTile("t512", *sm90a), nullptr);
+  auto big = std::static_pointer_cast<AttentionDecodeSpec>(many.withTile("t256", *sm90a));
+  ASSERT_NE(big, nullptr);
+  big->threads = 512;
+  llvm::Error tooBig = big->validate(*sm90a);
+  ASSERT_TRUE(bool(tooBig));
+  EXPECT_NE(llvm::toString(std::move(tooBig)).find("bytes of shared memory exceed"), std::string::npos);
+  tiles.clear();
+  for (const auto &c : many.tuningCandidates(*sm90a, 16)) tiles.push_back(c->tileName());
+  EXPECT_EQ(tiles, (std::vector<std::string>{"t64", "t128", "t256"}));
+
+  // A cache longer than one chunk keeps forSession's warps: nothing to tune.
+  AttentionDecodeSpec longer = AttentionDecodeSpec::forSession(32, 4, 64, AttentionDecodeSpec::kOneChunkTokens + 1, 1, 132);
+  EXPECT_EQ(longer.tuningKey(), "");
+  EXPECT_TRUE(longer.tuningCandidates(*sm90a, 1).empty());
+  EXPECT_TRUE(longer.stepNeighbours(*sm90a).empty());
+}
+
 TEST(AttentionSpec, ValidateRejectsWhatTheTemplatesWouldNotCompile) {
   auto rejects = [](llvm::Error e, const std::string &needle) {
     ASSERT_TRUE(bool(e)) << "expected an error mentioning " << needle;

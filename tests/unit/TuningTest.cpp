@@ -420,6 +420,66 @@ TEST(TuningPlan, APlanTakesItsTilesFromTheDatabaseAndSaysWhich) {
   EXPECT_FALSE(e.defaultMoved(gated->tileName()));
 }
 
+// Decode attention's warps come from the database where the session's contexts are one chunk (the decode
+// buckets' cache of 256): the split and the workspace stay forSession's. A session of another bucket, or whose
+// cache is longer, keeps forSession's (AttentionSpecTest checks that the key names forSession's warps).
+TEST(TuningPlan, DecodeAttentionTakesItsWarpsFromTheDatabaseAtShortContexts) {
+  auto m = test::parseVerified(test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/tinyllama-1.1b.ir"));
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(bool(fuseModule(*m)));
+  Target h200t = *parseTarget("sm_90a");
+  auto attention = [](const Plan &p) -> const AttentionDecodeSpec * {
+    for (const PlannedLaunch &l : p.decode.launches)
+      if (auto *a = dynamic_cast<const AttentionDecodeSpec *>(p.kernels[l.kernel].get())) return a;
+    return nullptr;
+  };
+  auto bytesOf = [](const Plan &p, llvm::StringRef name) {
+    for (const PlanBuffer &b : p.buffers)
+      if (b.name == name) return b.fixedBytes;
+    return int64_t(-1);
+  };
+  PlanOptions po;
+  po.maxSeq = 256;
+  auto plain = buildPlan(*m, h200t, po);
+  ASSERT_TRUE(bool(plain)) << llvm::toString(plain.takeError());
+  const AttentionDecodeSpec *planned = attention(*plain);
+  ASSERT_NE(planned, nullptr);
+  ASSERT_EQ(planned->tileName(), "t256");
+  EXPECT_EQ(plain->tileSource.at(planned->name()), "default");
+
+  TuningDb db;
+  db.device = h200();
+  db.entries[TuningDb::entryKey(planned->tuningKey(), "decode:1")].tile = "t512";
+  po.tuning = &db;
+  auto tuned = buildPlan(*m, h200t, po);
+  ASSERT_TRUE(bool(tuned)) << llvm::toString(tuned.takeError());
+  const AttentionDecodeSpec *a = attention(*tuned);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->threads, 512);
+  EXPECT_EQ(a->splitTokens, planned->splitTokens);
+  EXPECT_EQ(tuned->tileSource.at(a->name()), "tuned");
+  EXPECT_EQ(tuned->tunedTiles.at(TuningDb::entryKey(planned->tuningKey(), "decode:1")), "t512");
+  for (const char *ws : {"attn_partial_out", "attn_partial_lse", "attn_arrivals"}) {
+    EXPECT_GT(bytesOf(*tuned, ws), 0) << ws;
+    EXPECT_EQ(bytesOf(*tuned, ws), bytesOf(*plain, ws)) << ws;
+  }
+
+  // 16 sequences are another bucket (decode:9-16): the entry is not theirs. A longer cache has no key at all.
+  po.maxBatch = 16;
+  auto sixteen = buildPlan(*m, h200t, po);
+  ASSERT_TRUE(bool(sixteen)) << llvm::toString(sixteen.takeError());
+  ASSERT_NE(attention(*sixteen), nullptr);
+  EXPECT_EQ(sixteen->tileSource.at(attention(*sixteen)->name()), "default");
+  EXPECT_TRUE(sixteen->tunedTiles.empty());
+  po.maxBatch = 1;
+  po.maxSeq = 2048;
+  auto longer = buildPlan(*m, h200t, po);
+  ASSERT_TRUE(bool(longer)) << llvm::toString(longer.takeError());
+  ASSERT_NE(attention(*longer), nullptr);
+  EXPECT_EQ(attention(*longer)->threads, AttentionDecodeSpec::kFewBlocksThreads);
+  EXPECT_EQ(attention(*longer)->tuningKey(), "");
+}
+
 } // namespace
 
 // A stray file in the tuning directory nested a million levels deep once overflowed the stack of every

@@ -38,6 +38,13 @@
 //                                                (store2 loads each just before its store: C may alias the
 //                                                residual, so the compiler cannot move the next load above it);
 //                                                single elements likewise with residual1 and store1Residual
+//   P::kGated                                    EpiGated: output column col / 2 from the pair (col, col + 1);
+//                                                P::gated(acc2) its value, P::template storeOut2<N>(C, v, row,
+//                                                oc) two adjacent outputs (oc even, N % 4 == 0) in one 4-byte word
+//   P::template store4<N>(C, acc4, row, col, p)  pointwise policies (!P::kPairs), N % 4 == 0, col % 4 == 0: four
+//                                                adjacent elements in one 8-byte store, the arithmetic of two
+//                                                store2s; with a residual also residual4 and store4Residual (the
+//                                                residual2 / store2Residual pair for four columns)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 //   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
@@ -125,6 +132,7 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL, bool ROW_SQ = false> 
   static constexpr int kRopeHeadDim = 0;
   static constexpr bool kResidual = RESIDUAL;
   static constexpr bool kRowSquares = ROW_SQ;
+  static constexpr bool kGated = false;
   struct Row {};
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
@@ -188,7 +196,49 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL, bool ROW_SQ = false> 
     return __bfloat1622float2(h);
   }
 
+  // Four adjacent elements (row, col .. col + 3), col % 4 == 0, in one 8-byte store: two store2s' arithmetic.
+  template <int N>
+  __device__ __forceinline__ static void store4(bf16 *C, float4 acc, int row, int col, const EpiParams &p) {
+    static_assert(N % 4 == 0, "store4 writes 8-byte words: N must be a multiple of 4");
+    if constexpr (RESIDUAL) {
+      store4Residual<N>(C, acc, row, col, p, residual4<N>(row, col, p));
+    } else {
+      const float2 lo = beforeResidual2(make_float2(acc.x, acc.y), col, p);
+      const float2 hi = beforeResidual2(make_float2(acc.z, acc.w), col + 2, p);
+      storeWord4(C + static_cast<long long>(row) * N + col, __floats2bfloat162_rn(lo.x, lo.y),
+                 __floats2bfloat162_rn(hi.x, hi.y));
+    }
+  }
+  // The residual elements (row, col .. col + 3) that store4 adds last (RESIDUAL only): one 8-byte load.
+  template <int N> __device__ __forceinline__ static float4 residual4(int row, int col, const EpiParams &p) {
+    const uint2 w = *reinterpret_cast<const uint2 *>(p.residual + static_cast<long long>(row) * N + col);
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  }
+  // store4 with the residual `res` = residual4<N>(row, col, p) already loaded; returns the stored values.
+  template <int N>
+  __device__ __forceinline__ static float4 store4Residual(bf16 *C, float4 acc, int row, int col, const EpiParams &p,
+                                                          float4 res) {
+    static_assert(RESIDUAL, "store4Residual: a policy with a residual");
+    float2 lo = beforeResidual2(make_float2(acc.x, acc.y), col, p), hi = beforeResidual2(make_float2(acc.z, acc.w), col + 2, p);
+    lo.x += res.x;
+    lo.y += res.y;
+    hi.x += res.z;
+    hi.y += res.w;
+    const __nv_bfloat162 l = __floats2bfloat162_rn(lo.x, lo.y), h = __floats2bfloat162_rn(hi.x, hi.y);
+    storeWord4(C + static_cast<long long>(row) * N + col, l, h);
+    const float2 sl = __bfloat1622float2(l), sh = __bfloat1622float2(h);
+    return make_float4(sl.x, sl.y, sh.x, sh.y);
+  }
+
 private:
+  __device__ __forceinline__ static void storeWord4(bf16 *at, __nv_bfloat162 lo, __nv_bfloat162 hi) {
+    uint2 w;
+    w.x = *reinterpret_cast<const unsigned *>(&lo);
+    w.y = *reinterpret_cast<const unsigned *>(&hi);
+    *reinterpret_cast<uint2 *>(at) = w;
+  }
   // Column col up to the residual: bias, activation, scale.
   __device__ __forceinline__ static float beforeResidual1(float v, int col, const EpiParams &p) {
     if constexpr (BIAS) v += toFloat(p.bias[col]);
@@ -229,13 +279,20 @@ template <class Act> struct EpiGated {
   static constexpr bool kRowSquares = false;
   static constexpr int kRopeHeadDim = 0;
   static constexpr bool kResidual = false;
+  static constexpr bool kGated = true;
   struct Row {};
   __device__ __forceinline__ static Row rowOf(int, const EpiParams &) { return {}; }
 
+  __device__ __forceinline__ static float gated(float2 acc) { return Act::f(acc.x) * acc.y; }
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &) {
     static_assert(N % 2 == 0, "EpiGated: W interleaves gate and up rows, so N must be even");
-    C[static_cast<long long>(row) * (N / 2) + col / 2] = toBf16(Act::f(acc.x) * acc.y);
+    C[static_cast<long long>(row) * (N / 2) + col / 2] = toBf16(gated(acc));
+  }
+  // Outputs (row, oc) and (row, oc + 1), oc even, as store2 rounds each, in one 4-byte store.
+  template <int N> __device__ __forceinline__ static void storeOut2(bf16 *C, float2 v, int row, int oc) {
+    static_assert(N % 4 == 0, "EpiGated::storeOut2 writes 4-byte words: N / 2 must be even");
+    *reinterpret_cast<__nv_bfloat162 *>(C + static_cast<long long>(row) * (N / 2) + oc) = __floats2bfloat162_rn(v.x, v.y);
   }
   template <int N>
   __device__ __forceinline__ static void store2(bf16 *C, float2 acc, int row, int col, const EpiParams &p, const Row &) {
@@ -250,6 +307,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   static constexpr int kRopeHeadDim = ROPE != 0 ? HEAD_DIM : 0;
   static constexpr int kRope = ROPE;
   static constexpr bool kResidual = false;
+  static constexpr bool kGated = false;
   static constexpr int QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM;
 
   // The row's position and cache sequence, read once per row by the kernels that store many columns of it

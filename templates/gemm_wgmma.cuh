@@ -76,6 +76,98 @@ __host__ __device__ constexpr int residualGroup(int slices) {
   return g;
 }
 
+// The epilogue's wide stores. A thread of a wgmma accumulator holds, for each of its rows, columns 2 t4 and
+// 2 t4 + 1 (t4 = lane % 4) of every 8-column slice, so a quad's four lanes cover 16 bytes of a slice's row: one
+// 4-byte store a lane writes half of an L2 sector, and the sector's other half comes from the next slice's
+// store (ncu, TinyLlama's 512-row gemms, H200: twice as many sectors written to L2 as C holds, where cuBLAS
+// writes each once; the gated epilogue, one bf16 a lane and slice, four times). Exchanging with the
+// neighbouring lane over two adjacent slices gives each lane four adjacent columns, and the quad one whole
+// sector of the pair's 16 columns per row, in one 8-byte store a lane.
+//
+// quadExchange4: the accumulator pairs of slices 2q (a) and 2q + 1 (b) of a row in, four adjacent columns out,
+// at quadColumn4(t4) of the slice pair's 16: even lanes keep their own first-slice pair and take the
+// neighbour's, odd lanes the same with the second slice. Every lane of the warp must call it (a shuffle).
+__device__ __forceinline__ float4 quadExchange4(float2 a, float2 b, int t4) {
+  const bool odd = t4 & 1;
+  const float rx = __shfl_xor_sync(0xffffffffu, odd ? a.x : b.x, 1);
+  const float ry = __shfl_xor_sync(0xffffffffu, odd ? a.y : b.y, 1);
+  return odd ? make_float4(rx, ry, b.x, b.y) : make_float4(a.x, a.y, rx, ry);
+}
+__host__ __device__ constexpr int quadColumn4(int t4) { return 2 * t4 + (t4 & 1) * 6; } // 0, 8, 4, 12
+// The gated epilogue's outputs (one a lane and slice: output column t4 of slice 2q's four, a, and of slice
+// 2q + 1's, b) in, two adjacent outputs out, at gatedColumn2(t4) of the pair's 8 outputs.
+__device__ __forceinline__ float2 quadExchange2(float a, float b, int t4) {
+  const bool odd = t4 & 1;
+  const float r = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+  return odd ? make_float2(r, b) : make_float2(a, r);
+}
+__host__ __device__ constexpr int gatedColumn2(int t4) { return t4 + (t4 & 1) * 3; } // 0, 4, 2, 6
+
+// Whether a policy takes the wide stores: pointwise ones (bias, activation, scale, residual, row squares) and
+// the gated one, where a row's 4-column groups are 8-byte aligned (N % 4 == 0; GPT-2's vocabulary 50257 is
+// not). The qkv policies have their own exchanging stores (EpiQkv::storeTileRowHalfRope) or none (no rope).
+template <class Epi, int N>
+constexpr bool kWideStores = N % 4 == 0 && Epi::kRopeHeadDim == 0 && (!Epi::kPairs || Epi::kGated);
+
+// One accumulator row (`half`: rows g or g + 8 of the warp's 16) of a tile at columns tileN * BN .. + BN,
+// stored wide. `valid`: the row is below M (a lane past M exchanges but stores nothing, so every lane reaches
+// the shuffles). Values and rounding are store2's; the residual is read in groups before the stores, as the
+// narrow path does, and each element by the thread that writes it (C may alias the residual). Row squares:
+// each lane's four columns, then the quad's lanes in a fixed order.
+template <int N, int BN, class Epi>
+__device__ __forceinline__ void storeRowWide(const MatmulParams &p, const float (&acc)[BN / 2], int half, int row,
+                                             bool valid, int tileN, int tilesN, int lane) {
+  static_assert(BN % 16 == 0, "storeRowWide: slices come in pairs");
+  constexpr int kSlicePairs = BN / 16;
+  const int t4 = lane % 4, base = tileN * BN;
+  auto accPair = [&](int j) { return make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]); };
+  if constexpr (Epi::kGated) {
+#pragma unroll
+    for (int q = 0; q < kSlicePairs; ++q) {
+      const float2 v = quadExchange2(Epi::gated(accPair(2 * q)), Epi::gated(accPair(2 * q + 1)), t4);
+      const int oc = (base + 16 * q) / 2 + gatedColumn2(t4);
+      if (valid && (N % BN == 0 || 2 * oc < N)) Epi::template storeOut2<N>(p.C, v, row, oc);
+    }
+  } else if constexpr (Epi::kResidual) {
+    // Up to 6 slice pairs' residuals in flight (24 registers, what the narrow path's 12 pairs held).
+    constexpr int kGroup = kSlicePairs < 6 ? kSlicePairs : 6;
+    float squares = 0.f;
+#pragma unroll
+    for (int q0 = 0; q0 < kSlicePairs; q0 += kGroup) {
+      float4 res[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        const int col = base + 16 * (q0 + g) + quadColumn4(t4);
+        res[g] = q0 + g < kSlicePairs && valid && (N % BN == 0 || col < N) ? Epi::template residual4<N>(row, col, p.epi)
+                                                                            : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        const int q = q0 + g;
+        if (q >= kSlicePairs) break;
+        const float4 v = quadExchange4(accPair(2 * q), accPair(2 * q + 1), t4);
+        const int col = base + 16 * q + quadColumn4(t4);
+        if (valid && (N % BN == 0 || col < N)) {
+          const float4 st = Epi::template store4Residual<N>(p.C, v, row, col, p.epi, res[g]);
+          if constexpr (Epi::kRowSquares) squares += st.x * st.x + st.y * st.y + st.z * st.z + st.w * st.w;
+        }
+      }
+    }
+    if constexpr (Epi::kRowSquares) {
+      squares += __shfl_xor_sync(0xffffffffu, squares, 1);
+      squares += __shfl_xor_sync(0xffffffffu, squares, 2);
+      if (valid && t4 == 0) p.epi.row_sq[static_cast<long long>(row) * tilesN + tileN] = squares;
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < kSlicePairs; ++q) {
+      const float4 v = quadExchange4(accPair(2 * q), accPair(2 * q + 1), t4);
+      const int col = base + 16 * q + quadColumn4(t4);
+      if (valid && (N % BN == 0 || col < N)) Epi::template store4<N>(p.C, v, row, col, p.epi);
+    }
+  }
+}
+
 } // namespace gemm_detail
 
 // Asks L2 for the residual rows a consumer's epilogue will add, [row0, row0 + 64 or 128) x the tile's BN
@@ -317,6 +409,10 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
             Epi::template storeRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi);
             continue;
           }
+        }
+        if constexpr (gemm_detail::kWideStores<Epi, N>) {
+          gemm_detail::storeRowWide<N, BN, Epi>(p, acc, half, row, row < M, tileN, kTilesN, lane);
+          continue;
         }
         if (row >= M) continue;
         const typename Epi::Row r = Epi::rowOf(row, p.epi);

@@ -179,7 +179,10 @@ class AttentionPrefillGpu : public AttentionGpu {};
 // (mma.sync: 64 / 128 rows x 32 / 64 keys; on sm_90a the wgmma tiles too): one row, a partial row tile, an
 // exact tile, a 192-row tile whose third consumer has a few rows (150), several tiles with a tail, and enough
 // key tiles to go round the wgmma kernel's ring; a fresh prompt and a continuation whose first rows see
-// cached keys outside the diagonal.
+// cached keys outside the diagonal. From 150 rows also keys that grow with their position (x (1 + pos / 32)),
+// so that a row's max grows by far more than the wgmma kernel's lazy max lets pass (RowState::kLazyMax) from
+// one key tile to the next: its rescale runs mid-row, where random keys alone hardly ever take it past the
+// first tile.
 TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
   std::mt19937 rng(1234 + c.heads * 7 + c.headDim);
 
@@ -188,49 +191,62 @@ TEST_P(AttentionPrefillGpu, MatchesInterpreter) {
       AttentionPrefillSpec::candidates(c.heads, c.kvHeads, c.headDim, &target);
   for (int rows : {1, 17, 64, 150, 200, 300}) {
     for (int start : {0, 37}) {
-      const int total = start + rows;
-      const int maxSeq = total + 5; // a few poisoned positions past the context
-      ir::Tensor q = gputest::randomBf16({rows, qDim}, rng);
-      ir::Tensor k = gputest::randomBf16({total, kvDim}, rng), v = gputest::randomBf16({total, kvDim}, rng);
+      for (bool growing : {false, true}) {
+        if (growing && rows < 150) continue;
+        const int total = start + rows;
+        const int maxSeq = total + 5; // a few poisoned positions past the context
+        ir::Tensor q = gputest::randomBf16({rows, qDim}, rng);
+        ir::Tensor k = gputest::randomBf16({total, kvDim}, rng), v = gputest::randomBf16({total, kvDim}, rng);
+        if (growing)
+          for (int64_t pos = 0; pos < total; ++pos)
+            for (int64_t i = 0; i < kvDim; ++i)
+              k.row(pos)[i] = bf16ToFloat(floatToBf16(k.row(pos)[i] * (1.f + pos / 32.f)));
 
-      // Reference: the cache holds positions 0 .. start-1; the op appends this step's rows.
-      ir::KvCache cache;
-      if (start > 0) {
-        cache.k = sliceRows(k, 0, start);
-        cache.v = sliceRows(v, 0, start);
-      }
-      ir::Tensor kNew = sliceRows(k, start, total), vNew = sliceRows(v, start, total);
-      auto ref = ir::evalOp(*m.module, *m.op, {&q, &kNew, &vNew}, &cache);
-      ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
+        // Reference: the cache holds positions 0 .. start-1; the op appends this step's rows.
+        ir::KvCache cache;
+        if (start > 0) {
+          cache.k = sliceRows(k, 0, start);
+          cache.v = sliceRows(v, 0, start);
+        }
+        ir::Tensor kNew = sliceRows(k, start, total), vNew = sliceRows(v, start, total);
+        auto ref = ir::evalOp(*m.module, *m.op, {&q, &kNew, &vNew}, &cache);
+        ASSERT_TRUE(bool(ref)) << llvm::toString(ref.takeError());
 
-      // Device: a cache of two sequences, the data in sequence 1; sequence 0 stays NaN, so reading the
-      // wrong slab (an offset bug) shows too.
-      const size_t slab = size_t(maxSeq) * kvDim;
-      cuda::DeviceBuffer kc = gputest::takeOrFail(gputest::poisonedBf16(2 * slab), "k cache");
-      cuda::DeviceBuffer vc = gputest::takeOrFail(gputest::poisonedBf16(2 * slab), "v cache");
-      cuda::DeviceBuffer qd = gputest::takeOrFail(gputest::uploadBf16(q), "q");
-      ASSERT_FALSE(HasFailure());
-      MINFER_ASSERT_OK(uploadRowsAt(kc, k, slab));
-      MINFER_ASSERT_OK(uploadRowsAt(vc, v, slab));
+        // Device: a cache of two sequences, the data in sequence 1; sequence 0 stays NaN, so reading the
+        // wrong slab (an offset bug) shows too.
+        const size_t slab = size_t(maxSeq) * kvDim;
+        cuda::DeviceBuffer kc = gputest::takeOrFail(gputest::poisonedBf16(2 * slab), "k cache");
+        cuda::DeviceBuffer vc = gputest::takeOrFail(gputest::poisonedBf16(2 * slab), "v cache");
+        cuda::DeviceBuffer qd = gputest::takeOrFail(gputest::uploadBf16(q), "q");
+        ASSERT_FALSE(HasFailure());
+        MINFER_ASSERT_OK(uploadRowsAt(kc, k, slab));
+        MINFER_ASSERT_OK(uploadRowsAt(vc, v, slab));
 
-      for (const AttentionPrefillSpec &spec : tiles) {
-        std::string what = spec.name() + " rows=" + std::to_string(rows) + " start_pos=" + std::to_string(start);
-        SCOPED_TRACE(what);
-        MINFER_ASSERT_OK(spec.validate(target));
-        auto kernel = kernelFor(spec);
-        ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
-        auto out = gputest::poisonedBf16(size_t(rows) * qDim);
-        ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
+        for (const AttentionPrefillSpec &spec : tiles) {
+          std::string what = spec.name() + " rows=" + std::to_string(rows) + " start_pos=" + std::to_string(start) +
+                             (growing ? " keys growing" : "");
+          SCOPED_TRACE(what);
+          MINFER_ASSERT_OK(spec.validate(target));
+          auto kernel = kernelFor(spec);
+          ASSERT_TRUE(bool(kernel)) << llvm::toString(kernel.takeError());
+          auto out = gputest::poisonedBf16(size_t(rows) * qDim);
+          ASSERT_TRUE(bool(out)) << llvm::toString(out.takeError());
 
-        AttentionPrefillParams p{.q = qd.ptr(), .k_cache = kc.ptr() + slab * 2, .v_cache = vc.ptr() + slab * 2,
-                                 .out = out->ptr(), .rows = int(rows), .start_pos = int(start), .scale = float(scale)};
-        MINFER_ASSERT_OK(launchKernel((*kernel)->fn, spec, rows, p));
-        MINFER_ASSERT_OK(cuda::synchronize());
-        auto got = gputest::downloadBf16(*out, {rows, qDim});
-        ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
-        expectClose(*got, (*ref)[0], c, what, [&](int64_t r) {
-          return "row " + std::to_string(r) + " (position " + std::to_string(start + r) + ")";
-        });
+          AttentionPrefillParams p{.q = qd.ptr(),
+                                   .k_cache = kc.ptr() + slab * 2,
+                                   .v_cache = vc.ptr() + slab * 2,
+                                   .out = out->ptr(),
+                                   .rows = int(rows),
+                                   .start_pos = int(start),
+                                   .scale = float(scale)};
+          MINFER_ASSERT_OK(launchKernel((*kernel)->fn, spec, rows, p));
+          MINFER_ASSERT_OK(cuda::synchronize());
+          auto got = gputest::downloadBf16(*out, {rows, qDim});
+          ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());
+          expectClose(*got, (*ref)[0], c, what, [&](int64_t r) {
+            return "row " + std::to_string(r) + " (position " + std::to_string(start + r) + ")";
+          });
+        }
       }
     }
   }

@@ -154,6 +154,15 @@ llvm::Expected<double> timeCandidate(const KernelSpec &spec, const Target &targe
   return *ms * 1e3;
 }
 
+// Median microseconds of `launch` run alone, back to back (timing::timeMedian), then a synchronize: a launch
+// that faulted shows here, not in the next candidate.
+llvm::Expected<double> medianMicroseconds(const std::function<llvm::Error(int)> &launch, const AutotuneOptions &opts) {
+  auto ms = timing::timeMedian(launch, opts.warmup, opts.iters);
+  if (!ms) return ms.takeError();
+  if (auto e = cuda::synchronize()) return e;
+  return *ms * 1e3;
+}
+
 // Median microseconds of a prefill attention tile over one sequence of `rows` tokens (its whole cache).
 llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, const Target &target, KernelCache &cache,
                                             int64_t rows, const AutotuneOptions &opts) {
@@ -171,10 +180,7 @@ llvm::Expected<double> timeAttentionPrefill(const AttentionPrefillSpec &spec, co
   p.out = o->ptr();
   p.rows = static_cast<int32_t>(rows);
   p.scale = 1.f / std::sqrt(float(spec.headDim));
-  auto ms = timing::timeMedian([&](int) { return launchKernel(kernel->fn, spec, rows, p); }, opts.warmup, opts.iters);
-  if (!ms) return ms.takeError();
-  if (auto e = cuda::synchronize()) return e;
-  return *ms * 1e3;
+  return medianMicroseconds([&](int) { return launchKernel(kernel->fn, spec, rows, p); }, opts);
 }
 
 // Median microseconds of a decode attention tile over `batch` sequences whose contexts fill the spec's cache
@@ -208,10 +214,7 @@ llvm::Expected<double> timeAttentionDecode(const AttentionDecodeSpec &spec, cons
   p.context_len = contexts->ptr();
   p.max_seq = static_cast<int32_t>(spec.maxSeq);
   p.scale = 1.f / std::sqrt(float(spec.headDim));
-  auto ms = timing::timeMedian([&](int) { return launchKernel(kernel->fn, spec, batch, p); }, opts.warmup, opts.iters);
-  if (!ms) return ms.takeError();
-  if (auto e = cuda::synchronize()) return e;
-  return *ms * 1e3;
+  return medianMicroseconds([&](int) { return launchKernel(kernel->fn, spec, batch, p); }, opts);
 }
 
 // W's shape of a gemm or gemv spec.

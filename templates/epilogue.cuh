@@ -43,8 +43,8 @@
 //                                                oc) two adjacent outputs (oc even, N % 4 == 0) in one 4-byte word
 //   P::template store4<N>(C, acc4, row, col, p)  pointwise policies (!P::kPairs), N % 4 == 0, col % 4 == 0: four
 //                                                adjacent elements in one 8-byte store, the arithmetic of two
-//                                                store2s; with a residual also residual4 and store4Residual (the
-//                                                residual2 / store2Residual pair for four columns)
+//                                                store2s; with a residual instead residual4 and store4Residual
+//                                                (the residual2 / store2Residual pair for four columns)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 //   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
@@ -197,17 +197,15 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL, bool ROW_SQ = false> 
   }
 
   // Four adjacent elements (row, col .. col + 3), col % 4 == 0, in one 8-byte store: two store2s' arithmetic.
+  // Without a residual; with one, residual4 and store4Residual (the caller groups the loads).
   template <int N>
   __device__ __forceinline__ static void store4(bf16 *C, float4 acc, int row, int col, const EpiParams &p) {
     static_assert(N % 4 == 0, "store4 writes 8-byte words: N must be a multiple of 4");
-    if constexpr (RESIDUAL) {
-      store4Residual<N>(C, acc, row, col, p, residual4<N>(row, col, p));
-    } else {
-      const float2 lo = beforeResidual2(make_float2(acc.x, acc.y), col, p);
-      const float2 hi = beforeResidual2(make_float2(acc.z, acc.w), col + 2, p);
-      storeWord4(C + static_cast<long long>(row) * N + col, __floats2bfloat162_rn(lo.x, lo.y),
-                 __floats2bfloat162_rn(hi.x, hi.y));
-    }
+    static_assert(!RESIDUAL, "store4: a residual policy stores through residual4 and store4Residual");
+    const float2 lo = beforeResidual2(make_float2(acc.x, acc.y), col, p);
+    const float2 hi = beforeResidual2(make_float2(acc.z, acc.w), col + 2, p);
+    storeWord4(C + static_cast<long long>(row) * N + col, __floats2bfloat162_rn(lo.x, lo.y),
+               __floats2bfloat162_rn(hi.x, hi.y));
   }
   // The residual elements (row, col .. col + 3) that store4 adds last (RESIDUAL only): one 8-byte load.
   template <int N> __device__ __forceinline__ static float4 residual4(int row, int col, const EpiParams &p) {

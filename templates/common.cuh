@@ -16,6 +16,12 @@ using bf16 = __nv_bfloat16;
 // processes would give different PTX and cubins (and bundles that are not reproducible).
 inline constexpr int kWarpSize = 32;
 
+// A compile-time int as a value, for generic lambdas instantiated per constant (gemv.cuh's unrolled steps,
+// epilogue.cuh's qkv stores per phase).
+template <int V> struct IntConstant {
+  static constexpr int value = V;
+};
+
 __device__ __forceinline__ float toFloat(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float toFloat(__half x) { return __half2float(x); }
 __device__ __forceinline__ float toFloat(float x) { return x; }

@@ -31,7 +31,9 @@
 //                                                and store through P::template store2Rotated<N>(..., r, cs),
 //                                                or for the half style a tile row at a time through
 //                                                P::template storeTileRowHalfRope<BN> (whole heads of one
-//                                                region) or storeRowHalfRope<BN> (any 16-column slice pairs)
+//                                                region) or storeRowHalfRope<BN> (any 16-column slice pairs),
+//                                                given the row's P::RopeRow<BN> (position, sequence and
+//                                                rotations, which the kernel may load ahead of the stores)
 //   P::kResidual                                 EpiPointwise with a residual: a kernel may load several
 //                                                pairs with P::template residual2<N>(row, col, p) first, then
 //                                                store each through P::template store2Residual<N>(..., res)
@@ -43,8 +45,9 @@
 //                                                oc) two adjacent outputs (oc even, N % 4 == 0) in one 4-byte word
 //   P::template store4<N>(C, acc4, row, col, p)  pointwise policies (!P::kPairs), N % 4 == 0, col % 4 == 0: four
 //                                                adjacent elements in one 8-byte store, the arithmetic of two
-//                                                store2s; with a residual instead residual4 and store4Residual
-//                                                (the residual2 / store2Residual pair for four columns)
+//                                                store2s; with a residual instead residual4 (the four residual
+//                                                elements as two bf16 pairs) and store4Residual (the
+//                                                residual2 / store2Residual pair for four columns)
 //   P::template store1<N>(C, acc, row, col, p)   one element (pointwise policies only; odd N)
 //   P::template store2<N>(C, acc2, row, col, p)  elements (row, col) and (row, col + 1), col even, N even
 //   P::Row, P::rowOf(row, p)                     what the policy reads per row (EpiQkv: position, sequence),
@@ -124,6 +127,41 @@ struct ActSilu {
 struct ActRelu {
   __device__ __forceinline__ static float f(float x) { return fmaxf(x, 0.f); }
 };
+
+// Wide stores (gemm_wgmma.cuh's epilogues). A thread of a wgmma accumulator holds, for each of its rows, columns 2 t4 and
+// 2 t4 + 1 (t4 = lane % 4) of every 8-column slice, so a quad's four lanes cover 16 bytes of a slice's row: one
+// 4-byte store a lane writes half of an L2 sector, and the sector's other half comes from the next slice's
+// store (ncu, TinyLlama's 512-row gemms, H200: twice as many sectors written to L2 as C holds, where cuBLAS
+// writes each once; the gated epilogue, one bf16 a lane and slice, four times). Exchanging with the
+// neighbouring lane over two adjacent slices gives each lane four adjacent columns, and the quad one whole
+// sector of the pair's 16 columns per row, in one 8-byte store a lane.
+//
+// quadExchange4: the accumulator pairs of slices 2q (a) and 2q + 1 (b) of a row in, four adjacent columns out,
+// at quadColumn4(t4) of the slice pair's 16: even lanes keep their own first-slice pair and take the
+// neighbour's, odd lanes the same with the second slice. Every lane of the warp must call it (a shuffle).
+__device__ __forceinline__ float4 quadExchange4(float2 a, float2 b, int t4) {
+  const bool odd = t4 & 1;
+  const float rx = __shfl_xor_sync(0xffffffffu, odd ? a.x : b.x, 1);
+  const float ry = __shfl_xor_sync(0xffffffffu, odd ? a.y : b.y, 1);
+  return odd ? make_float4(rx, ry, b.x, b.y) : make_float4(a.x, a.y, rx, ry);
+}
+__host__ __device__ constexpr int quadColumn4(int t4) { return 2 * t4 + (t4 & 1) * 6; } // 0, 8, 4, 12
+// The gated epilogue's outputs (one a lane and slice: output column t4 of slice 2q's four, a, and of slice
+// 2q + 1's, b) in, two adjacent outputs out, at gatedColumn2(t4) of the pair's 8 outputs.
+__device__ __forceinline__ float2 quadExchange2(float a, float b, int t4) {
+  const bool odd = t4 & 1;
+  const float r = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+  return odd ? make_float2(r, b) : make_float2(a, r);
+}
+__host__ __device__ constexpr int gatedColumn2(int t4) { return t4 + (t4 & 1) * 3; } // 0, 4, 2, 6
+// The qkv epilogue's rotated words (EpiQkv::rotatePairsInQuad: lane t4 holds elements 2 t4, 2 t4 + 1 of a
+// head half's 8 from slice pair u, a, and of the next 8 from slice pair u + 1, b) in, two adjacent words out,
+// elements quadColumn4(t4) .. + 3 of the 16: quadExchange4's pattern on packed bf16 pairs, one shuffle.
+__device__ __forceinline__ uint2 quadExchangeWords(unsigned a, unsigned b, int t4) {
+  const bool odd = t4 & 1;
+  const unsigned r = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+  return odd ? make_uint2(r, b) : make_uint2(a, r);
+}
 
 template <bool BIAS, class Act, bool SCALE, bool RESIDUAL, bool ROW_SQ = false> struct EpiPointwise {
   static_assert(!ROW_SQ || RESIDUAL, "EpiPointwise: row squares come with the residual add (the residual stream)");
@@ -207,23 +245,24 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL, bool ROW_SQ = false> 
     storeWord4(C + static_cast<long long>(row) * N + col, __floats2bfloat162_rn(lo.x, lo.y),
                __floats2bfloat162_rn(hi.x, hi.y));
   }
-  // The residual elements (row, col .. col + 3) that store4 adds last (RESIDUAL only): one 8-byte load.
-  template <int N> __device__ __forceinline__ static float4 residual4(int row, int col, const EpiParams &p) {
-    const uint2 w = *reinterpret_cast<const uint2 *>(p.residual + static_cast<long long>(row) * N + col);
-    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w.x));
-    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&w.y));
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
+  // The residual elements (row, col .. col + 3) that store4 adds last (RESIDUAL only): one 8-byte load, kept
+  // as its two bf16 pairs until store4Residual adds them (half the registers of four floats, so a thread can
+  // have a whole accumulator block's loads in flight).
+  template <int N> __device__ __forceinline__ static uint2 residual4(int row, int col, const EpiParams &p) {
+    return *reinterpret_cast<const uint2 *>(p.residual + static_cast<long long>(row) * N + col);
   }
-  // store4 with the residual `res` = residual4<N>(row, col, p) already loaded; returns the stored values.
+  // store4 with the residual words `res` = residual4<N>(row, col, p) already loaded; returns the stored values.
   template <int N>
   __device__ __forceinline__ static float4 store4Residual(bf16 *C, float4 acc, int row, int col, const EpiParams &p,
-                                                          float4 res) {
+                                                          uint2 res) {
     static_assert(RESIDUAL, "store4Residual: a policy with a residual");
+    const float2 rl = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&res.x));
+    const float2 rh = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&res.y));
     float2 lo = beforeResidual2(make_float2(acc.x, acc.y), col, p), hi = beforeResidual2(make_float2(acc.z, acc.w), col + 2, p);
-    lo.x += res.x;
-    lo.y += res.y;
-    hi.x += res.z;
-    hi.y += res.w;
+    lo.x += rl.x;
+    lo.y += rl.y;
+    hi.x += rh.x;
+    hi.y += rh.y;
     const __nv_bfloat162 l = __floats2bfloat162_rn(lo.x, lo.y), h = __floats2bfloat162_rn(hi.x, hi.y);
     storeWord4(C + static_cast<long long>(row) * N + col, l, h);
     const float2 sl = __bfloat1622float2(l), sh = __bfloat1622float2(h);
@@ -379,6 +418,78 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     return make_uint2(__byte_perm(aLo, aHi, sel), __byte_perm(bLo, bHi, sel));
   }
 
+  // Wide stores (gemm_wgmma.cuh's whole-sector stores, applied to q, k and v): where a head's slice pairs come
+  // in pairs (HEAD_DIM % 32 == 0), head slice pairs 2s and 2s + 1 go out together: their rotated words
+  // (rotatePairsInQuad) exchanged with the neighbouring lane (quadExchangeWords), so each lane stores elements
+  // 16 s + quadColumn4(q) .. + 3 of each half of the head in one 8-byte store, and the quad a whole 32-byte
+  // sector of each. v's columns are pointwise: each slice pair through quadExchange4. Values and rounding are
+  // the narrow stores'.
+  static constexpr bool kWideRope = HEAD_DIM % 32 == 0;
+
+  // Head slice pairs 2s and 2s + 1's rotated words, out0 and out1, stored at `head` (the head's element 0):
+  // 8 bytes of each half a lane. Every lane of the warp calls it; only those with `store` write.
+  __device__ __forceinline__ static void storeHeadWords(bf16 *head, int s, uint2 out0, uint2 out1, int q, bool store) {
+    const uint2 lo = quadExchangeWords(out0.x, out1.x, q), hi = quadExchangeWords(out0.y, out1.y, q);
+    if (store) {
+      bf16 *at = head + 16 * s + quadColumn4(q);
+      *reinterpret_cast<uint2 *>(at) = lo;
+      *reinterpret_cast<uint2 *>(at + HEAD_DIM / 2) = hi;
+    }
+  }
+  // v's slice pair at column `col` (lane 0's, a multiple of 16): f0 and f1 the lane's pairs of its two slices,
+  // exchanged (quadExchange4) into columns col + quadColumn4(q) .. + 3, the bias added, rounded, one 8-byte
+  // store at dst (that column's element). Every lane calls it; only those with `store` write.
+  __device__ __forceinline__ static void storeV4(bf16 *dst, float2 f0, float2 f1, int col, int q, const EpiParams &p,
+                                                 bool store) {
+    float4 v = quadExchange4(f0, f1, q);
+    if constexpr (BIAS) {
+      const int c = col + quadColumn4(q);
+      v.x += toFloat(__ldg(p.bias + c));
+      v.y += toFloat(__ldg(p.bias + c + 1));
+      v.z += toFloat(__ldg(p.bias + c + 2));
+      v.w += toFloat(__ldg(p.bias + c + 3));
+    }
+    if (store) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+      // One 64-bit store: as a uint2, NVVM split this one into two 4-byte stores.
+      *reinterpret_cast<unsigned long long *>(dst) =
+          static_cast<unsigned long long>(*reinterpret_cast<const unsigned *>(&hi)) << 32 |
+          *reinterpret_cast<const unsigned *>(&lo);
+    }
+  }
+
+  // What the half-style rope stores of one tile row read besides its accumulators, loaded ahead of them:
+  // gemm_wgmma.cuh asks for the row's position and sequence (loadRow) as the tile's main loop starts and
+  // for its rotations (loadRotations) while the tile's last wgmmas run, so storeTileRowHalfRope and
+  // storeRowHalfRope wait on no load (as first written they waited on two dependent ones a row, the
+  // position then its rotations, ~4 L2 round trips a thread). cs[j]: slice pair j of the tile row (and j +
+  // HEAD_DIM / 16, ...), which is slice pair (phase + j) % (HEAD_DIM / 16) of its head: lane q's rotary
+  // pairs i0 + q and i0 + 4 + q (rotation's table row). A row meets at most HEAD_DIM / 16 of them whatever BN.
+  template <int BN> struct RopeRow {
+    static constexpr int kHeadSlices = HEAD_DIM / 16;                                // slice pairs in a head
+    static constexpr int kRots = kHeadSlices < BN / 16 ? kHeadSlices : BN / 16;     // distinct ones a tile row
+    Row r;
+    float2 cs[kRots > 0 ? kRots : 1][2];
+
+    // `live` false (a row past M): position 0, sequence -1, and nothing read.
+    __device__ __forceinline__ void loadRow(int row, bool live, const EpiParams &p) {
+      r = live ? rowOf(row, p) : Row{0, -1};
+    }
+    // The tile's rotations (none for a tile wholly in v). (rotation's row, written out: through a shared
+    // helper ptxas emitted 64-300 more instructions in storeRowHalfRope)
+    __device__ __forceinline__ void loadRotations(int tileCol, const EpiParams &p) {
+      if (tileCol >= QD + KVD) return;
+      const int q = threadIdx.x % 4, phase = tileCol % HEAD_DIM / 16;
+      const float2 *rot = p.rope + static_cast<long long>(min(max(r.pos, 0), p.max_seq - 1)) * (HEAD_DIM / 2) + q;
+#pragma unroll
+      for (int j = 0; j < kRots; ++j) {
+        const int i0 = 8 * ((phase + j) % kHeadSlices);
+        cs[j][0] = __ldg(rot + i0);
+        cs[j][1] = __ldg(rot + i0 + 4);
+      }
+    }
+  };
+
   // Whether a kernel's tiles of BN columns (starting at multiples of BN) each lie within one of q, k and v,
   // in whole heads, so that storeTileRowHalfRope can serve them.
   template <int BN>
@@ -387,19 +498,21 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
 
   // One row of a tile of BN columns from `tileCol` (kWholeRegionTiles<BN>), half-style rope: each pair of
   // slices through rotatePairsInQuad, with the tile's region (q, k or v) and the row's destination found once
-  // and each rotation loaded once for all the tile's heads. `acc` holds the row's values the way an m16n8
-  // accumulator fragment does: slice j's columns 8j + 2q and 8j + 2q + 1 (lane q of the quad) at
-  // acc[4j + 2 half] and acc[4j + 2 half + 1]. Every lane of the warp calls it, with `live` false for a row
-  // past M: the quad exchange then runs on a converged warp, and only live rows read their position and
-  // store.
+  // and each rotation loaded once for all the tile's heads; wide stores where kWideRope. `acc` holds the
+  // row's values the way an m16n8 accumulator fragment does: slice j's columns 8j + 2q and 8j + 2q + 1 (lane
+  // q of the quad) at acc[4j + 2 half] and acc[4j + 2 half + 1]. Every lane of the warp calls it, with `live`
+  // false for a row past M: the quad exchanges then run on a converged warp, and only live rows read their
+  // position and store. `rr`: the row's position and rotations (RopeRow, loaded ahead; the tile starts a
+  // head, so cs[j] is the head's slice pair j).
   template <int BN>
   __device__ __forceinline__ static void storeTileRowHalfRope(bf16 *C, const float (&acc)[BN / 2], int half, int row,
-                                                              bool live, int tileCol, const EpiParams &p) {
+                                                              bool live, int tileCol, const EpiParams &p,
+                                                              const RopeRow<BN> &rr) {
     static_assert(kWholeRegionTiles<BN>, "EpiQkv::storeTileRowHalfRope: tiles must hold whole heads of one region");
     constexpr int kFrags = HEAD_DIM / 8, kHeads = BN / HEAD_DIM;
     const int lane = threadIdx.x % 32, q = lane % 4;
     const int region = tileCol < QD ? 0 : tileCol < QD + KVD ? 1 : 2;
-    const Row r = live ? rowOf(row, p) : Row{0, -1};
+    const Row r = rr.r;
     bool store = live;
     bf16 *dst; // the row's element at the tile's first column
     if (region == 0) {
@@ -409,34 +522,41 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
       dst = (region == 1 ? p.k_cache : p.v_cache) + (static_cast<long long>(r.seq) * p.max_seq + r.pos) * KVD +
             (tileCol - (region == 1 ? QD : QD + KVD));
     }
-    if (region == 2) { // v: pairs as they are
-      if (!store) return;
+    auto accPair = [&](int j) { return make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]); };
+    if (region == 2) { // v: pairs as they are (the region is the warp's, so every lane returns together)
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        float a = acc[4 * j + 2 * half], b = acc[4 * j + 2 * half + 1];
-        if constexpr (BIAS) {
-          a += toFloat(__ldg(p.bias + tileCol + 8 * j + 2 * q));
-          b += toFloat(__ldg(p.bias + tileCol + 8 * j + 2 * q + 1));
-        }
-        *reinterpret_cast<__nv_bfloat162 *>(dst + 8 * j + 2 * q) = __floats2bfloat162_rn(a, b);
-      }
+      for (int u = 0; u < BN / 16; ++u)
+        storeV4(dst + 16 * u + quadColumn4(q), accPair(2 * u), accPair(2 * u + 1), tileCol + 16 * u, q, p, store);
       return;
     }
+    if constexpr (kWideRope) {
 #pragma unroll
-    for (int t = 0; t < kFrags / 2; ++t) {
-      // Slices 2t and 2t + 1 of each head: pairs 8t + q and 8t + 4 + q.
-      const float2 cs0 = rotation(r.pos, 8 * t + q, p), cs1 = rotation(r.pos, 8 * t + 4 + q, p);
+      for (int s = 0; s < kFrags / 4; ++s) {
+        // Head slice pairs 2s and 2s + 1 (slices 4s .. 4s + 3): pairs 16s + q, + 4, + 8, + 12.
+        const float2 cs0 = rr.cs[2 * s][0], cs1 = rr.cs[2 * s][1], cs2 = rr.cs[2 * s + 1][0], cs3 = rr.cs[2 * s + 1][1];
 #pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        const int j = 2 * t + h * kFrags;
-        const uint2 out = rotatePairsInQuad(make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]),
-                                            make_float2(acc[4 * j + 4 + 2 * half], acc[4 * j + 4 + 2 * half + 1]),
-                                            tileCol + 8 * j + 2 * q, p, cs0, cs1);
-        if (store) {
-          // Elements 8t + 2q and 8t + 2q + 1 of head h's first half, and the same of its second half.
-          const int ia = h * HEAD_DIM + 8 * t + 2 * q;
-          *reinterpret_cast<unsigned *>(dst + ia) = out.x;
-          *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = out.y;
+        for (int h = 0; h < kHeads; ++h) {
+          const int j = 4 * s + h * kFrags;
+          const uint2 out0 = rotatePairsInQuad(accPair(j), accPair(j + 1), tileCol + 8 * j + 2 * q, p, cs0, cs1);
+          const uint2 out1 = rotatePairsInQuad(accPair(j + 2), accPair(j + 3), tileCol + 8 * j + 16 + 2 * q, p, cs2, cs3);
+          storeHeadWords(dst + h * HEAD_DIM, s, out0, out1, q, store);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kFrags / 2; ++t) {
+        // Slices 2t and 2t + 1 of each head: pairs 8t + q and 8t + 4 + q.
+        const float2 cs0 = rr.cs[t][0], cs1 = rr.cs[t][1];
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h) {
+          const int j = 2 * t + h * kFrags;
+          const uint2 out = rotatePairsInQuad(accPair(j), accPair(j + 1), tileCol + 8 * j + 2 * q, p, cs0, cs1);
+          if (store) {
+            // Elements 8t + 2q and 8t + 2q + 1 of head h's first half, and the same of its second half.
+            const int ia = h * HEAD_DIM + 8 * t + 2 * q;
+            *reinterpret_cast<unsigned *>(dst + ia) = out.x;
+            *reinterpret_cast<unsigned *>(dst + ia + HEAD_DIM / 2) = out.y;
+          }
         }
       }
     }
@@ -448,69 +568,76 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
 
   // storeTileRowHalfRope for tiles that need not hold whole heads of one region (kSlicePairTiles<BN>), e.g.
   // the 80- or 160-column tiles fitted to the SMs: the region, head and rotary pairs found per pair of
-  // slices (16 columns, within one head) instead of once per tile, the row's q, k and v destinations once.
-  // Every rotation the row needs is loaded before its first store: slice pair u of the tile is slice pair
-  // (phase + u) % (HEAD_DIM / 16) of its head, so a row meets at most HEAD_DIM / 16 of them whatever BN. (The
-  // loads between the stores, two a slice pair, cost a trip to L1 or L2 each: ptxas cannot move a load above
-  // a store that may alias it. That made a 128x160 tile's qkv epilogue ~5x a whole-head tile's.)
+  // slices (16 columns, within one head) instead of once per tile, the row's q, k and v destinations once,
+  // and every rotation the row needs in `rr` (RopeRow, loaded ahead).
+  // Wide stores (kWideRope): a q or k slice pair at an even place in its head goes out with the next one;
+  // one at an odd place whose partner lies in the tile before (a tile starting mid-pair, BN % 32 == 16) or
+  // one at an even place whose partner lies in the next tile is stored alone, 4 bytes a lane. The phase's
+  // parity is a compile-time constant of the loop (two copies where BN % 32 == 16, one where it is even).
   // The same contract: every lane of the warp calls it, `live` false for a row past M; columns past N (a
   // whole slice pair, as N is a multiple of HEAD_DIM) store nothing.
   template <int BN>
   __device__ __forceinline__ static void storeRowHalfRope(bf16 *C, const float (&acc)[BN / 2], int half, int row,
-                                                          bool live, int tileCol, const EpiParams &p) {
+                                                          bool live, int tileCol, const EpiParams &p,
+                                                          const RopeRow<BN> &rr) {
     static_assert(kSlicePairTiles<BN>, "EpiQkv::storeRowHalfRope: half-style rope, 16-column slice pairs");
     constexpr int N = QD + 2 * KVD;
-    constexpr int kHeadSlices = HEAD_DIM / 16;                                     // slice pairs in a head
-    constexpr int kRots = kHeadSlices < BN / 16 ? kHeadSlices : BN / 16;          // distinct ones in a tile row
+    constexpr int kSlicePairs = BN / 16;
+    constexpr int kHeadSlices = HEAD_DIM / 16; // slice pairs in a head
     const int lane = threadIdx.x % 32, q = lane % 4;
-    const Row r = live ? rowOf(row, p) : Row{0, -1};
+    const Row r = rr.r;
     const bool cached = live && r.seq >= 0 && r.pos >= 0 && r.pos < p.max_seq; // as kv_write (rope.cuh)
-    // Per row, once: the row's rotations (rotation's table row, lane q's pairs) and, per region, the offset
-    // that turns a column into its element: q's row of C, k's and v's cache rows, less the region's start.
-    // (rotation's row, written out: through a shared helper ptxas emits 64-300 more instructions here)
-    const float2 *rot = p.rope + static_cast<long long>(min(max(r.pos, 0), p.max_seq - 1)) * (HEAD_DIM / 2) + q;
+    // Per region, the offset that turns a column into its element: q's row of C, k's and v's cache rows, less
+    // the region's start.
     const long long qOff = static_cast<long long>(row) * QD;
     const long long cacheRow = (static_cast<long long>(r.seq) * p.max_seq + r.pos) * KVD;
     const int phase = tileCol % HEAD_DIM / 16;
-    float2 cs[kRots][2]; // slice pair j of the row (and j + kHeadSlices, ...): its pairs i0 + q and i0 + 4 + q
-    if (tileCol < QD + KVD) // a tile wholly in v rotates nothing
+    const auto &cs = rr.cs;
+    auto accPair = [&](int j) { return make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]); };
+    // Slice pair u's rotated words (a q or k slice pair).
+    auto rotated = [&](int u) {
+      return rotatePairsInQuad(accPair(2 * u), accPair(2 * u + 1), tileCol + 16 * u + 2 * q, p, cs[u % kHeadSlices][0],
+                               cs[u % kHeadSlices][1]);
+    };
+    // Where slice pair u's head starts, in q's row of C or k's cache row (col: u's first column, in q or k).
+    auto headAt = [&](int col) {
+      const int start = col - col % HEAD_DIM;
+      return col < QD ? C + (qOff + start) : p.k_cache + (cacheRow - QD + start);
+    };
+    auto storeRow = [&](auto parity) {
+      constexpr int P = decltype(parity)::value; // phase % 2
 #pragma unroll
-      for (int j = 0; j < kRots; ++j) {
-        const int i0 = 8 * ((phase + j) % kHeadSlices);
-        cs[j][0] = __ldg(rot + i0);
-        cs[j][1] = __ldg(rot + i0 + 4);
-      }
-#pragma unroll
-    for (int u = 0; u < BN / 16; ++u) {
-      const int col = tileCol + 16 * u; // lane 0's column of slices 2u and 2u + 1 (one head)
-      if (N % BN != 0 && col >= N) break;
-      const float2 f0 = make_float2(acc[8 * u + 2 * half], acc[8 * u + 2 * half + 1]);
-      const float2 f1 = make_float2(acc[8 * u + 4 + 2 * half], acc[8 * u + 4 + 2 * half + 1]);
-      if (col >= QD + KVD) { // v: pairs as they are
-        float2 a = f0, b = f1;
-        if constexpr (BIAS) {
-          a.x += toFloat(__ldg(p.bias + col + 2 * q));
-          a.y += toFloat(__ldg(p.bias + col + 2 * q + 1));
-          b.x += toFloat(__ldg(p.bias + col + 8 + 2 * q));
-          b.y += toFloat(__ldg(p.bias + col + 8 + 2 * q + 1));
+      for (int u = 0; u < kSlicePairs; ++u) {
+        const int col = tileCol + 16 * u; // lane 0's column of slices 2u and 2u + 1 (one head)
+        if (N % BN != 0 && col >= N) break;
+        if (col >= QD + KVD) { // v: pairs as they are
+          storeV4(p.v_cache + (cacheRow - QD - KVD + col + quadColumn4(q)), accPair(2 * u), accPair(2 * u + 1), col, q,
+                  p, cached);
+          continue;
         }
-        if (cached) {
-          bf16 *dst = p.v_cache + (cacheRow - QD - KVD + col + 2 * q);
-          *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(a.x, a.y);
-          *reinterpret_cast<__nv_bfloat162 *>(dst + 8) = __floats2bfloat162_rn(b.x, b.y);
-        }
-      } else {
-        // q and k start at multiples of HEAD_DIM, so the pair index needs no region: col % HEAD_DIM = 2 i0.
-        const int i0 = col % HEAD_DIM / 2; // the slice pair's first rotary pair, a multiple of 8
-        const uint2 out = rotatePairsInQuad(f0, f1, col + 2 * q, p, cs[u % kHeadSlices][0], cs[u % kHeadSlices][1]);
-        // Elements i0 + 2q, i0 + 2q + 1 of the head's halves: the head starts at col - 2 i0.
         const bool isQ = col < QD;
-        if (isQ ? live : cached) {
-          bf16 *dst = isQ ? C + (qOff + col - i0 + 2 * q) : p.k_cache + (cacheRow - QD + col - i0 + 2 * q);
+        const bool store = isQ ? live : cached;
+        const bool even = (P + u) % 2 == 0; // u's place in its head is even (u is unrolled: a constant)
+        if (kWideRope && !even && u > 0) continue; // stored with u - 1
+        if (kWideRope && even && u + 1 < kSlicePairs) { // u with u + 1, same head
+          storeHeadWords(headAt(col), (col % HEAD_DIM) / 32, rotated(u), rotated(u + 1), q, store);
+          continue;
+        }
+        // Alone: elements i0 + 2q, i0 + 2q + 1 of the head's halves (i0 = the slice pair's first rotary pair).
+        const uint2 out = rotated(u);
+        if (store) {
+          bf16 *dst = headAt(col) + col % HEAD_DIM / 2 + 2 * q;
           *reinterpret_cast<unsigned *>(dst) = out.x;
           *reinterpret_cast<unsigned *>(dst + HEAD_DIM / 2) = out.y;
         }
       }
+    };
+    if constexpr (!kWideRope || BN % 32 == 0) { // the phase is even: tileCol and HEAD_DIM are multiples of 32
+      storeRow(IntConstant<0>{});
+    } else if (phase % 2 == 0) {
+      storeRow(IntConstant<0>{});
+    } else {
+      storeRow(IntConstant<1>{});
     }
   }
 

@@ -41,6 +41,10 @@
 //     the SMs (compiler/kernels/Gemm.h fittedWgmmaTiles: 128x80 at M 512, N 2560 is 128 tiles where 128x128
 //     is 80). The qkv epilogue stores whole-head tiles a row at a time (storeTileRowHalfRope), other widths a
 //     16-column slice pair at a time (storeRowHalfRope);
+//   * the epilogue writes whole 32-byte L2 sectors: neighbouring lanes exchange values (epilogue.cuh
+//     quadExchange4 and kin) so that a lane stores 8 bytes where the accumulator layout gives it 4; and what
+//     it reads besides the accumulators, a residual (ResidualWords) or the qkv rows' positions and rotations
+//     (RopeRows), is asked for ahead of the stores, on cooperative tiles while the last wgmmas run;
 //   * pairs (gemmWgmmaPair): the same body run by clusters of two blocks over vertically adjacent tiles,
 //     each block loading half of the W box and multicasting it to both (gemmWgmmaBody says how they keep
 //     in step).
@@ -66,7 +70,8 @@ constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 10
 
 namespace gemm_detail {
 
-// The residual pairs a thread loads at once before storing them (gemmWgmma's residual epilogue), of the
+// The residual pairs a thread loads at once before storing them (gemmWgmma's narrow residual epilogue, where
+// N % 4 != 0; the wide one loads whole rows: ResidualWords), of the
 // `slices` 8-column slices of its row: the largest divisor up to 12 (8 of 128's 16 and 256's 32, 9 of
 // 144's 18, 10 of 160's 20, 11 of 176's 22), so that a row's loads go out in few round trips without
 // holding more registers than a ping-pong tile's accumulators leave free.
@@ -76,47 +81,112 @@ __host__ __device__ constexpr int residualGroup(int slices) {
   return g;
 }
 
-// The epilogue's wide stores. A thread of a wgmma accumulator holds, for each of its rows, columns 2 t4 and
-// 2 t4 + 1 (t4 = lane % 4) of every 8-column slice, so a quad's four lanes cover 16 bytes of a slice's row: one
-// 4-byte store a lane writes half of an L2 sector, and the sector's other half comes from the next slice's
-// store (ncu, TinyLlama's 512-row gemms, H200: twice as many sectors written to L2 as C holds, where cuBLAS
-// writes each once; the gated epilogue, one bf16 a lane and slice, four times). Exchanging with the
-// neighbouring lane over two adjacent slices gives each lane four adjacent columns, and the quad one whole
-// sector of the pair's 16 columns per row, in one 8-byte store a lane.
-//
-// quadExchange4: the accumulator pairs of slices 2q (a) and 2q + 1 (b) of a row in, four adjacent columns out,
-// at quadColumn4(t4) of the slice pair's 16: even lanes keep their own first-slice pair and take the
-// neighbour's, odd lanes the same with the second slice. Every lane of the warp must call it (a shuffle).
-__device__ __forceinline__ float4 quadExchange4(float2 a, float2 b, int t4) {
-  const bool odd = t4 & 1;
-  const float rx = __shfl_xor_sync(0xffffffffu, odd ? a.x : b.x, 1);
-  const float ry = __shfl_xor_sync(0xffffffffu, odd ? a.y : b.y, 1);
-  return odd ? make_float4(rx, ry, b.x, b.y) : make_float4(a.x, a.y, rx, ry);
-}
-__host__ __device__ constexpr int quadColumn4(int t4) { return 2 * t4 + (t4 & 1) * 6; } // 0, 8, 4, 12
-// The gated epilogue's outputs (one a lane and slice: output column t4 of slice 2q's four, a, and of slice
-// 2q + 1's, b) in, two adjacent outputs out, at gatedColumn2(t4) of the pair's 8 outputs.
-__device__ __forceinline__ float2 quadExchange2(float a, float b, int t4) {
-  const bool odd = t4 & 1;
-  const float r = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
-  return odd ? make_float2(r, b) : make_float2(a, r);
-}
-__host__ __device__ constexpr int gatedColumn2(int t4) { return t4 + (t4 & 1) * 3; } // 0, 4, 2, 6
-
 // Whether a policy takes the wide stores: pointwise ones (bias, activation, scale, residual, row squares) and
 // the gated one, where a row's 4-column groups are 8-byte aligned (N % 4 == 0; GPT-2's vocabulary 50257 is
 // not). The qkv policies have their own exchanging stores (EpiQkv::storeTileRowHalfRope) or none (no rope).
 template <class Epi, int N>
 constexpr bool kWideStores = N % 4 == 0 && Epi::kRopeHeadDim == 0 && (!Epi::kPairs || Epi::kGated);
 
+// The residual words a thread adds in one 64-row accumulator block of a wide-storing residual epilogue: for
+// its rows g and g + 8 (`half`) and each slice pair q of the tile, the 4 columns at quadColumn4(t4), as bf16
+// pairs (residual4). A row's words are asked for together, before the stores they feed (C may alias the
+// residual: each element is read and written by this thread only, and read first), so their latency is paid
+// once a row rather than once per group of slices.
+// AHEAD (cooperative tiles): both rows at once where that is at most 16 words (BN up to 128), the first
+// block's while the tile's last wgmmas run (loadAhead): one round trip a tile (TinyLlama's o projection at
+// 512 rows, 64x128: 13.6 -> 13.1 us). Ping-pong tiles load a row at a time just before its stores: loaded
+// under the last wgmmas, or both rows at once, Llama-2-7B's 2048-row o projection ran 5% slower (its epilogue
+// already runs under the other consumer's main loop), and a 128x176 tile's 176 accumulators leave no room
+// for 22 words. Rows past M and columns past N load nothing.
+template <int N, int BN, class Epi, bool AHEAD> struct ResidualWords {
+  static constexpr bool kActive = kWideStores<Epi, N> && Epi::kResidual;
+  static constexpr int kSlicePairs = BN / 16;
+  static constexpr int kRows = AHEAD && 2 * kSlicePairs <= 16 ? 2 : 1; // the rows (halves) held at once
+  uint2 w[kRows][kActive ? kSlicePairs : 1];
+
+  // Rows row0 + 8 half .. for kRows rows; row0 is the thread's row g of the block.
+  __device__ __forceinline__ void load(const MatmulParams &p, int row0, int half, int M, int tileN, int lane) {
+    if constexpr (kActive) {
+      const int colBase = tileN * BN + quadColumn4(lane % 4);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+#pragma unroll
+        for (int q = 0; q < kSlicePairs; ++q) {
+          const int row = row0 + 8 * (half + r), col = colBase + 16 * q;
+          w[r][q] = row < M && (N % BN == 0 || col < N) ? Epi::template residual4<N>(row, col, p.epi)
+                                                        : make_uint2(0u, 0u);
+        }
+    }
+  }
+  // Before the tile's last wait: the first block's first rows, where they are loaded ahead.
+  __device__ __forceinline__ void loadAhead(const MatmulParams &p, int row0, int M, int tileN, int lane) {
+    if constexpr (AHEAD) load(p, row0, 0, M, tileN, lane);
+  }
+  // Before row `half` of block h stores (row0: the block's row g): what is not loaded yet.
+  __device__ __forceinline__ void loadAt(const MatmulParams &p, int h, int row0, int half, int M, int tileN, int lane) {
+    if (AHEAD && h == 0 && half == 0) return;
+    if (kRows == 2 && half == 1) return;
+    load(p, row0, half, M, tileN, lane);
+  }
+  __device__ __forceinline__ uint2 at(int half, int q) const { return w[kRows == 2 ? half : 0][q]; }
+};
+
+// Whether gemmWgmmaBody stores a policy's tiles of BN columns through EpiQkv's half-style rope stores
+// (storeTileRowHalfRope, storeRowHalfRope), whose rows it loads ahead (RopeRows).
+template <class Epi, int BN> __host__ __device__ constexpr bool ropeRows() {
+  if constexpr (Epi::kRopeHeadDim > 0) return Epi::template kSlicePairTiles<BN>;
+  else return false;
+}
+// The qkv epilogue's rows (EpiQkv::RopeRow: position, sequence, rotations) for a tile's stores. Where a
+// consumer holds one 64-row block (cooperative) and the accumulators leave room, they are loaded ahead: the
+// thread's rows g and g + 8 as the tile's main loop starts (loadRows), their rotations while its last wgmmas
+// run (loadAhead), so the stores wait on nothing. Otherwise (ping-pong, whose epilogue runs under the other
+// consumer's main loop anyway) each row just before its stores, as first written: held across the main loop,
+// 8 registers of rows made a ping-pong 128x160 tile spill ~300-450 bytes. Nothing for the other policies.
+template <class Epi, int BN, int HALVES, bool = ropeRows<Epi, BN>()> struct RopeRows {
+  __device__ __forceinline__ void loadRows(int, int, const MatmulParams &) {}
+  __device__ __forceinline__ void loadAhead(int, const MatmulParams &) {}
+};
+template <class Epi, int BN, int HALVES> struct RopeRows<Epi, BN, HALVES, true> {
+  using Row = typename Epi::template RopeRow<BN>;
+  // Ahead where the accumulators leave room: one block (cooperative), and BN / 2 accumulators and two rows'
+  // 4 kRots floats of rotations within 160 registers (a 128x256 tile at head dim 128 spilled).
+  static constexpr bool kAhead = HALVES == 1 && BN / 2 + 8 * Row::kRots <= 160;
+  Row rows[kAhead ? 2 : 1];
+  // r0: the thread's row g of its block.
+  __device__ __forceinline__ void loadRows(int r0, int M, const MatmulParams &p) {
+    if constexpr (kAhead) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) rows[half].loadRow(r0 + 8 * half, r0 + 8 * half < M, p.epi);
+    }
+  }
+  __device__ __forceinline__ void loadAhead(int tileCol, const MatmulParams &p) {
+    if constexpr (kAhead) {
+      rows[0].loadRotations(tileCol, p.epi);
+      rows[1].loadRotations(tileCol, p.epi);
+    }
+  }
+  // Row `row` (`half` of its block) as its stores need it: loaded ahead, or now (ping-pong).
+  __device__ __forceinline__ Row at(int row, int M, int half, int tileCol, const MatmulParams &p) const {
+    if constexpr (kAhead) {
+      return rows[half];
+    } else {
+      Row r;
+      r.loadRow(row, row < M, p.epi);
+      r.loadRotations(tileCol, p.epi);
+      return r;
+    }
+  }
+};
+
 // One accumulator row (`half`: rows g or g + 8 of the warp's 16) of a tile at columns tileN * BN .. + BN,
 // stored wide. `valid`: the row is below M (a lane past M exchanges but stores nothing, so every lane reaches
-// the shuffles). Values and rounding are store2's; the residual is read in groups before the stores, as the
-// narrow path does, and each element by the thread that writes it (C may alias the residual). Row squares:
-// each lane's four columns, then the quad's lanes in a fixed order.
-template <int N, int BN, class Epi>
+// the shuffles). Values and rounding are store2's. A residual comes loaded (ResidualWords, this row's
+// words); row squares: each lane's four columns, then the quad's lanes in a fixed order.
+template <int N, int BN, class Epi, bool AHEAD>
 __device__ __forceinline__ void storeRowWide(const MatmulParams &p, const float (&acc)[BN / 2], int half, int row,
-                                             bool valid, int tileN, int tilesN, int lane) {
+                                             bool valid, int tileN, int tilesN, int lane,
+                                             const ResidualWords<N, BN, Epi, AHEAD> &res) {
   static_assert(BN % 16 == 0, "storeRowWide: slices come in pairs");
   constexpr int kSlicePairs = BN / 16;
   const int t4 = lane % 4, base = tileN * BN;
@@ -129,28 +199,14 @@ __device__ __forceinline__ void storeRowWide(const MatmulParams &p, const float 
       if (valid && (N % BN == 0 || 2 * oc < N)) Epi::template storeOut2<N>(p.C, v, row, oc);
     }
   } else if constexpr (Epi::kResidual) {
-    // Up to 6 slice pairs' residuals in flight (24 registers, what the narrow path's 12 pairs held).
-    constexpr int kGroup = kSlicePairs < 6 ? kSlicePairs : 6;
     float squares = 0.f;
 #pragma unroll
-    for (int q0 = 0; q0 < kSlicePairs; q0 += kGroup) {
-      float4 res[kGroup];
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const int col = base + 16 * (q0 + g) + quadColumn4(t4);
-        res[g] = q0 + g < kSlicePairs && valid && (N % BN == 0 || col < N) ? Epi::template residual4<N>(row, col, p.epi)
-                                                                            : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        const int q = q0 + g;
-        if (q >= kSlicePairs) break;
-        const float4 v = quadExchange4(accPair(2 * q), accPair(2 * q + 1), t4);
-        const int col = base + 16 * q + quadColumn4(t4);
-        if (valid && (N % BN == 0 || col < N)) {
-          const float4 st = Epi::template store4Residual<N>(p.C, v, row, col, p.epi, res[g]);
-          if constexpr (Epi::kRowSquares) squares += st.x * st.x + st.y * st.y + st.z * st.z + st.w * st.w;
-        }
+    for (int q = 0; q < kSlicePairs; ++q) {
+      const float4 v = quadExchange4(accPair(2 * q), accPair(2 * q + 1), t4);
+      const int col = base + 16 * q + quadColumn4(t4);
+      if (valid && (N % BN == 0 || col < N)) {
+        const float4 st = Epi::template store4Residual<N>(p.C, v, row, col, p.epi, res.at(half, q));
+        if constexpr (Epi::kRowSquares) squares += st.x * st.x + st.y * st.y + st.z * st.z + st.w * st.w;
       }
     }
     if constexpr (Epi::kRowSquares) {
@@ -345,6 +401,9 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
 #pragma unroll
         for (int half = 0; half < 2; ++half)
           Pro::load(held[h][half], accRow(h, half), accRow(h, half) < M, lane % 4, p.epi);
+    // The qkv epilogue's positions and sequences, likewise (where it loads them ahead).
+    gemm_detail::RopeRows<Epi, BN, HALVES> ropeRows;
+    ropeRows.loadRows(accRow(0, 0), M, p);
     int previous = -1; // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
@@ -369,6 +428,10 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
       if (++slot == STAGES) slot = 0, phase ^= 1;
     }
     if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
+    // A wide residual epilogue asks for its first block's residual now, while the last slice's wgmmas run.
+    gemm_detail::ResidualWords<N, BN, Epi, !PINGPONG> res;
+    res.loadAhead(p, accRow(0, 0), M, tileN, lane);
+    ropeRows.loadAhead(tileN * BN, p); // and the qkv epilogue's first rotations
     wgmmaWait<0>();
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);
@@ -397,21 +460,24 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
 #pragma unroll
       for (int half = 0; half < 2; ++half) { // rows g and g + 8 of the warp's 16
         const int row = rows0 + warp * 16 + lane / 4 + 8 * half;
+        res.loadAt(p, h, accRow(h, 0), half, M, tileN, lane); // after the stores before them: they may alias
         constexpr int kHeadDim = Epi::kRopeHeadDim;
         if constexpr (kHeadDim > 0) {
           if constexpr (Epi::template kWholeRegionTiles<BN>) {
             // Every example's qkv at BN 64 and 128 (QD and KVD multiples of BN): the row's destination once,
             // every lane through the quad exchange, rows past M storing nothing.
-            Epi::template storeTileRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi);
+            Epi::template storeTileRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi,
+                                                    ropeRows.at(row, M, half, tileN * BN, p));
             continue;
           } else if constexpr (Epi::template kSlicePairTiles<BN>) {
             // Tiles across heads or regions (widths fitted to the SMs: 80, 160, ...): the same per slice pair.
-            Epi::template storeRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi);
+            Epi::template storeRowHalfRope<BN>(p.C, acc, half, row, row < M, tileN * BN, p.epi,
+                                               ropeRows.at(row, M, half, tileN * BN, p));
             continue;
           }
         }
         if constexpr (gemm_detail::kWideStores<Epi, N>) {
-          gemm_detail::storeRowWide<N, BN, Epi>(p, acc, half, row, row < M, tileN, kTilesN, lane);
+          gemm_detail::storeRowWide<N, BN, Epi>(p, acc, half, row, row < M, tileN, kTilesN, lane, res);
           continue;
         }
         if (row >= M) continue;

@@ -46,10 +46,6 @@ namespace minfer {
 
 namespace gemv_detail {
 
-template <int V> struct IntConstant {
-  static constexpr int value = V;
-};
-
 // W: read once per step, so keep it out of L1 (no_allocate) and use the non-coherent path (W is
 // constant for the kernel's lifetime). Volatile: without it the compiler treats the asm as a pure
 // function and may execute it where the source guards it (`ok ? loadStreaming(p) : 0` became an

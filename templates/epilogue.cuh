@@ -235,7 +235,8 @@ template <bool BIAS, class Act, bool SCALE, bool RESIDUAL, bool ROW_SQ = false> 
   }
 
   // Four adjacent elements (row, col .. col + 3), col % 4 == 0, in one 8-byte store: two store2s' arithmetic.
-  // Without a residual; with one, residual4 and store4Residual (the caller groups the loads).
+  // Without a residual; with one, residual4 and store4Residual (the caller loads a row's words together:
+  // gemm_wgmma.cuh ResidualWords).
   template <int N>
   __device__ __forceinline__ static void store4(bf16 *C, float4 acc, int row, int col, const EpiParams &p) {
     static_assert(N % 4 == 0, "store4 writes 8-byte words: N must be a multiple of 4");
@@ -458,11 +459,13 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
     }
   }
 
-  // What the half-style rope stores of one tile row read besides its accumulators, loaded ahead of them:
-  // gemm_wgmma.cuh asks for the row's position and sequence (loadRow) as the tile's main loop starts and
-  // for its rotations (loadRotations) while the tile's last wgmmas run, so storeTileRowHalfRope and
-  // storeRowHalfRope wait on no load (as first written they waited on two dependent ones a row, the
-  // position then its rotations, ~4 L2 round trips a thread). cs[j]: slice pair j of the tile row (and j +
+  // What the half-style rope stores of one tile row read besides its accumulators, so that a kernel can load
+  // it ahead of them: gemm_wgmma.cuh (RopeRows), on cooperative tiles with room, asks for the row's position
+  // and sequence (loadRow) as the tile's main loop starts and for its rotations (loadRotations) while the
+  // tile's last wgmmas run, so storeTileRowHalfRope and storeRowHalfRope wait on no load (loaded inside them,
+  // two dependent loads a row, the position then its rotations, cost ~4 L2 round trips a thread); elsewhere
+  // just before the row's stores. A row past M reads no position, and the rotations of position 0.
+  // cs[j]: slice pair j of the tile row (and j +
   // HEAD_DIM / 16, ...), which is slice pair (phase + j) % (HEAD_DIM / 16) of its head: lane q's rotary
   // pairs i0 + q and i0 + 4 + q (rotation's table row). A row meets at most HEAD_DIM / 16 of them whatever BN.
   template <int BN> struct RopeRow {
@@ -498,12 +501,12 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
 
   // One row of a tile of BN columns from `tileCol` (kWholeRegionTiles<BN>), half-style rope: each pair of
   // slices through rotatePairsInQuad, with the tile's region (q, k or v) and the row's destination found once
-  // and each rotation loaded once for all the tile's heads; wide stores where kWideRope. `acc` holds the
+  // and each rotation used for all the tile's heads; wide stores where kWideRope. `acc` holds the
   // row's values the way an m16n8 accumulator fragment does: slice j's columns 8j + 2q and 8j + 2q + 1 (lane
   // q of the quad) at acc[4j + 2 half] and acc[4j + 2 half + 1]. Every lane of the warp calls it, with `live`
-  // false for a row past M: the quad exchanges then run on a converged warp, and only live rows read their
-  // position and store. `rr`: the row's position and rotations (RopeRow, loaded ahead; the tile starts a
-  // head, so cs[j] is the head's slice pair j).
+  // false for a row past M: the quad exchanges then run on a converged warp, and only live rows store.
+  // `rr`: the row's position and rotations (RopeRow, loaded by the caller; the tile starts a head, so cs[j]
+  // is the head's slice pair j).
   template <int BN>
   __device__ __forceinline__ static void storeTileRowHalfRope(bf16 *C, const float (&acc)[BN / 2], int half, int row,
                                                               bool live, int tileCol, const EpiParams &p,
@@ -569,7 +572,7 @@ template <int HEADS, int KV_HEADS, int HEAD_DIM, int ROPE, bool BIAS> struct Epi
   // storeTileRowHalfRope for tiles that need not hold whole heads of one region (kSlicePairTiles<BN>), e.g.
   // the 80- or 160-column tiles fitted to the SMs: the region, head and rotary pairs found per pair of
   // slices (16 columns, within one head) instead of once per tile, the row's q, k and v destinations once,
-  // and every rotation the row needs in `rr` (RopeRow, loaded ahead).
+  // and every rotation the row needs in `rr` (RopeRow, loaded by the caller).
   // Wide stores (kWideRope): a q or k slice pair at an even place in its head goes out with the next one;
   // one at an odd place whose partner lies in the tile before (a tile starting mid-pair, BN % 32 == 16) or
   // one at an even place whose partner lies in the next tile is stored alone, 4 bytes a lane. The phase's

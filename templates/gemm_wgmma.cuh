@@ -41,10 +41,12 @@
 //     the SMs (compiler/kernels/Gemm.h fittedWgmmaTiles: 128x80 at M 512, N 2560 is 128 tiles where 128x128
 //     is 80). The qkv epilogue stores whole-head tiles a row at a time (storeTileRowHalfRope), other widths a
 //     16-column slice pair at a time (storeRowHalfRope);
-//   * the epilogue writes whole 32-byte L2 sectors: neighbouring lanes exchange values (epilogue.cuh
-//     quadExchange4 and kin) so that a lane stores 8 bytes where the accumulator layout gives it 4; and what
-//     it reads besides the accumulators, a residual (ResidualWords) or the qkv rows' positions and rotations
-//     (RopeRows), is asked for ahead of the stores, on cooperative tiles while the last wgmmas run;
+//   * the epilogue writes whole 32-byte L2 sectors where the layout allows (N % 4 == 0; for the qkv rope,
+//     HEAD_DIM % 32 == 0 and slice pairs whose partner is in the tile): neighbouring lanes exchange values
+//     (epilogue.cuh quadExchange4 and kin) so that a lane stores 8 bytes where the accumulator layout gives it
+//     4. What it reads besides the accumulators, a residual (ResidualWords) or the qkv rows' positions and
+//     rotations (RopeRows), is asked for before the stores; on cooperative tiles ahead of them, the qkv
+//     positions as the tile starts and the rest while its last wgmmas run;
 //   * pairs (gemmWgmmaPair): the same body run by clusters of two blocks over vertically adjacent tiles,
 //     each block loading half of the W box and multicasting it to both (gemmWgmmaBody says how they keep
 //     in step).
@@ -92,12 +94,13 @@ constexpr bool kWideStores = N % 4 == 0 && Epi::kRopeHeadDim == 0 && (!Epi::kPai
 // pairs (residual4). A row's words are asked for together, before the stores they feed (C may alias the
 // residual: each element is read and written by this thread only, and read first), so their latency is paid
 // once a row rather than once per group of slices.
-// AHEAD (cooperative tiles): both rows at once where that is at most 16 words (BN up to 128), the first
-// block's while the tile's last wgmmas run (loadAhead): one round trip a tile (TinyLlama's o projection at
-// 512 rows, 64x128: 13.6 -> 13.1 us). Ping-pong tiles load a row at a time just before its stores: loaded
-// under the last wgmmas, or both rows at once, Llama-2-7B's 2048-row o projection ran 5% slower (its epilogue
-// already runs under the other consumer's main loop), and a 128x176 tile's 176 accumulators leave no room
-// for 22 words. Rows past M and columns past N load nothing.
+// AHEAD (cooperative tiles): both rows at once where that is at most 16 8-byte words (32 registers, BN up to
+// 128), else a row at a time; the first block's first rows while the tile's last wgmmas run (loadAhead): one
+// round trip a tile (TinyLlama's o projection at 512 rows, 64x128: 13.6 -> 13.0 us). Ping-pong tiles load a
+// row at a time just before its stores: loaded under the last wgmmas, or both rows at once, Llama-2-7B's
+// 2048-row o projection ran 5% slower (its epilogue already runs under the other consumer's main loop), and
+// a 128x176 tile's 176 accumulators leave no room for 22 words (44 registers: ptxas spilled). Rows past M and
+// columns past N load nothing.
 template <int N, int BN, class Epi, bool AHEAD> struct ResidualWords {
   static constexpr bool kActive = kWideStores<Epi, N> && Epi::kResidual;
   static constexpr int kSlicePairs = BN / 16;
@@ -428,10 +431,11 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
       if (++slot == STAGES) slot = 0, phase ^= 1;
     }
     if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
-    // A wide residual epilogue asks for its first block's residual now, while the last slice's wgmmas run.
+    // A wide residual epilogue on a cooperative tile asks for its first rows' residual now, while the last
+    // slice's wgmmas run (ping-pong: nothing here, each row before its stores).
     gemm_detail::ResidualWords<N, BN, Epi, !PINGPONG> res;
     res.loadAhead(p, accRow(0, 0), M, tileN, lane);
-    ropeRows.loadAhead(tileN * BN, p); // and the qkv epilogue's first rotations
+    ropeRows.loadAhead(tileN * BN, p); // and, where RopeRows::kAhead, the qkv rows' rotations
     wgmmaWait<0>();
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);

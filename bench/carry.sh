@@ -9,7 +9,9 @@
 # runtime/libminfer.so* (bench/trace_decode.py loads it) and extra-libs/ (BUILD_DIR's, plus libminfer.so*:
 # run_gpu.sh puts it on LD_LIBRARY_PATH, and the test binary needs it where the build's rpath does not
 # reach). Each NAME=FILE puts an earlier revision's minfer_e2e_bench at OUT_DIR/old/NAME/bench/, for
-# run_gpu.sh's ab step (AB_BASE=OUT_DIR/old/NAME/bench/minfer_e2e_bench). Then, on the GPU machine:
+# run_gpu.sh's ab step (AB_BASE=OUT_DIR/old/NAME/bench/minfer_e2e_bench), or, where FILE's name ends in
+# kernel_bench, its minfer_kernel_bench there, for the kernel_ab step
+# (KERNEL_AB_BASE=OUT_DIR/old/NAME/bench/minfer_kernel_bench). Then, on the GPU machine:
 #   OUT=dir bench/run_gpu.sh build-carry tests,ab
 # The GPU tests find tools/minferc beside their own directory when the build's path does not hold it.
 set -euo pipefail
@@ -33,6 +35,10 @@ for old in "$@"; do
   name="${old%%=*}" file="${old#*=}"
   [[ "$name" != "$old" && -x "$file" ]] || { echo "carry.sh: expected NAME=EXECUTABLE, got '$old'" >&2; exit 1; }
   mkdir -p "$out/old/$name/bench"
-  cp "$file" "$out/old/$name/bench/minfer_e2e_bench"
+  if [[ "$file" == *kernel_bench ]]; then
+    cp "$file" "$out/old/$name/bench/minfer_kernel_bench"
+  else
+    cp "$file" "$out/old/$name/bench/minfer_e2e_bench"
+  fi
 done
 echo "carry.sh: $out, $(du -sh "$out" | cut -f1) (carry it with the tree; the limit is 64 MiB in all)"

@@ -4,9 +4,10 @@
 #
 #   OUT=/some/dir bench/run_gpu.sh [BUILD_DIR] [STEPS]   # BUILD_DIR defaults to build
 #
-# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,decode_trace,profile,ab,kernels
-# (default: all but trace, decode_trace, profile, ab, sanitize and load). `ab` alternates this build's e2e bench
-# with an earlier revision's ($AB_BASE) on the same weights. `trace` times each prefill launch in place
+# STEPS is a comma-separated subset of tests,sanitize,embed,load,e2e,trace,decode_trace,profile,ab,kernel_ab,
+# kernels (default: all but trace, decode_trace, profile, ab, kernel_ab, sanitize and load). `ab` alternates this
+# build's e2e bench with an earlier revision's ($AB_BASE) on the same weights; `kernel_ab` its kernel bench
+# with an earlier one's ($KERNEL_AB_BASE) on the kernels $KERNEL_SUITE / $KERNEL_FILTER select. `trace` times each prefill launch in place
 # (MINFER_PREFILL_TRACE, events between launches); `decode_trace` what each launch adds to a decode step, or
 # with TRACE_PREFILL=TOKENS to a prefill, as the stream runs them (bench/trace_decode.py).
 # `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU
@@ -399,6 +400,43 @@ PY
     else
       echo "ab: set AB_BASE to an earlier revision's minfer_e2e_bench"
       failed+=("ab")
+    fi
+  fi
+
+  if wants kernel_ab; then
+    # A kernel change judged against an earlier revision: this build's minfer_kernel_bench and
+    # $KERNEL_AB_BASE's (an earlier revision's minfer_kernel_bench, carried beside it: bench/carry.sh), alternated
+    # $AB_REPEATS times (default 3) over $KERNEL_SUITE and $KERNEL_FILTER, then PyTorch on the same shapes.
+    # kernel_ab_<new|base>_<i>.json, kernel_ab_torch.json, and kernel_ab.txt (bench/summarize_kernel_ab.py):
+    # every run's time, new/base of the best runs, the base runs' spread, and new against PyTorch.
+    if [[ -x "${KERNEL_AB_BASE:-}" ]]; then
+      step "kernel A/B against $KERNEL_AB_BASE"
+      kabs=()
+      kab_shapes=/tmp/minfer_kernel_ab_shapes.json
+      rm -f "$kab_shapes"
+      for ((i = 0; i < ${AB_REPEATS:-3}; i++)); do
+        for side in new base; do
+          bin="$build/bench/minfer_kernel_bench"
+          [[ $side == base ]] && bin="$KERNEL_AB_BASE"
+          json="$OUT/kernel_ab_${side}_$i.json"
+          shapes_arg=()
+          [[ $side == new && $i == 0 ]] && shapes_arg=(--shapes-out "$kab_shapes")
+          "$bin" ${KERNEL_SUITE:+--suite "$KERNEL_SUITE"} ${KERNEL_FILTER:+--filter "$KERNEL_FILTER"} --out "$json" \
+            "${shapes_arg[@]}" > "$OUT/kernel_ab_${side}_$i.log" 2>&1 || failed+=("kernel ab $side $i")
+          kabs+=("$json")
+        done
+      done
+      torch_arg=()
+      if [[ -s "$kab_shapes" ]]; then
+        "$python" "$here/torch_baseline.py" --shapes "$kab_shapes" --out "$OUT/kernel_ab_torch.json" \
+          > "$OUT/kernel_ab_torch.log" 2>&1 || failed+=("kernel ab torch baseline")
+        [[ -s "$OUT/kernel_ab_torch.json" ]] && torch_arg=(--torch "$OUT/kernel_ab_torch.json")
+      fi
+      "$python" "$here/summarize_kernel_ab.py" "${torch_arg[@]}" "${kabs[@]}" | tee "$OUT/kernel_ab.txt" \
+        || failed+=("kernel ab summary")
+    else
+      echo "kernel_ab: set KERNEL_AB_BASE to an earlier revision's minfer_kernel_bench"
+      failed+=("kernel_ab")
     fi
   fi
 

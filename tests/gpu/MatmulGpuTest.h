@@ -13,12 +13,16 @@
 
 #include "common/TestModels.h"
 #include "compiler/kernels/Epilogue.h"
+#include "jit/KernelCache.h"
+#include "jit/ParallelCompile.h"
 
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace minfer::gputest {
 
@@ -184,10 +188,25 @@ inline void expectOutputMatches(const ir::Tensor &got, const std::vector<int64_t
 // Compiles each spec once per test (kernels are looked up by name).
 class KernelSet {
 public:
+  // Compiles `specs` for `target` at once, in worker processes through the default disk cache
+  // (jit/ParallelCompile.h, as FusedMatmul does), so that get() then only loads them from the cache. One at a
+  // time in this process NVRTC took most of a GemmKernel shape's 35-95 s (~80 kernels each). A compile error
+  // fails the test and names the kernel.
+  void precompile(const std::vector<const KernelSpec *> &specs, const Target &target) {
+    std::vector<KernelSource> sources;
+    std::set<std::string> names;
+    for (const KernelSpec *spec : specs)
+      if (names.insert(spec->name()).second) sources.push_back(kernelSource(*spec));
+    cache.emplace(KernelCache::openDefault());
+    cacheTarget = target;
+    auto compiled = compileAll(sources, target, {}, *cache, std::max(1u, std::thread::hardware_concurrency()));
+    if (!compiled) ADD_FAILURE() << "compiling " << sources.size() << " kernels: " << llvm::toString(compiled.takeError());
+  }
+
   const GpuKernel *get(const KernelSpec &spec) {
     auto it = kernels.find(spec.name());
     if (it != kernels.end()) return &it->second;
-    auto built = buildKernel(spec);
+    auto built = cache ? loadKernel(spec, cacheTarget, &*cache) : buildKernel(spec);
     if (!built) {
       ADD_FAILURE() << "building " << spec.name() << ": " << llvm::toString(built.takeError());
       return nullptr;
@@ -197,6 +216,8 @@ public:
 
 private:
   std::map<std::string, GpuKernel> kernels;
+  std::optional<KernelCache> cache; // after precompile(): where the kernels are
+  Target cacheTarget;
 };
 
 // One M of a matmul test: A [m, k] and the residual [m, n] drawn from `seed` and uploaded, the output

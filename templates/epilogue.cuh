@@ -136,13 +136,17 @@ struct ActRelu {
 // neighbouring lane over two adjacent slices gives each lane four adjacent columns, and the quad one whole
 // sector of the pair's 16 columns per row, in one 8-byte store a lane.
 //
+// The one shuffle of each exchange below: a lane offers the neighbouring lane (t4 ^ 1) its `b` where t4 is
+// even, its `a` where odd (`odd`), and gets the neighbour's offer. Every lane of the warp must call it.
+template <class T> __device__ __forceinline__ T neighbourOffer(T a, T b, bool odd) {
+  return __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+}
 // quadExchange4: the accumulator pairs of slices 2q (a) and 2q + 1 (b) of a row in, four adjacent columns out,
 // at quadColumn4(t4) of the slice pair's 16: even lanes keep their own first-slice pair and take the
-// neighbour's, odd lanes the same with the second slice. Every lane of the warp must call it (a shuffle).
+// neighbour's, odd lanes the same with the second slice.
 __device__ __forceinline__ float4 quadExchange4(float2 a, float2 b, int t4) {
   const bool odd = t4 & 1;
-  const float rx = __shfl_xor_sync(0xffffffffu, odd ? a.x : b.x, 1);
-  const float ry = __shfl_xor_sync(0xffffffffu, odd ? a.y : b.y, 1);
+  const float rx = neighbourOffer(a.x, b.x, odd), ry = neighbourOffer(a.y, b.y, odd);
   return odd ? make_float4(rx, ry, b.x, b.y) : make_float4(a.x, a.y, rx, ry);
 }
 __host__ __device__ constexpr int quadColumn4(int t4) { return 2 * t4 + (t4 & 1) * 6; } // 0, 8, 4, 12
@@ -150,16 +154,16 @@ __host__ __device__ constexpr int quadColumn4(int t4) { return 2 * t4 + (t4 & 1)
 // 2q + 1's, b) in, two adjacent outputs out, at gatedColumn2(t4) of the pair's 8 outputs.
 __device__ __forceinline__ float2 quadExchange2(float a, float b, int t4) {
   const bool odd = t4 & 1;
-  const float r = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+  const float r = neighbourOffer(a, b, odd);
   return odd ? make_float2(r, b) : make_float2(a, r);
 }
 __host__ __device__ constexpr int gatedColumn2(int t4) { return t4 + (t4 & 1) * 3; } // 0, 4, 2, 6
 // The qkv epilogue's rotated words (EpiQkv::rotatePairsInQuad: lane t4 holds elements 2 t4, 2 t4 + 1 of a
 // head half's 8 from slice pair u, a, and of the next 8 from slice pair u + 1, b) in, two adjacent words out,
-// elements quadColumn4(t4) .. + 3 of the 16: quadExchange4's pattern on packed bf16 pairs, one shuffle.
+// elements quadColumn4(t4) .. + 3 of the 16: quadExchange2's pattern on packed bf16 pairs.
 __device__ __forceinline__ uint2 quadExchangeWords(unsigned a, unsigned b, int t4) {
   const bool odd = t4 & 1;
-  const unsigned r = __shfl_xor_sync(0xffffffffu, odd ? a : b, 1);
+  const unsigned r = neighbourOffer(a, b, odd);
   return odd ? make_uint2(r, b) : make_uint2(a, r);
 }
 

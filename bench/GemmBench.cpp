@@ -86,8 +86,10 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   auto gamma = filled(size_t(k * 2));
   if (!gamma) return gamma.takeError();
   // Row squares: written a partial per tile of columns (16 at the narrowest), read as 8 partials a row.
-  auto rowSq = filled(size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4));
+  // Positive (the byte 0x3C: 0.0115 as fp32), as sums of squares are: filled()'s values would give NaN.
+  auto rowSq = cuda::DeviceBuffer::alloc(size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4));
   if (!rowSq) return rowSq.takeError();
+  if (auto err = rowSq->fill(0x3C)) return err;
   auto kCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   auto vCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   if (!kCache) return kCache.takeError();

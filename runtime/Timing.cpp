@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
+#include <vector>
 
 namespace minfer::timing {
 namespace {
@@ -119,10 +121,44 @@ int copiesFor(double bytes) {
   return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0));
 }
 
+namespace {
+
+// 4 MiB of pseudo-random bf16 values (splitmix64), made once: filled() uploads it over and over, from a
+// different start each call.
+const std::vector<uint16_t> &noise() {
+  static const std::vector<uint16_t> block = [] {
+    std::vector<uint16_t> v(size_t(2) << 20);
+    uint64_t state = 0x5EED;
+    for (uint16_t &x : v) {
+      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      const float f = static_cast<float>(z >> 40) * 0x1p-25f - 0.25f; // uniform in [-0.25, 0.25), 24 bits
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      x = static_cast<uint16_t>(bits >> 16); // bf16 by truncation
+    }
+    return v;
+  }();
+  return block;
+}
+
+} // namespace
+
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
   auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
   if (!b) return b.takeError();
-  if (auto e = b->fill(0x3C)) return e;
+  const std::vector<uint16_t> &v = noise();
+  const size_t blockBytes = v.size() * 2;
+  static size_t calls = 0;
+  const size_t start = (calls++ * 12347 * 2) % blockBytes; // even: whole bf16 values
+  const char *src = reinterpret_cast<const char *>(v.data());
+  for (size_t at = 0, n = std::max<size_t>(bytes, 16); at < n;) {
+    const size_t from = (start + at) % blockBytes, len = std::min(n - at, blockBytes - from);
+    if (auto e = b->upload(src + from, len, at)) return e;
+    at += len;
+  }
   return b;
 }
 

@@ -26,8 +26,14 @@ llvm::Expected<double> timeMedianChained(const std::function<llvm::Error(int, bo
 // last: enough to cover 3x the 50 MB L2 of an H100/H200, at most 16 (bench/torch_baseline.py does the same).
 int copiesFor(double bytes);
 
-// A device buffer filled with the byte 0x3C: as bf16 0x3C3C is ~0.0115, finite, so accumulators stay finite
-// and the math costs what real data would.
+// A device buffer of pseudo-random bf16 values, uniform in [-0.25, 0.25) (read as fp32 pairs, finite values of
+// the same range), the inputs of what the benchmarks and the autotuner time. A K-long dot product of them has
+// a standard deviation of about sqrt(K) / 48 (0.9 at K = 2048, 2.2 at 11008), as a model's normalised
+// activations against its weights give, so an epilogue's activation takes the paths it takes on real data.
+// Not a constant: a Hopper tensor core fed one repeated value draws less power, so near the power limit a
+// constant-filled gemm runs faster than on real data (Llama-2-7B's 2048-row gate/up without epilogue: 427 µs
+// on the byte 0x3C, 476 on these values, cuBLAS 468 on randn; bench/NOTES.md, session 34). Each call starts
+// at another place in the sequence, so two buffers differ.
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes);
 
 } // namespace minfer::timing

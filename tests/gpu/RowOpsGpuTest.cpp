@@ -322,6 +322,41 @@ INSTANTIATE_TEST_SUITE_P(Sweep, PointwiseKernel, ::testing::ValuesIn(pointwiseCa
   return std::string(pointwiseOpName(info.param.op)) + "_c" + std::to_string(info.param.cols);
 });
 
+// SiLU (epilogue.cuh ActSilu: __expf and __fdividef) over its whole range, element by element against the
+// interpreter's double-precision x / (1 + exp(-x)): the tails where exp(-x) overflows fp32 (x < -87, where
+// the hardware reciprocal gives -0 and the exact value is below 1e-36) and where it underflows (x > 87,
+// silu(x) = x), and everything between, each value within one bf16 step of the reference.
+TEST(PointwiseKernel, SiluMatchesTheInterpreterOverItsWholeRange) {
+  MINFER_REQUIRE_GPU();
+  const int64_t cols = 768;
+  PointwiseSpec spec(PointwiseOp::Silu, cols);
+  GPU_TRY(kernel, gputest::buildKernel(spec));
+  const std::string decls = "dim d = " + std::to_string(cols) + "\nweight @e : bf16[4, d] = \"e\"\n";
+  OneOp op = oneOp(decls, "  %x = embedding %tokens, @e : bf16[T, d]\n  %y = silu %x : bf16[T, d]", ir::OpKind::Silu);
+  ASSERT_TRUE(op.op);
+  ir::Tensor x({2, cols});
+  for (int64_t i = 0; i < cols; ++i) { // row 0: -120 .. 120 in even steps; row 1: -1e4 .. -1e-4, 1e4 .. 1e-4
+    const double t = double(i) / double(cols - 1);
+    x.data[size_t(i)] = bf16ToFloat(floatToBf16(float(-120.0 + 240.0 * t)));
+    const double mag = std::pow(10.0, 4.0 - 8.0 * double(i % 384) / 383.0);
+    x.data[size_t(cols + i)] = bf16ToFloat(floatToBf16(float(i < 384 ? -mag : mag)));
+  }
+  const float specials[] = {0.f, -87.f, -87.5f, -88.f, -88.5f, -89.f, 87.f, 88.5f};
+  for (size_t s = 0; s < std::size(specials); ++s) x.data[size_t(cols) + 100 + s] = specials[s]; // and these
+  ir::Tensor want = reference(op, {&x});
+  GPU_TRY(xBuf, gputest::uploadBf16(x));
+  GPU_TRY(yBuf, gputest::poisonedBf16(2 * cols));
+  PointwiseParams p{.a = xBuf.ptr(), .y = yBuf.ptr(), .rows = 2};
+  MINFER_ASSERT_OK(run(kernel, spec, 2, p));
+  GPU_TRY(y, gputest::downloadBf16(yBuf, {2, cols}));
+  for (size_t i = 0; i < y.data.size(); ++i) {
+    const double ref = want.data[i], got = y.data[i];
+    // One bf16 step (2^-7 relative: both sides are rounded to bf16), or 1e-30 absolute below that.
+    EXPECT_LE(std::abs(got - ref), std::max(std::abs(ref) * 0x1p-7, 1e-30))
+        << "silu(" << x.data[i] << "): got " << got << ", want " << ref;
+  }
+}
+
 // ---- rope ---------------------------------------------------------------------------------------------
 
 struct RopeCase {

@@ -8,6 +8,7 @@
 #include "ir/Diagnostics.h"
 #include "runtime/Autotune.h"
 #include "runtime/KernelLoader.h"
+#include "runtime/Timing.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -18,6 +19,7 @@
 #include <cassert>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 namespace minfer::rt {
 namespace {
@@ -362,22 +364,47 @@ llvm::Error Engine::uploadConstant(const PlanBuffer &b, size_t offset) {
 }
 
 llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets) {
-  // +-0.01 alternating element by element (bf16 and f16: a pair a 32-bit word; f32 weights, norms' gains
-  // and tables as stored, 0.01), so that a row of W against a row of activations mostly cancels and no value
-  // grows layer after layer into inf or NaN.
-  auto wordFor = [](ir::DType t) -> uint32_t {
-    switch (t) {
-    case ir::DType::F32: return 0x3C23D70Au; // 0.01
-    case ir::DType::F16: return 0xA11F211Fu; // +0.0100, -0.0100 (the low half first)
-    default: return 0xBC233C23u;             // bf16 +0.0099, -0.0099 (the low half first)
-    }
-  };
+  // Pseudo-random values uniform in [-0.035, 0.035) (a standard deviation of 0.02, as an initialised model's
+  // weights; norms' gains too, so no activation grows layer after layer into inf or NaN): 1 MiB of each
+  // element type, uploaded once and copied over every weight buffer from a start that moves with the buffer.
+  // Not a repeated pattern: the in-step tuner times the model on these weights, and a Hopper tensor core fed
+  // a repeated value draws less power than on real weights, so it would rank tiles on clocks a real model
+  // does not get (timing::filled).
+  constexpr size_t kBlockBytes = size_t(1) << 20;
+  std::optional<cuda::DeviceBuffer> blocks[3]; // bf16, f16, f32
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
-    if (b.kind == BufferKind::Weight)
-      if (auto e = weightMemory->fillWords(offsets[i], static_cast<size_t>(b.fixedBytes), wordFor(b.dtype))) return e;
+    if (b.kind != BufferKind::Weight) continue;
+    const int type = b.dtype == ir::DType::F32 ? 2 : b.dtype == ir::DType::F16 ? 1 : 0;
+    const size_t elementBytes = type == 2 ? 4 : 2;
+    if (!blocks[type]) {
+      std::vector<uint8_t> values =
+          timing::randomElements(kBlockBytes / elementBytes, type == 1 ? 4 : int(elementBytes), 0.035f, 0xC0FFEE + type);
+      if (type == 1) { // f16: from the f32 values
+        std::vector<uint8_t> halves(kBlockBytes);
+        for (size_t e = 0; e < kBlockBytes / 2; ++e) {
+          float f;
+          std::memcpy(&f, values.data() + 4 * e, 4);
+          const uint16_t h = floatToF16(f);
+          std::memcpy(halves.data() + 2 * e, &h, 2);
+        }
+        values = std::move(halves);
+      }
+      auto block = cuda::DeviceBuffer::alloc(kBlockBytes);
+      if (!block) return block.takeError();
+      if (auto e = block->upload(values.data(), kBlockBytes)) return e;
+      blocks[type] = std::move(*block);
+    }
+    const size_t bytes = static_cast<size_t>(b.fixedBytes);
+    const size_t start = (i * 4099 * elementBytes) % kBlockBytes;
+    for (size_t at = 0; at < bytes;) {
+      const size_t from = (start + at) % kBlockBytes, len = std::min(bytes - at, kBlockBytes - from);
+      if (auto e = cuda::copyDeviceToDevice(weightMemory->ptr() + offsets[i] + at, blocks[type]->ptr() + from, len))
+        return e;
+      at += len;
+    }
   }
-  return llvm::Error::success();
+  return cuda::synchronize(); // the blocks go when this returns
 }
 
 llvm::Error Engine::uploadWeights(const std::string &weightsPath, size_t chunkBytes, bool synthetic) {

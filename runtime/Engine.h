@@ -48,9 +48,10 @@ struct EngineOptions {
   // times this way). It must be the device's: the plan trusts its tiles as the file's.
   std::optional<TuningDb> tuning;
   size_t uploadChunkBytes = 64u << 20; // host staging per weight-upload step
-  // No checkpoint: every weight is filled on the device with small values of alternating sign (+-0.01), for
-  // timing a model whose weights are not at hand (minferc autotune --in-step without --weights). The step
-  // runs the same kernels on the same bytes as with real weights; its outputs mean nothing.
+  // No checkpoint: every weight is filled on the device with pseudo-random values within +-0.035 (random, as
+  // real weights are to a tensor core's power draw), for timing a model whose weights are not at hand (minferc
+  // autotune --in-step without --weights). The step runs the same kernels on as many bytes as with real
+  // weights; its outputs mean nothing.
   bool syntheticWeights = false;
   // Another engine whose weights this one may share instead of loading them: taken where its plan holds every
   // weight and constant buffer exactly as this one's (the same model, options and layouts; tiles may differ),

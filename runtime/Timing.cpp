@@ -121,42 +121,37 @@ int copiesFor(double bytes) {
   return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0));
 }
 
-namespace {
-
-// 4 MiB of pseudo-random bf16 values (splitmix64), made once: filled() uploads it over and over, from a
-// different start each call.
-const std::vector<uint16_t> &noise() {
-  static const std::vector<uint16_t> block = [] {
-    std::vector<uint16_t> v(size_t(2) << 20);
-    uint64_t state = 0x5EED;
-    for (uint16_t &x : v) {
-      uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      z ^= z >> 31;
-      const float f = static_cast<float>(z >> 40) * 0x1p-25f - 0.25f; // uniform in [-0.25, 0.25), 24 bits
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      x = static_cast<uint16_t>(bits >> 16); // bf16 by truncation
+std::vector<uint8_t> randomElements(size_t count, int elementBytes, float halfRange, uint64_t seed) {
+  std::vector<uint8_t> out(count * size_t(elementBytes));
+  uint64_t state = seed;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float f = (static_cast<float>(z >> 40) * 0x1p-23f - 1.f) * halfRange; // 24 bits: [-1, 1) x halfRange
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if (elementBytes == 2) {
+      const uint16_t half = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16); // bf16, nearest even
+      std::memcpy(out.data() + 2 * i, &half, 2);
+    } else {
+      std::memcpy(out.data() + 4 * i, &bits, 4);
     }
-    return v;
-  }();
-  return block;
+  }
+  return out;
 }
 
-} // namespace
-
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
+  // 4 MiB of values, made once, uploaded over and over from a start that moves with each call.
+  static const std::vector<uint8_t> noise = randomElements(size_t(2) << 20, 2, 0.25f, 0x5EED);
+  static size_t calls = 0;
   auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
   if (!b) return b.takeError();
-  const std::vector<uint16_t> &v = noise();
-  const size_t blockBytes = v.size() * 2;
-  static size_t calls = 0;
-  const size_t start = (calls++ * 12347 * 2) % blockBytes; // even: whole bf16 values
-  const char *src = reinterpret_cast<const char *>(v.data());
+  const size_t start = (calls++ * 12347 * 2) % noise.size(); // even: whole bf16 values
   for (size_t at = 0, n = std::max<size_t>(bytes, 16); at < n;) {
-    const size_t from = (start + at) % blockBytes, len = std::min(n - at, blockBytes - from);
-    if (auto e = b->upload(src + from, len, at)) return e;
+    const size_t from = (start + at) % noise.size(), len = std::min(n - at, noise.size() - from);
+    if (auto e = b->upload(noise.data() + from, len, at)) return e;
     at += len;
   }
   return b;

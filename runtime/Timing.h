@@ -5,7 +5,9 @@
 
 #include "llvm/Support/Error.h"
 
+#include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace minfer::timing {
 
@@ -35,5 +37,10 @@ int copiesFor(double bytes);
 // on the byte 0x3C, 476 on these values, cuBLAS 468 on randn; bench/NOTES.md, session 34). Each call starts
 // at another place in the sequence, so two buffers differ.
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes);
+
+// `count` pseudo-random values uniform in [-halfRange, halfRange) (splitmix64 from `seed`, 24 random bits a
+// value, rounded to the element type) as the bytes of bf16 (`elementBytes` 2) or f32 (4) elements: filled()'s
+// data, and the engine's synthetic weights (Engine::fillSyntheticWeights). The same seed gives the same values.
+std::vector<uint8_t> randomElements(size_t count, int elementBytes, float halfRange, uint64_t seed);
 
 } // namespace minfer::timing

@@ -856,7 +856,7 @@ int autotuneMain() {
   if (tuneInStep && isBundleFile(tuneModel))
     return fail(ir::makeError("minferc autotune --in-step: '" + tuneModel + "' is a bundle; its tiles are fixed when it is "
                               "built, so tune the .ir file or checkpoint it came from"));
-  // An IR file without --weights: the step runs on synthetic weights (its time hardly depends on their values).
+  // An IR file without --weights: the step runs on synthetic weights (pseudo-random, of an initialised model's size).
   const bool synthetic =
       tuneInStep && tuneWeights.empty() && !llvm::sys::fs::is_directory(tuneModel) && llvm::sys::fs::exists(tuneModel);
   auto loaded = loadModelArg(tuneModel, /*fuse=*/!tuneNoFuse);
@@ -910,7 +910,7 @@ int autotuneMain() {
   so.engine.syntheticWeights = synthetic;
   if (synthetic)
     llvm::errs() << "minferc autotune --in-step: no --weights for '" << tuneModel
-                 << "': the step runs on synthetic weights (+-0.01; a decode step's time hardly depends on the values)\n";
+                 << "': the step runs on synthetic weights (pseudo-random, within +-0.035)\n";
   so.engine.fuse = !tuneNoFuse;
   so.engine.jobs = tuneJobs;
   so.buckets = opts.buckets;

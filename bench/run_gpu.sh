@@ -22,12 +22,13 @@
 # revision) on the same weights in the same run, into compare_<model>.json.
 #
 # The build directory arrives prebuilt and is used as it is: nothing here builds. $OUT (set by the
-# environment) receives five files:
+# environment) receives these files:
 #   run_gpu.log          everything this script printed
 #   gpu_tests.xml        JUnit XML of the GPU tests (ctest -L gpu, or the test binary itself, see below)
 #   kernel_bench.json    minfer_kernel_bench --out: one object per kernel result
 #   torch_baseline.json  torch_baseline.py --out: PyTorch on the same shapes, its copy and cuBLAS ceilings
 #   summary.txt          the table: kernel, GB/s, % of copy bandwidth, vs torch
+#   best_per_shape.txt   the fastest kernel of each shape against torch (bench/best_per_shape.py)
 #   e2e_<model>.json, e2e_unfused_<model>.json, torch_e2e_<model>.json, minferc_run_<model>.log
 #                        the end-to-end results
 # The kernel cache lives under /tmp ($MINFER_CACHE_DIR, kept between runs on a warm machine): the first
@@ -461,6 +462,15 @@ PY
     [[ -s "$OUT/torch_baseline.json" ]] && baseline=("$OUT/torch_baseline.json")
     "$python" "$here/summarize.py" "$OUT/kernel_bench.json" "${baseline[@]}" | tee "$OUT/summary.txt" \
       || failed+=(summary)
+    # The fastest kernel of each shape against PyTorch (best_per_shape.txt): for the gemm_fused suite, the
+    # tiles with their fused epilogues (not the bare variants, nor a folded norm's prologue or row squares), as
+    # issue 11 counts them.
+    torch_arg=()
+    [[ -s "$OUT/torch_baseline.json" ]] && torch_arg=(--torch "$OUT/torch_baseline.json")
+    exclude=()
+    [[ "${KERNEL_SUITE:-}" == gemm_fused ]] && exclude=(--exclude '_epi_none|_pro_|_rowsq')
+    "$python" "$here/best_per_shape.py" "$OUT/kernel_bench.json" "${torch_arg[@]}" "${exclude[@]}" \
+      | tee "$OUT/best_per_shape.txt" || failed+=("best per shape")
   else
     echo "no kernel results"
   fi

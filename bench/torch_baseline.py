@@ -5,6 +5,7 @@ Reads the shape list that `minfer_kernel_bench --shapes-out FILE` wrote (a JSON 
 {"kind": "gemm", "kernel": "...", "shape": "M=1 N=5632 K=2048", "M": 1, "N": 5632, "K": 2048}) and times:
 
   gemm, gemv        y[M,N] = x[M,K] @ W[N,K]^T in bf16 with torch.matmul (cuBLAS); gemv is M = 1..8
+                    (and their variants gemm_tuning, gemm_prologue, ...: the same shape, timed once)
   attention_decode  one query token per sequence: q[batch,heads,1,head_dim] against bf16 K and V
                     [batch,kv_heads,context,head_dim] with F.scaled_dot_product_attention (enable_gqa)
   attention_prefill a causal prompt of `tokens` rows: q, K and V [1,heads,tokens,head_dim] with
@@ -125,6 +126,15 @@ def bench_attention_prefill(entry):
     return time_median(run), bytes_, 4.0 * B * T * T / 2 * H * D  # causal: half of QK^T and PV
 
 
+def base_kind(kind):
+    """gemm_tuning, gemm_prologue -> gemm (gemv_* -> gemv): a suite's variants of a shape (other tiles, without
+    the epilogue, with a folded norm) are timed against the same torch operation as its default kernel, once."""
+    for suffix in ("_tuning", "_prologue"):
+        if kind.endswith(suffix):
+            return kind[: -len(suffix)]
+    return kind
+
+
 BENCHES = {"gemm": bench_gemm, "gemv": bench_gemm, "attention_decode": bench_attention_decode,
            "attention_prefill": bench_attention_prefill}
 
@@ -175,13 +185,14 @@ def main():
 
     measured = {}  # one torch timing per distinct (kind, dims): several minfer variants may share a shape
     for entry in shapes:
-        kind = entry.get("kind", "")
+        kind = base_kind(entry.get("kind", ""))
         ident = {k: entry.get(k, "") for k in ("kind", "kernel", "shape")}
         bench = BENCHES.get(kind)
         if bench is None:
             report["skipped"].append({**ident, "reason": f"no torch baseline for kind '{kind}'"})
             continue
-        key = json.dumps({k: v for k, v in entry.items() if k not in ("kernel", "suite", "shape")}, sort_keys=True)
+        key = json.dumps({**{k: v for k, v in entry.items() if k not in ("kernel", "suite", "shape")}, "kind": kind},
+                         sort_keys=True)
         try:
             if key not in measured:
                 measured[key] = bench(entry)

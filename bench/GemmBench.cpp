@@ -21,6 +21,7 @@
 #include "compiler/kernels/Gemv.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 namespace minfer::bench {
@@ -86,10 +87,12 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   auto gamma = filled(size_t(k * 2));
   if (!gamma) return gamma.takeError();
   // Row squares: written a partial per tile of columns (16 at the narrowest), read as 8 partials a row.
-  // Positive (the byte 0x3C: 0.0115 as fp32), as sums of squares are: filled()'s values would give NaN.
-  auto rowSq = cuda::DeviceBuffer::alloc(size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4));
+  // Read as 8 partials a row: what A's rows give (timing::rowSquarePartial), so a folded norm scales the
+  // products as a model's would (filled()'s values read as floats could be negative: NaN).
+  const size_t rowSqBytes = size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4);
+  auto rowSq = cuda::DeviceBuffer::alloc(rowSqBytes);
   if (!rowSq) return rowSq.takeError();
-  if (auto err = rowSq->fill(0x3C)) return err;
+  if (auto err = rowSq->fillWords(0, rowSqBytes, std::bit_cast<uint32_t>(rowSquarePartial(k, 8)))) return err;
   auto kCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   auto vCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   if (!kCache) return kCache.takeError();

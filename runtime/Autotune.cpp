@@ -19,6 +19,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -88,11 +89,12 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows, int
   if (auto e = make(static_cast<size_t>(kvCols ? seqRows * 256 * 4 : 16), b.floats)) return e;
   b.cacheHalf = static_cast<size_t>(std::max<int64_t>(seqRows * kvCols * 2, 16));
   if (auto e = make(2 * b.cacheHalf, b.cache)) return e;
-  // Row squares: a partial per 16 columns at most (the narrowest wgmma tile), and the reader's 8; positive
-  // (the byte 0x3C: 0.0115 as fp32), as sums of squares are.
-  auto rowSq = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * std::max<int64_t>((n + 15) / 16, 8) * 4));
+  // Row squares: a partial per 16 columns at most (the narrowest wgmma tile), and the reader's 8, each what
+  // A's rows give (timing::rowSquarePartial), so a folded norm scales the products as a model's would.
+  const size_t rowSqBytes = static_cast<size_t>(std::max<int64_t>(rows, 1) * std::max<int64_t>((n + 15) / 16, 8) * 4);
+  auto rowSq = cuda::DeviceBuffer::alloc(rowSqBytes);
   if (!rowSq) return rowSq.takeError();
-  if (auto e = rowSq->fill(0x3C)) return e;
+  if (auto e = rowSq->fillWords(0, rowSqBytes, std::bit_cast<uint32_t>(timing::rowSquarePartial(k, 8)))) return e;
   b.rowSq = std::move(*rowSq);
   auto keys = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 8));
   if (!keys) return keys.takeError();

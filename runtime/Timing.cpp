@@ -10,6 +10,7 @@
 #include "ir/Diagnostics.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -142,10 +143,19 @@ std::vector<uint8_t> randomElements(size_t count, int elementBytes, float halfRa
   return out;
 }
 
+namespace {
+constexpr float kFilledHalfRange = 0.25f; // filled()'s values: uniform in [-0.25, 0.25)
+} // namespace
+
+float rowSquarePartial(int64_t k, int parts) {
+  const float meanSquare = kFilledHalfRange * kFilledHalfRange / 3.f;
+  return float(k) * meanSquare / float(std::max(parts, 1));
+}
+
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
   // 4 MiB of values, made once, uploaded over and over from a start that moves with each call.
-  static const std::vector<uint8_t> noise = randomElements(size_t(2) << 20, 2, 0.25f, 0x5EED);
-  static size_t calls = 0;
+  static const std::vector<uint8_t> noise = randomElements(size_t(2) << 20, 2, kFilledHalfRange, 0x5EED);
+  static std::atomic<size_t> calls = 0; // safe to call from any thread
   auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
   if (!b) return b.takeError();
   const size_t start = (calls++ * 12347 * 2) % noise.size(); // even: whole bf16 values

@@ -38,6 +38,11 @@ int copiesFor(double bytes);
 // at another place in the sequence, so two buffers differ.
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes);
 
+// The value to fill each of `parts` row-square partials with (EpiParams::row_sq) so that a folded norm over K
+// columns of filled() data computes the 1 / rms those rows have (~6.9): K times filled()'s mean square over
+// `parts`. Its products then stay the size a model's are, and its activation takes the paths real data takes.
+float rowSquarePartial(int64_t k, int parts);
+
 // `count` pseudo-random values uniform in [-halfRange, halfRange) (splitmix64 from `seed`, 24 random bits a
 // value, rounded to the element type) as the bytes of bf16 (`elementBytes` 2) or f32 (4) elements: filled()'s
 // data, and the engine's synthetic weights (Engine::fillSyntheticWeights). The same seed gives the same values.

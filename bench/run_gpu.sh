@@ -8,7 +8,8 @@
 # kernels (default: all but trace, decode_trace, profile, ab, kernel_ab, sanitize and load). `ab` alternates this
 # build's e2e bench with an earlier revision's ($AB_BASE) on the same weights; `kernel_ab` its kernel bench
 # with an earlier one's ($KERNEL_AB_BASE) on the kernels $KERNEL_SUITE / $KERNEL_FILTER select. `trace` times each prefill launch in place
-# (MINFER_PREFILL_TRACE, events between launches); `decode_trace` what each launch adds to a decode step, or
+# (MINFER_PREFILL_TRACE, events between launches), after the prefill untraced, both with the clock's throttling
+# reasons sampled (clocks_<untraced|trace>_<model>.txt); `decode_trace` what each launch adds to a decode step, or
 # with TRACE_PREFILL=TOKENS to a prefill, as the stream runs them (bench/trace_decode.py).
 # `load` measures weight loading and the time to a first token (load_<model>.json). `sanitize` runs the GPU
 # tests under compute-sanitizer memcheck, racecheck and synccheck (sanitize_<tool>.log, the shards' output
@@ -303,8 +304,8 @@ PY
     # Where a prefill's time goes, kernel by kernel in place: per model in $E2E_MODELS, seeded random weights,
     # the prefill bucket tuned (unless E2E_TUNE=0), then minfer_e2e_bench at $TRACE_TOKENS (default 2048)
     # prompt tokens with MINFER_PREFILL_TRACE (an event before each launch; prefill_trace_<model>.tsv) and
-    # MINFER_PERSISTENT_TRACE (the batch-1 persistent step; persistent_trace_<model>.tsv), with nvidia-smi sampling
-    # the SM clock and power meanwhile (clocks_trace_<model>.csv).
+    # MINFER_PERSISTENT_TRACE (the batch-1 persistent step; persistent_trace_<model>.tsv), after the same prefill
+    # untraced (below), each with nvidia-smi sampling the SM clock, the power and the clock's event reasons.
     tokens="${TRACE_TOKENS:-2048}"
     for model in ${E2E_MODELS//,/ }; do
       step "trace: $model, prefill $tokens"
@@ -317,17 +318,29 @@ PY
           || failed+=("autotune $model")
         tail -2 "$OUT/autotune_trace_$model.log"
       fi
-      # The SM clock and the power while it runs (sustained tensor-core work is power-limited on an H200).
-      nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv -lms 100 \
-        > "$OUT/clocks_trace_$model.csv" 2>/dev/null &
-      smi=$!
-      MINFER_PREFILL_TRACE="$OUT/prefill_trace_$model.tsv" MINFER_PERSISTENT_TRACE="$OUT/persistent_trace_$model.tsv" \
-        "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --decode-batches 1 \
-        --prefill-tokens "$tokens" --out "$OUT/e2e_trace_$model.json" ${E2E_ARGS:-} || failed+=("trace $model")
-      kill $smi 2>/dev/null
-      awk -F', ' 'NR > 1 { split($2, c, " "); split($3, p, " "); if (c[1] > mx) mx = c[1]; if (mn == "" || c[1] < mn) mn = c[1];
-        if (p[1] > pw) pw = p[1] } END { printf "SM clock %s..%s MHz, power up to %s W while it ran\n", mn, mx, pw }' \
-        "$OUT/clocks_trace_$model.csv"
+      # The same prefill untraced first (the launches as the stream runs them, programmatic dependent launch
+      # included), $TRACE_REPEATS times (default 10) back to back: whether a sustained prefill runs under the
+      # power cap. Then the traced run. Both with the SM clock, the power and the clock's event reasons sampled
+      # every 10 ms (clocks_untraced_<model>.csv, clocks_trace_<model>.csv; bench/summarize_clocks.py).
+      for run in untraced trace; do
+        nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+          --format=csv -lms 10 > "$OUT/clocks_${run}_$model.csv" 2>/dev/null &
+        smi=$!
+        if [[ $run == untraced ]]; then
+          "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --decode-batches 1 \
+            --decode-steps 1 --prefill-tokens "$tokens" --repeats "${TRACE_REPEATS:-10}" \
+            --out "$OUT/e2e_untraced_$model.json" ${E2E_ARGS:-} || failed+=("untraced $model")
+        else
+          MINFER_PREFILL_TRACE="$OUT/prefill_trace_$model.tsv" MINFER_PERSISTENT_TRACE="$OUT/persistent_trace_$model.tsv" \
+            "$build/bench/minfer_e2e_bench" --model "$ir" --weights "$wdir/model.safetensors" --decode-batches 1 \
+            --prefill-tokens "$tokens" --out "$OUT/e2e_trace_$model.json" ${E2E_ARGS:-} || failed+=("trace $model")
+        fi
+        kill $smi 2>/dev/null
+        wait $smi 2>/dev/null
+        echo "-- clocks, $run:"
+        "$python" "$here/summarize_clocks.py" "$OUT/clocks_${run}_$model.csv" | tee "$OUT/clocks_${run}_$model.txt" \
+          || failed+=("clocks summary $model $run")
+      done
       "$python" "$here/summarize_trace.py" "$OUT/prefill_trace_$model.tsv" | tee "$OUT/prefill_trace_$model.txt" \
         || failed+=("trace summary $model")
       [[ "${KEEP_WEIGHTS:-0}" == 1 ]] || rm -rf "$wdir"

@@ -86,9 +86,8 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   if (!rope) return rope.takeError();
   auto gamma = filled(size_t(k * 2));
   if (!gamma) return gamma.takeError();
-  // Row squares: written a partial per tile of columns (16 at the narrowest), read as 8 partials a row.
-  // Read as 8 partials a row: what A's rows give (timing::rowSquarePartial), so a folded norm scales the
-  // products as a model's would (filled()'s values read as floats could be negative: NaN).
+  // Row squares: written a partial per tile of columns (16 at the narrowest), read as 8 partials a row, each
+  // what A's rows give (timing::rowSquarePartial), so a folded norm scales the products as a model's would.
   const size_t rowSqBytes = size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4);
   auto rowSq = cuda::DeviceBuffer::alloc(rowSqBytes);
   if (!rowSq) return rowSq.takeError();

@@ -37,7 +37,7 @@ struct Result {
 // The timing loop and its helpers (runtime/Timing.h), shared with the autotuner.
 using timing::copiesFor;
 using timing::filled;
-using timing::rowSquarePartial;
+using timing::filledRowSquares;
 using timing::timeMedian;
 
 // Device-to-device copy of a 1 GiB buffer: the bandwidth ceiling.

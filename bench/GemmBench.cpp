@@ -21,7 +21,6 @@
 #include "compiler/kernels/Gemv.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 namespace minfer::bench {
@@ -88,10 +87,8 @@ llvm::Expected<Result> benchMatmul(const KernelSpec &spec, const Epilogue &e, co
   if (!gamma) return gamma.takeError();
   // Row squares: written a partial per tile of columns (16 at the narrowest), read as 8 partials a row, each
   // what A's rows give (timing::rowSquarePartial), so a folded norm scales the products as a model's would.
-  const size_t rowSqBytes = size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4);
-  auto rowSq = cuda::DeviceBuffer::alloc(rowSqBytes);
+  auto rowSq = filledRowSquares(size_t(m * std::max<int64_t>((n + 15) / 16, 8) * 4), k, 8);
   if (!rowSq) return rowSq.takeError();
-  if (auto err = rowSq->fillWords(0, rowSqBytes, std::bit_cast<uint32_t>(rowSquarePartial(k, 8)))) return err;
   auto kCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   auto vCache = cuda::DeviceBuffer::alloc(size_t(std::max<int64_t>(m * kvCols * 2, 1)));
   if (!kCache) return kCache.takeError();

@@ -19,7 +19,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -91,10 +90,9 @@ llvm::Expected<MatmulBuffers> buffersFor(int64_t n, int64_t k, int64_t rows, int
   if (auto e = make(2 * b.cacheHalf, b.cache)) return e;
   // Row squares: a partial per 16 columns at most (the narrowest wgmma tile), and the reader's 8, each what
   // A's rows give (timing::rowSquarePartial), so a folded norm scales the products as a model's would.
-  const size_t rowSqBytes = static_cast<size_t>(std::max<int64_t>(rows, 1) * std::max<int64_t>((n + 15) / 16, 8) * 4);
-  auto rowSq = cuda::DeviceBuffer::alloc(rowSqBytes);
+  auto rowSq = timing::filledRowSquares(
+      static_cast<size_t>(std::max<int64_t>(rows, 1) * std::max<int64_t>((n + 15) / 16, 8) * 4), k, 8);
   if (!rowSq) return rowSq.takeError();
-  if (auto e = rowSq->fillWords(0, rowSqBytes, std::bit_cast<uint32_t>(timing::rowSquarePartial(k, 8)))) return e;
   b.rowSq = std::move(*rowSq);
   auto keys = cuda::DeviceBuffer::alloc(static_cast<size_t>(std::max<int64_t>(rows, 1) * 8));
   if (!keys) return keys.takeError();

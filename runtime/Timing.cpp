@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -150,6 +151,13 @@ constexpr float kFilledHalfRange = 0.25f; // filled()'s values: uniform in [-0.2
 float rowSquarePartial(int64_t k, int parts) {
   const float meanSquare = kFilledHalfRange * kFilledHalfRange / 3.f;
   return float(k) * meanSquare / float(std::max(parts, 1));
+}
+
+llvm::Expected<cuda::DeviceBuffer> filledRowSquares(size_t bytes, int64_t k, int parts) {
+  auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
+  if (!b) return b.takeError();
+  if (auto e = b->fillWords(0, b->size(), std::bit_cast<uint32_t>(rowSquarePartial(k, parts)))) return e;
+  return b;
 }
 
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {

@@ -43,6 +43,9 @@ llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes);
 // `parts`. Its products then stay the size a model's are, and its activation takes the paths real data takes.
 float rowSquarePartial(int64_t k, int parts);
 
+// A device buffer of `bytes` of fp32 row-square partials, each rowSquarePartial(k, parts).
+llvm::Expected<cuda::DeviceBuffer> filledRowSquares(size_t bytes, int64_t k, int parts);
+
 // `count` pseudo-random values uniform in [-halfRange, halfRange) (splitmix64 from `seed`, 24 random bits a
 // value, rounded to the element type) as the bytes of bf16 (`elementBytes` 2) or f32 (4) elements: filled()'s
 // data, and the engine's synthetic weights (Engine::fillSyntheticWeights). The same seed gives the same values.

@@ -52,6 +52,9 @@ cl::opt<bool> noGemmFoldsNorm("no-gemm-folds-norm", cl::desc("Launch the prefill
 cl::opt<bool> loadOnly("load-only", cl::desc("Only load the engine (decode batch 1) and report the load: how fast "
                                              "the weights reached the GPU against a pinned host-to-device copy"));
 
+// New tokens a step's two decode paths (launches, persistent) are run for when their logits are compared.
+constexpr int64_t kCheckedTokens = 8;
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -144,7 +147,8 @@ int main(int argc, char **argv) {
   for (int64_t B : batches) {
     PlanOptions po;
     po.maxBatch = B;
-    po.maxSeq = context + decodeSteps + 1;
+    // Room for the timed steps and for the paths' logits check below (kCheckedTokens), whichever is longer.
+    po.maxSeq = context + std::max<int64_t>(decodeSteps, kCheckedTokens) + 1;
     auto t0 = std::chrono::steady_clock::now();
     auto l = load(po);
     if (!l) return fail(l.takeError());
@@ -218,7 +222,7 @@ int main(int argc, char **argv) {
       std::vector<std::vector<int32_t>> fed;
       for (int i = 0; i < 2; ++i) {
         rt::GenerateOptions go;
-        go.maxNewTokens = 8;
+        go.maxNewTokens = kCheckedTokens;
         go.decode = i ? rt::DecodePath::Persistent : rt::DecodePath::Launches;
         go.forcedTokens = fed;
         auto g = (*keep)->generate(prompts, go);

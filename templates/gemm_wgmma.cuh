@@ -229,10 +229,22 @@ __device__ __forceinline__ void storeRowWide(const MatmulParams &p, const float 
 
 } // namespace gemm_detail
 
+// The slice of the main loop at which prefetchResidualRows runs: ~6000 cycles of tensor-core work before the
+// epilogue (a BM x BN x 64 slice is ~BM * BN / 32 cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for
+// the whole grid's residual (8 MB for a 2048 x 2048 output) to come from DRAM; the first slice where K is
+// shorter.
+template <int K, int BM, int BN> constexpr int residualPrefetchStep() {
+  constexpr int kTilesK = (K + 63) / 64, kStepCycles = BM * BN / 32;
+  constexpr int kLead = (6000 + kStepCycles - 1) / kStepCycles;
+  return kTilesK > kLead ? kTilesK - kLead : 0;
+}
+
 // Asks L2 for the residual rows a consumer's epilogue will add, [row0, row0 + 64 or 128) x the tile's BN
-// columns, as the consumer starts the tile's main loop: by the epilogue they are in L2 rather than DRAM,
-// and a residual load waits a few hundred cycles rather than a DRAM round trip. A hint: nothing past the
-// rows (M) or the row's last column is asked for.
+// columns, a few thousand cycles before the tile's main loop ends (residualPrefetchStep): by the
+// epilogue they are in L2 rather than DRAM, and a residual load waits a few hundred cycles rather than a
+// DRAM round trip. Not earlier: asked for as the main loop started, a long K's stream of A and W (Llama-2-7B's
+// down projection at 2048 rows moves 135 MB through the 50 MB L2) evicted them before the epilogue. A hint:
+// nothing past the rows (M) or the row's last column is asked for.
 template <int N, int BN, bool PINGPONG>
 __device__ __forceinline__ void prefetchResidualRows(const MatmulParams &p, int row0, int tileN, int M) {
   constexpr int kRows = PINGPONG ? 128 : 64, kLines = (BN * 2 + 127) / 128 + 1; // + 1: a start off a line
@@ -390,8 +402,6 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     int unitM, tileN;
     gemm_detail::groupedTile(t, unitsM, kTilesN, unitM, tileN);
     const int tileM = unitM * CLUSTER + rank;
-    if constexpr (Epi::kResidual)
-      prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
     // The folded norm: the partial sums of squares of the accumulator rows (lane / 4 and + 8 of the warp's 16
     // in each 64-row half), loaded now and added after the main loop.
     float held[HALVES][2][Pro::kActive ? ProRowSquares::kHeld : 1];
@@ -410,6 +420,9 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     int previous = -1; // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
+      if constexpr (Epi::kResidual)
+        if (kt == residualPrefetchStep<K, BM, BN>())
+          prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
       mbarWait(full + 8 * slot, phase);
       const unsigned a = sA + slot * kSlotA + (PINGPONG ? 0 : c * 64 * 128), w = sW + slot * kSlotW;
 #pragma unroll

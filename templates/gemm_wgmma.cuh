@@ -45,8 +45,9 @@
 //     HEAD_DIM % 32 == 0 and slice pairs whose partner is in the tile): neighbouring lanes exchange values
 //     (epilogue.cuh quadExchange4 and kin) so that a lane stores 8 bytes where the accumulator layout gives it
 //     4. What it reads besides the accumulators, a residual (ResidualWords) or the qkv rows' positions and
-//     rotations (RopeRows), is asked for before the stores; on cooperative tiles ahead of them, the qkv
-//     positions as the tile starts and the rest while its last wgmmas run;
+//     rotations (RopeRows), is asked for before the stores; on cooperative tiles ahead of them: the qkv
+//     positions as the tile starts and the rest while its last wgmmas run, a 128-row tile's residual ~6000
+//     cycles before its main loop ends, a 64-row one's while its last wgmmas run;
 //   * pairs (gemmWgmmaPair): the same body run by clusters of two blocks over vertically adjacent tiles,
 //     each block loading half of the W box and multicasting it to both (gemmWgmmaBody says how they keep
 //     in step).
@@ -69,6 +70,16 @@ namespace minfer {
 // barrier per slot, and 1 KB to align the ring to the 1024 bytes the swizzle pattern needs.
 template <int BM, int BN, int STAGES>
 constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 1024;
+
+// The slice of the main loop at which prefetchResidualRows runs: ~6000 cycles of tensor-core work before the
+// epilogue (a BM x BN x 64 slice is ~BM * BN / 32 cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for
+// the whole grid's residual (8 MB for a 2048 x 2048 output) to come from DRAM; the first slice where K is
+// shorter.
+template <int K, int BM, int BN> constexpr int residualPrefetchStep() {
+  constexpr int kTilesK = (K + 63) / 64, kStepCycles = BM * BN / 32;
+  constexpr int kLead = (6000 + kStepCycles - 1) / kStepCycles;
+  return kTilesK > kLead ? kTilesK - kLead : 0;
+}
 
 namespace gemm_detail {
 
@@ -94,17 +105,27 @@ constexpr bool kWideStores = N % 4 == 0 && Epi::kRopeHeadDim == 0 && (!Epi::kPai
 // pairs (residual4). A row's words are asked for together, before the stores they feed (C may alias the
 // residual: each element is read and written by this thread only, and read first), so their latency is paid
 // once a row rather than once per group of slices.
-// AHEAD (cooperative tiles): both rows at once where that is at most 16 8-byte words (32 registers, BN up to
-// 128), else a row at a time; the first block's first rows while the tile's last wgmmas run (loadAhead): one
-// round trip a tile (TinyLlama's o projection at 512 rows, 64x128: 13.6 -> 13.0 us). Ping-pong tiles load a
-// row at a time just before its stores: loaded under the last wgmmas, or both rows at once, Llama-2-7B's
-// 2048-row o projection ran 5% slower (its epilogue already runs under the other consumer's main loop), and
-// a 128x176 tile's 176 accumulators leave no room for 22 words (44 registers: ptxas spilled). Rows past M and
-// columns past N load nothing.
-template <int N, int BN, class Epi, bool AHEAD> struct ResidualWords {
+// When a row's words are loaded (ResidualAhead):
+//   * Early (cooperative tiles of two consumers, 128 rows): both rows, up to 32 words (64 registers, BN up to
+//     256, beside 232 - 128 accumulators), as the main loop reaches residualPrefetchStep's slice, ~6000 cycles
+//     before the epilogue: the loads' latency and the grid's burst of residual reads at the tile's end hide
+//     under the last slices (Llama-2-7B's o projection at 2048 rows, 128x128: 104.3 -> 100.1 us; TinyLlama's,
+//     128x256: 30.7 -> 29.0; bench/NOTES.md session 35);
+//   * LastSlice (one consumer, 64 rows): both rows where that is at most 16 words (BN up to 128), else a row at a
+//     time; the first rows while the tile's last wgmmas run (loadAhead): one round trip a tile (TinyLlama's o
+//     projection at 512 rows, 64x128: 13.6 -> 13.0 us). Loaded at the early slice instead, this tile ran 6-10%
+//     slower;
+//   * Stores (ping-pong tiles): a row at a time just before its stores. Loaded under the last wgmmas, or both
+//     rows at once, Llama-2-7B's 2048-row o projection ran 5% slower (its epilogue already runs under the other
+//     consumer's main loop), and a 128x176 tile's 176 accumulators leave no room for 22 words (44 registers:
+//     ptxas spilled).
+// Rows past M and columns past N load nothing.
+enum class ResidualAhead { Stores, LastSlice, Early };
+template <int N, int BN, class Epi, ResidualAhead AHEAD> struct ResidualWords {
   static constexpr bool kActive = kWideStores<Epi, N> && Epi::kResidual;
   static constexpr int kSlicePairs = BN / 16;
-  static constexpr int kRows = AHEAD && 2 * kSlicePairs <= 16 ? 2 : 1; // the rows (halves) held at once
+  static constexpr int kMaxWords = AHEAD == ResidualAhead::Early ? 32 : AHEAD == ResidualAhead::LastSlice ? 16 : 0;
+  static constexpr int kRows = 2 * kSlicePairs <= kMaxWords ? 2 : 1; // the rows (halves) held at once
   uint2 w[kRows][kActive ? kSlicePairs : 1];
 
   // Rows row0 + 8 half .. for kRows rows; row0 is the thread's row g of the block.
@@ -121,13 +142,17 @@ template <int N, int BN, class Epi, bool AHEAD> struct ResidualWords {
         }
     }
   }
-  // Before the tile's last wait: the first block's first rows, where they are loaded ahead.
-  __device__ __forceinline__ void loadAhead(const MatmulParams &p, int row0, int M, int tileN, int lane) {
-    if constexpr (AHEAD) load(p, row0, 0, M, tileN, lane);
+  // The first block's first rows ahead of the stores: Early at residualPrefetchStep's slice, LastSlice after the
+  // main loop's last issue (the other is a no-op).
+  __device__ __forceinline__ void loadEarly(const MatmulParams &p, int row0, int M, int tileN, int lane) {
+    if constexpr (AHEAD == ResidualAhead::Early) load(p, row0, 0, M, tileN, lane);
+  }
+  __device__ __forceinline__ void loadUnderLastSlice(const MatmulParams &p, int row0, int M, int tileN, int lane) {
+    if constexpr (AHEAD == ResidualAhead::LastSlice) load(p, row0, 0, M, tileN, lane);
   }
   // Before row `half` of block h stores (row0: the block's row g): what is not loaded yet.
   __device__ __forceinline__ void loadAt(const MatmulParams &p, int h, int row0, int half, int M, int tileN, int lane) {
-    if (AHEAD && h == 0 && half == 0) return;
+    if (AHEAD != ResidualAhead::Stores && h == 0 && half == 0) return;
     if (kRows == 2 && half == 1) return;
     load(p, row0, half, M, tileN, lane);
   }
@@ -186,7 +211,7 @@ template <class Epi, int BN, int HALVES> struct RopeRows<Epi, BN, HALVES, true> 
 // stored wide. `valid`: the row is below M (a lane past M exchanges but stores nothing, so every lane reaches
 // the shuffles). Values and rounding are store2's. A residual comes loaded (ResidualWords, this row's
 // words); row squares: each lane's four columns, then the quad's lanes in a fixed order.
-template <int N, int BN, class Epi, bool AHEAD>
+template <int N, int BN, class Epi, ResidualAhead AHEAD>
 __device__ __forceinline__ void storeRowWide(const MatmulParams &p, const float (&acc)[BN / 2], int half, int row,
                                              bool valid, int tileN, int tilesN, int lane,
                                              const ResidualWords<N, BN, Epi, AHEAD> &res) {
@@ -228,16 +253,6 @@ __device__ __forceinline__ void storeRowWide(const MatmulParams &p, const float 
 }
 
 } // namespace gemm_detail
-
-// The slice of the main loop at which prefetchResidualRows runs: ~6000 cycles of tensor-core work before the
-// epilogue (a BM x BN x 64 slice is ~BM * BN / 32 cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for
-// the whole grid's residual (8 MB for a 2048 x 2048 output) to come from DRAM; the first slice where K is
-// shorter.
-template <int K, int BM, int BN> constexpr int residualPrefetchStep() {
-  constexpr int kTilesK = (K + 63) / 64, kStepCycles = BM * BN / 32;
-  constexpr int kLead = (6000 + kStepCycles - 1) / kStepCycles;
-  return kTilesK > kLead ? kTilesK - kLead : 0;
-}
 
 // Asks L2 for the residual rows a consumer's epilogue will add, [row0, row0 + 64 or 128) x the tile's BN
 // columns, a few thousand cycles before the tile's main loop ends (residualPrefetchStep): by the
@@ -417,12 +432,20 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     // The qkv epilogue's positions and sequences, likewise (where it loads them ahead).
     gemm_detail::RopeRows<Epi, BN, HALVES> ropeRows;
     ropeRows.loadRows(accRow(0, 0), M, p);
+    // A wide residual epilogue's words (ResidualWords says when each row is loaded).
+    using gemm_detail::ResidualAhead;
+    gemm_detail::ResidualWords<N, BN, Epi,
+                               PINGPONG ? ResidualAhead::Stores
+                               : CONSUMERS == 2 ? ResidualAhead::Early
+                                                : ResidualAhead::LastSlice> res;
     int previous = -1; // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
       if constexpr (Epi::kResidual)
-        if (kt == residualPrefetchStep<K, BM, BN>())
+        if (kt == residualPrefetchStep<K, BM, BN>()) {
           prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
+          res.loadEarly(p, accRow(0, 0), M, tileN, lane);
+        }
       mbarWait(full + 8 * slot, phase);
       const unsigned a = sA + slot * kSlotA + (PINGPONG ? 0 : c * 64 * 128), w = sW + slot * kSlotW;
 #pragma unroll
@@ -444,10 +467,7 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
       if (++slot == STAGES) slot = 0, phase ^= 1;
     }
     if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
-    // A wide residual epilogue on a cooperative tile asks for its first rows' residual now, while the last
-    // slice's wgmmas run (ping-pong: nothing here, each row before its stores).
-    gemm_detail::ResidualWords<N, BN, Epi, !PINGPONG> res;
-    res.loadAhead(p, accRow(0, 0), M, tileN, lane);
+    res.loadUnderLastSlice(p, accRow(0, 0), M, tileN, lane);
     ropeRows.loadAhead(tileN * BN, p); // and, where RopeRows::kAhead, the qkv rows' rotations
     wgmmaWait<0>();
 #pragma unroll

@@ -33,23 +33,38 @@ import torch.nn.functional as F
 BF16 = 2  # bytes per element
 
 # The busy block ahead of the timed runs: ~1 ms of spinning at ~1.5-2 GHz, enough for the host to
-# enqueue 50 runs (a few microseconds each).
+# enqueue 50 runs (a few microseconds each). Where the host is slower than that (session 35 saw 60-95 us a
+# torch.matmul launch on a loaded host, and 12-14 us gemms timed as ~90), the block ended before the last run
+# was enqueued and the runs were timed at the host's pace: time_median notices (the event after the block has
+# already completed when the enqueueing ends) and times again behind a block 4x longer, up to MAX_SLEEP_CYCLES.
 SLEEP_CYCLES = 2_000_000
+MAX_SLEEP_CYCLES = 128_000_000
 
 
 def time_median(fn, warmup=10, iters=50):
     """Median milliseconds of fn(i) over `iters` runs after `warmup`; i counts runs, for input rotation."""
     for i in range(warmup):
         fn(i)
-    marks = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-    torch.cuda.synchronize()
-    if hasattr(torch.cuda, "_sleep"):
-        torch.cuda._sleep(SLEEP_CYCLES)
-    marks[0].record()
-    for i in range(iters):
-        fn(warmup + i)
-        marks[i + 1].record()
-    torch.cuda.synchronize()
+    sleep = SLEEP_CYCLES
+    while True:
+        marks = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        torch.cuda.synchronize()
+        slept = hasattr(torch.cuda, "_sleep")
+        if slept:
+            torch.cuda._sleep(sleep)
+        marks[0].record()
+        for i in range(iters):
+            fn(warmup + i)
+            marks[i + 1].record()
+        # Still queued behind the block: every run was enqueued before the GPU reached the first.
+        queued = not slept or not marks[0].query()
+        torch.cuda.synchronize()
+        if queued or sleep >= MAX_SLEEP_CYCLES:
+            break
+        sleep *= 4
+    if not queued:
+        print(f"torch_baseline.py: warning: the host enqueued {iters} runs slower than a {sleep}-cycle busy block; "
+              "these times may be the host's launch rate", file=sys.stderr, flush=True)
     return statistics.median(marks[i].elapsed_time(marks[i + 1]) for i in range(iters))
 
 

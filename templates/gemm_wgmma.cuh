@@ -75,7 +75,7 @@ constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 10
 // epilogue (a BM x BN x 64 slice is ~BM * BN / 32 cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for
 // the whole grid's residual (8 MB for a 2048 x 2048 output) to come from DRAM; the first slice where K is
 // shorter.
-template <int K, int BM, int BN> constexpr int residualPrefetchStep() {
+template <int K, int BM, int BN> __host__ __device__ constexpr int residualPrefetchStep() {
   constexpr int kTilesK = (K + 63) / 64, kStepCycles = BM * BN / 32;
   constexpr int kLead = (6000 + kStepCycles - 1) / kStepCycles;
   return kTilesK > kLead ? kTilesK - kLead : 0;

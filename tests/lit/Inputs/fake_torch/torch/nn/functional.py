@@ -1,0 +1,1 @@
+"""Empty: bench/torch_baseline.py imports it."""

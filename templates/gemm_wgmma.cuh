@@ -112,7 +112,7 @@ constexpr bool kWideStores = N % 4 == 0 && Epi::kRopeHeadDim == 0 && (!Epi::kPai
 //     under the last slices (Llama-2-7B's o projection at 2048 rows, 128x128: 104.3 -> 100.1 us; TinyLlama's,
 //     128x256: 30.7 -> 29.0; bench/NOTES.md session 35);
 //   * LastSlice (one consumer, 64 rows): both rows where that is at most 16 words (BN up to 128), else a row at a
-//     time; the first rows while the tile's last wgmmas run (loadAhead): one round trip a tile (TinyLlama's o
+//     time; the first rows while the tile's last wgmmas run (loadUnderLastSlice): one round trip a tile (TinyLlama's o
 //     projection at 512 rows, 64x128: 13.6 -> 13.0 us). Loaded at the early slice instead, this tile ran 6-10%
 //     slower;
 //   * Stores (ping-pong tiles): a row at a time just before its stores. Loaded under the last wgmmas, or both

@@ -9,7 +9,8 @@ KERNEL_BENCH.json is minfer_kernel_bench --out (an array of results); TORCH_BASE
 torch_baseline.py --out (the fastest of its timings of a shape). --exclude leaves out the kernels whose name
 matches (for the gemm_fused suite, '_epi_none' drops the bare variants that only show what an epilogue
 costs). "vs torch" is torch's time over minfer's: at or above --bar (default 0.95) counts as reaching it.
-Standard library only.
+"epilogue (us)" is what the best kernel's epilogue costs: its time over the same tile's bare variant (the name
+up to "_epi_" + "_epi_none", run on the shape, excluded or not), where there is one. Standard library only.
 """
 import argparse
 import json
@@ -55,15 +56,22 @@ def main():
             us = 1e3 * r["torch_ms"]
             torch_us[r["shape"]] = min(us, torch_us.get(r["shape"], us))
 
-    by_shape = {}
+    by_shape, every = {}, {}
     for r in ours:
+        every[(r["shape"], r["kernel"])] = min(1e3 * r["ms"], every.get((r["shape"], r["kernel"]), float("inf")))
         if exclude and exclude.search(r["kernel"]):
             continue
         by_shape.setdefault(r["shape"], []).append((1e3 * r["ms"], r["kernel"]))
     if not by_shape:
         sys.exit("best_per_shape.py: no kernel results" + (" left after --exclude" if exclude else ""))
 
-    header = ("shape", "torch (us)", "best (us)", "vs torch", "kernel", "runner-up (us)")
+    def epilogue(shape, kernel, us):
+        """The best kernel's time over its tile's bare variant's, '-' where it is bare or has none."""
+        tile, sep, epi = kernel.partition("_epi_")
+        bare = every.get((shape, tile + "_epi_none"))
+        return f"{us - bare:+.1f}" if sep and epi != "none" and bare is not None else "-"
+
+    header = ("shape", "torch (us)", "best (us)", "vs torch", "kernel", "runner-up (us)", "epilogue (us)")
     rows, reached, compared = [], 0, 0
     for shape in sorted(by_shape, key=shape_key):
         runs = sorted(by_shape[shape])
@@ -73,7 +81,7 @@ def main():
             compared += 1
             reached += t / us >= args.bar
         rows.append((shape, f"{t:.1f}" if t else "-", f"{us:.1f}", f"{t / us:.3f}x" if t else "-", kernel,
-                     f"{runs[1][0]:.1f}" if len(runs) > 1 else "-"))
+                     f"{runs[1][0]:.1f}" if len(runs) > 1 else "-", epilogue(shape, kernel, us)))
     print(f"best kernel of each shape: {reached} of {compared} shapes at or above {args.bar:.2f}x torch"
           + (f" ({len(rows) - compared} without a torch time)" if compared < len(rows) else ""))
     widths = [max(len(x[i]) for x in rows + [header]) for i in range(len(header))]

@@ -375,21 +375,11 @@ llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets) {
   for (size_t i = 0; i < pl.buffers.size(); ++i) {
     const PlanBuffer &b = pl.buffers[i];
     if (b.kind != BufferKind::Weight) continue;
-    const int type = b.dtype == ir::DType::F32 ? 2 : b.dtype == ir::DType::F16 ? 1 : 0;
+    const ir::DType dtype = b.dtype == ir::DType::F32 || b.dtype == ir::DType::F16 ? b.dtype : ir::DType::BF16;
+    const int type = dtype == ir::DType::F32 ? 2 : dtype == ir::DType::F16 ? 1 : 0;
     const size_t elementBytes = type == 2 ? 4 : 2;
     if (!blocks[type]) {
-      std::vector<uint8_t> values =
-          timing::randomElements(kBlockBytes / elementBytes, type == 1 ? 4 : int(elementBytes), 0.035f, 0xC0FFEE + type);
-      if (type == 1) { // f16: from the f32 values
-        std::vector<uint8_t> halves(kBlockBytes);
-        for (size_t e = 0; e < kBlockBytes / 2; ++e) {
-          float f;
-          std::memcpy(&f, values.data() + 4 * e, 4);
-          const uint16_t h = floatToF16(f);
-          std::memcpy(halves.data() + 2 * e, &h, 2);
-        }
-        values = std::move(halves);
-      }
+      std::vector<uint8_t> values = timing::randomElements(kBlockBytes / elementBytes, dtype, 0.035f, 0xC0FFEE + type);
       auto block = cuda::DeviceBuffer::alloc(kBlockBytes);
       if (!block) return block.takeError();
       if (auto e = block->upload(values.data(), kBlockBytes)) return e;

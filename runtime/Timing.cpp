@@ -7,11 +7,13 @@
 // finished enqueueing (so no run waited on the host), and retries with a longer block if it had.
 #include "runtime/Timing.h"
 
+#include "io/Safetensors.h"
 #include "ir/Diagnostics.h"
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -123,8 +125,10 @@ int copiesFor(double bytes) {
   return int(std::clamp(std::ceil(3.0 * (50 << 20) / std::max(bytes, 1.0)), 1.0, 16.0));
 }
 
-std::vector<uint8_t> randomElements(size_t count, int elementBytes, float halfRange, uint64_t seed) {
-  std::vector<uint8_t> out(count * size_t(elementBytes));
+std::vector<uint8_t> randomElements(size_t count, ir::DType type, float halfRange, uint64_t seed) {
+  assert(type != ir::DType::I32 && "randomElements: a floating-point element type");
+  const size_t elementBytes = type == ir::DType::F32 ? 4 : 2;
+  std::vector<uint8_t> out(count * elementBytes);
   uint64_t state = seed;
   for (size_t i = 0; i < count; ++i) {
     uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -132,13 +136,11 @@ std::vector<uint8_t> randomElements(size_t count, int elementBytes, float halfRa
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     z ^= z >> 31;
     const float f = (static_cast<float>(z >> 40) * 0x1p-23f - 1.f) * halfRange; // 24 bits: [-1, 1) x halfRange
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    if (elementBytes == 2) {
-      const uint16_t half = static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16); // bf16, nearest even
-      std::memcpy(out.data() + 2 * i, &half, 2);
+    if (type == ir::DType::F32) {
+      std::memcpy(out.data() + 4 * i, &f, 4);
     } else {
-      std::memcpy(out.data() + 4 * i, &bits, 4);
+      const uint16_t half = type == ir::DType::F16 ? floatToF16(f) : floatToBf16(f);
+      std::memcpy(out.data() + 2 * i, &half, 2);
     }
   }
   return out;
@@ -162,7 +164,7 @@ llvm::Expected<cuda::DeviceBuffer> filledRowSquares(size_t bytes, int64_t k, int
 
 llvm::Expected<cuda::DeviceBuffer> filled(size_t bytes) {
   // 4 MiB of values, made once, uploaded over and over from a start that moves with each call.
-  static const std::vector<uint8_t> noise = randomElements(size_t(2) << 20, 2, kFilledHalfRange, 0x5EED);
+  static const std::vector<uint8_t> noise = randomElements(size_t(2) << 20, ir::DType::BF16, kFilledHalfRange, 0x5EED);
   static std::atomic<size_t> calls = 0; // safe to call from any thread
   auto b = cuda::DeviceBuffer::alloc(std::max<size_t>(bytes, 16));
   if (!b) return b.takeError();

@@ -1,6 +1,7 @@
 // runtime/Timing.h — timing GPU work with CUDA events: what the autotuner and the benchmarks measure with.
 #pragma once
 
+#include "ir/Types.h"
 #include "runtime/Driver.h"
 
 #include "llvm/Support/Error.h"
@@ -47,8 +48,9 @@ float rowSquarePartial(int64_t k, int parts);
 llvm::Expected<cuda::DeviceBuffer> filledRowSquares(size_t bytes, int64_t k, int parts);
 
 // `count` pseudo-random values uniform in [-halfRange, halfRange) (splitmix64 from `seed`, 24 random bits a
-// value, rounded to the element type) as the bytes of bf16 (`elementBytes` 2) or f32 (4) elements: filled()'s
-// data, and the engine's synthetic weights (Engine::fillSyntheticWeights). The same seed gives the same values.
-std::vector<uint8_t> randomElements(size_t count, int elementBytes, float halfRange, uint64_t seed);
+// value, rounded to `type` as io/Safetensors.h's floatToBf16 / floatToF16 round) as the bytes of bf16, f16 or f32
+// elements: filled()'s data, and the engine's synthetic weights (Engine::fillSyntheticWeights). The same seed
+// gives the same values. An I32 type is a programming error.
+std::vector<uint8_t> randomElements(size_t count, ir::DType type, float halfRange, uint64_t seed);
 
 } // namespace minfer::timing

@@ -9,31 +9,34 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <string>
 
 namespace minfer {
 namespace {
 
-std::vector<float> asFloats(const std::vector<uint8_t> &bytes, int elementBytes) {
-  std::vector<float> out(bytes.size() / size_t(elementBytes));
+std::vector<float> asFloats(const std::vector<uint8_t> &bytes, ir::DType type) {
+  const size_t elementBytes = type == ir::DType::F32 ? 4 : 2;
+  std::vector<float> out(bytes.size() / elementBytes);
   for (size_t i = 0; i < out.size(); ++i) {
-    if (elementBytes == 4) {
+    if (type == ir::DType::F32) {
       std::memcpy(&out[i], bytes.data() + 4 * i, 4);
     } else {
       uint16_t h;
       std::memcpy(&h, bytes.data() + 2 * i, 2);
-      out[i] = bf16ToFloat(h);
+      out[i] = type == ir::DType::F16 ? f16ToFloat(h) : bf16ToFloat(h);
     }
   }
   return out;
 }
 
 // Uniform in [-halfRange, halfRange): every value inside (bf16 rounding can reach halfRange itself), mean ~0,
-// mean square ~halfRange^2 / 3, both signs, far from constant; bf16 values are the f32 ones rounded.
+// mean square ~halfRange^2 / 3, both signs, far from constant; bf16 and f16 values are the f32 ones rounded
+// (io/Safetensors.h's conversions).
 TEST(TimingData, RandomElementsAreUniformInTheirRangeAndNotAPattern) {
   const size_t n = 1 << 16;
-  for (int bytes : {2, 4}) {
-    SCOPED_TRACE(bytes == 2 ? "bf16" : "f32");
-    std::vector<float> v = asFloats(timing::randomElements(n, bytes, 0.25f, 7), bytes);
+  for (ir::DType type : {ir::DType::BF16, ir::DType::F16, ir::DType::F32}) {
+    SCOPED_TRACE(std::string(ir::dtypeName(type)));
+    std::vector<float> v = asFloats(timing::randomElements(n, type, 0.25f, 7), type);
     ASSERT_EQ(v.size(), n);
     double sum = 0, squares = 0;
     size_t negative = 0, outside = 0;
@@ -48,17 +51,22 @@ TEST(TimingData, RandomElementsAreUniformInTheirRangeAndNotAPattern) {
     EXPECT_NEAR(squares / n, 0.25 * 0.25 / 3, 0.001);
     EXPECT_NEAR(double(negative) / n, 0.5, 0.01);
     std::set<float> distinct(v.begin(), v.end());
-    EXPECT_GT(distinct.size(), bytes == 2 ? 1000u : n / 2) << "distinct values of " << n;
+    EXPECT_GT(distinct.size(), type == ir::DType::F32 ? n / 2 : 1000u) << "distinct values of " << n;
   }
-  std::vector<float> f32 = asFloats(timing::randomElements(1000, 4, 0.25f, 7), 4);
-  std::vector<float> b16 = asFloats(timing::randomElements(1000, 2, 0.25f, 7), 2);
-  for (size_t i = 0; i < f32.size(); ++i) ASSERT_EQ(b16[i], bf16ToFloat(floatToBf16(f32[i]))) << i;
+  std::vector<float> f32 = asFloats(timing::randomElements(1000, ir::DType::F32, 0.25f, 7), ir::DType::F32);
+  std::vector<float> b16 = asFloats(timing::randomElements(1000, ir::DType::BF16, 0.25f, 7), ir::DType::BF16);
+  std::vector<float> f16 = asFloats(timing::randomElements(1000, ir::DType::F16, 0.25f, 7), ir::DType::F16);
+  for (size_t i = 0; i < f32.size(); ++i) {
+    ASSERT_EQ(b16[i], bf16ToFloat(floatToBf16(f32[i]))) << i;
+    ASSERT_EQ(f16[i], f16ToFloat(floatToF16(f32[i]))) << i;
+  }
 }
 
 TEST(TimingData, RandomElementsAreTheSameForASeedAndDifferAcrossSeeds) {
-  EXPECT_EQ(timing::randomElements(4096, 2, 0.035f, 11), timing::randomElements(4096, 2, 0.035f, 11));
-  EXPECT_NE(timing::randomElements(4096, 2, 0.035f, 11), timing::randomElements(4096, 2, 0.035f, 12));
-  std::vector<float> small = asFloats(timing::randomElements(4096, 4, 0.035f, 11), 4);
+  const ir::DType bf16 = ir::DType::BF16, f32 = ir::DType::F32;
+  EXPECT_EQ(timing::randomElements(4096, bf16, 0.035f, 11), timing::randomElements(4096, bf16, 0.035f, 11));
+  EXPECT_NE(timing::randomElements(4096, bf16, 0.035f, 11), timing::randomElements(4096, bf16, 0.035f, 12));
+  std::vector<float> small = asFloats(timing::randomElements(4096, f32, 0.035f, 11), f32);
   EXPECT_LE(*std::max_element(small.begin(), small.end(), [](float a, float b) { return std::abs(a) < std::abs(b); }),
             0.035f);
 }

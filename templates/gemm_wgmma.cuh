@@ -441,10 +441,12 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     int previous = -1; // the slot whose wgmmas may still run
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
-      if constexpr (Epi::kResidual)
+      if constexpr (Epi::kResidual || (CONSUMERS == 2 && Epi::kRopeHeadDim > 0))
         if (kt == residualPrefetchStep<K, BM, BN>()) {
-          prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
+          if constexpr (Epi::kResidual)
+            prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
           res.loadEarly(p, accRow(0, 0), M, tileN, lane);
+          if constexpr (CONSUMERS == 2) ropeRows.loadAhead(tileN * BN, p); // the rows' rotations likewise
         }
       mbarWait(full + 8 * slot, phase);
       const unsigned a = sA + slot * kSlotA + (PINGPONG ? 0 : c * 64 * 128), w = sW + slot * kSlotW;
@@ -468,7 +470,7 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     }
     if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
     res.loadUnderLastSlice(p, accRow(0, 0), M, tileN, lane);
-    ropeRows.loadAhead(tileN * BN, p); // and, where RopeRows::kAhead, the qkv rows' rotations
+    if constexpr (CONSUMERS == 1) ropeRows.loadAhead(tileN * BN, p); // and, where RopeRows::kAhead, the qkv rows' rotations
     wgmmaWait<0>();
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);

@@ -145,7 +145,8 @@ private:
       const char *name;
       bool (Fuser::*apply)(size_t);
     };
-    static const Rule rules[] = {{"qkv", &Fuser::fuseQkv},
+    static const Rule rules[] = {{"embedding-sum", &Fuser::fuseEmbeddingSum},
+                                 {"qkv", &Fuser::fuseQkv},
                                  {"gated", &Fuser::fuseGated},
                                  {"epilogue", &Fuser::fuseEpilogue},
                                  {"add-norm", &Fuser::fuseAddNorm},
@@ -171,6 +172,22 @@ private:
       }
     }
     block = nullptr;
+  }
+
+  // ---- embedding-sum -----------------------------------------------------------------------------------
+  // add(embedding(ids, table), embedding(ids2, table2)), each embedding read by the add alone.
+  bool fuseEmbeddingSum(size_t i) {
+    Op &add = (*block)[i];
+    if (add.kind != OpKind::Add || dead[i]) return false;
+    ValueId a = add.operands[0].id, b = add.operands[1].id;
+    if (a == b || !singleUse(a) || !singleUse(b)) return false;
+    const Op *ea = defOf(a, OpKind::Embedding), *eb = defOf(b, OpKind::Embedding);
+    if (!ea || !eb) return false;
+    Op fused = newOp(OpKind::EmbeddingSum, add.loc);
+    fused.operands = {ea->operands[0], ea->operands[1], eb->operands[0], eb->operands[1]};
+    fused.results = add.results;
+    replace({ea, eb, &add}, std::move(fused), /*atFirst=*/false);
+    return true;
   }
 
   // ---- qkv ---------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 // by one become the fused ops of ir/Ops.def, each of which the plan lowers to one kernel.
 //
 // Rules, applied in this order inside each block (the top level between repeats, and each repeat body):
+//   embedding-sum  the add of two embeddings (GPT-2's token and learned position) becomes `embedding_sum`,
+//             one gather of both rows.
 //   qkv       an attention's q, k, v projections (three matmuls of one input, or one matmul split in
 //             three), with the rope of q and k when both have one, become one `qkv` op over a packed
 //             weight; its kernel writes k and v straight into the KV cache.

@@ -584,21 +584,30 @@ llvm::Error Lowering::lowerAttention(const ir::Op &op) {
 llvm::Error Lowering::lower(const ir::Op &op) {
   using ir::OpKind;
   switch (op.kind) {
-  case OpKind::Embedding: {
-    const ir::WeightDecl &table = m.weights[op.operands[1].id];
-    int64_t dim = table.type.shape[1].value;
-    int ids = input(operandValue(op, 0).name == "tokens" ? "tokens" : "positions");
-    // A table that is also a matmul weight (a tied lm_head) is read as the bf16 copy the matmul needs.
-    ir::DType dt = plan.matmulWeights.count(op.operands[1].id) ? ir::DType::BF16 : table.type.dtype;
-    int t = weight(op.operands[1], dt);
-    int y = define(op.results[0], dim);
-    emit(kernel(std::make_shared<EmbeddingSpec>(dim, dt)),
-         {{"ids", buf(ids)},
-          {"table", buf(t)},
-          {"out", buf(y)},
-          {"rows", rows()},
-          {"table_rows", integer(table.type.shape[0].value)}},
-         op);
+  case OpKind::Embedding:
+  case OpKind::EmbeddingSum: {
+    // Gather i reads ids operand 2i and table operand 2i + 1. A table that is also a matmul weight (a tied
+    // lm_head) is read as the bf16 copy the matmul needs.
+    auto tableType = [&](size_t i) {
+      int w = op.operands[i].id;
+      return plan.matmulWeights.count(w) ? ir::DType::BF16 : m.weights[w].type.dtype;
+    };
+    auto ids = [&](size_t i) { return buf(input(operandValue(op, i).name == "tokens" ? "tokens" : "positions")); };
+    auto tableRows = [&](size_t i) { return integer(m.weights[op.operands[i].id].type.shape[0].value); };
+    bool sum = op.kind == OpKind::EmbeddingSum;
+    int64_t dim = m.weights[op.operands[1].id].type.shape[1].value;
+    std::vector<Field> fields = {{"ids", ids(0)},
+                                 {"table", buf(weight(op.operands[1], tableType(1)))},
+                                 {"out", buf(define(op.results[0], dim))},
+                                 {"rows", rows()},
+                                 {"table_rows", tableRows(1)}};
+    if (sum) {
+      fields.push_back({"ids2", ids(2)});
+      fields.push_back({"table2", buf(weight(op.operands[3], tableType(3)))});
+      fields.push_back({"table2_rows", tableRows(3)});
+    }
+    emit(kernel(std::make_shared<EmbeddingSpec>(dim, tableType(1), sum ? std::optional(tableType(3)) : std::nullopt)),
+         std::move(fields), op);
     return llvm::Error::success();
   }
   case OpKind::AddLayerNorm:
@@ -855,11 +864,15 @@ llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
                 " (a decode step feeds its tokens back in one block of threads)");
   llvm::Error found = llvm::Error::success();
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
-    if (found || op.kind != ir::OpKind::Embedding || m.value(op.operands[0].id).name != "positions") return;
-    const ir::WeightDecl &table = m.weights[op.operands[1].id];
-    if (o.maxSeq > table.type.shape[0].value)
-      found = ir::makeError("--max-seq " + llvm::Twine(o.maxSeq) + " exceeds the " + llvm::Twine(table.type.shape[0].value) +
-                   " rows of the learned position table @" + table.name);
+    if (found || (op.kind != ir::OpKind::Embedding && op.kind != ir::OpKind::EmbeddingSum)) return;
+    for (size_t i = 0; i + 1 < op.operands.size(); i += 2) { // (ids, table) pairs
+      if (m.value(op.operands[i].id).name != "positions") continue;
+      const ir::WeightDecl &table = m.weights[op.operands[i + 1].id];
+      if (o.maxSeq > table.type.shape[0].value)
+        found = ir::makeError("--max-seq " + llvm::Twine(o.maxSeq) + " exceeds the " +
+                              llvm::Twine(table.type.shape[0].value) + " rows of the learned position table @" + table.name);
+      return;
+    }
   });
   if (found) return found;
   if (o.maxPrefillRows > o.maxBatch * o.maxSeq)

@@ -81,18 +81,28 @@ template <typename Fn> llvm::Error binary(const EvalCtx &c, Fn fn) {
   return llvm::Error::success();
 }
 
-llvm::Error evalEmbedding(const EvalCtx &c) {
-  const Tensor &ids = c.in(0), &table = c.in(1);
+// y = table[ids] (operands first, first + 1), or with `add`, y += table[ids].
+llvm::Error gatherRows(const EvalCtx &c, size_t first, Tensor &y, bool add) {
+  const Tensor &ids = c.in(first), &table = c.in(first + 1);
   int64_t rows = table.shape[0], dim = table.shape[1];
-  Tensor &y = c.out(0, {ids.numel(), dim});
   for (int64_t t = 0; t < ids.numel(); ++t) {
     int64_t id = static_cast<int64_t>(ids.data[t]);
     if (id < 0 || id >= rows)
       return c.fail("id " + std::to_string(id) + " at row " + std::to_string(t) + " is outside the " +
-                    std::to_string(rows) + " rows of @" + c.s.m.weights[c.op.operands[1].id].name);
-    std::copy_n(table.row(id), dim, y.row(t));
+                    std::to_string(rows) + " rows of @" + c.s.m.weights[c.op.operands[first + 1].id].name);
+    const float *src = table.row(id);
+    float *dst = y.row(t);
+    for (int64_t i = 0; i < dim; ++i) dst[i] = add ? dst[i] + src[i] : src[i];
   }
   return llvm::Error::success();
+}
+llvm::Error evalEmbedding(const EvalCtx &c) {
+  return gatherRows(c, 0, c.out(0, {c.in(0).numel(), c.in(1).shape[1]}), false);
+}
+llvm::Error evalEmbeddingSum(const EvalCtx &c) {
+  Tensor &y = c.out(0, {c.in(0).numel(), c.in(1).shape[1]});
+  if (auto e = gatherRows(c, 0, y, false)) return e;
+  return gatherRows(c, 2, y, true);
 }
 
 // y = norm(x) into result `result` of the op; gamma (and beta) are operands first, first + 1.

@@ -73,6 +73,18 @@ llvm::Expected<Types> inferEmbedding(const OpCheck &c) {
   return Types{Type{out, {ids.shape[0], table.shape[1]}}};
 }
 
+llvm::Expected<Types> inferEmbeddingSum(const OpCheck &c) {
+  const Type &ids2 = c.operand(2), &table = c.operand(1), &table2 = c.operand(3);
+  auto first = inferEmbedding(c);
+  if (!first) return first.takeError();
+  if (ids2.dtype != DType::I32 || ids2 != c.operand(0))
+    return c.fail("ids " + c.name(2) + " must be " + c.operand(0).str() + " as " + c.name(0) + ", got " + ids2.str());
+  if (table2.rank() != 2 || table2.shape[1].value != table.shape[1].value)
+    return c.fail("table " + c.name(3) + " must be [rows, " + std::to_string(table.shape[1].value) + "] as " +
+                  c.name(1) + ", got " + table2.str());
+  return first;
+}
+
 llvm::Expected<Types> inferNorm(const OpCheck &c, bool withBeta) {
   if (auto e = c.floatWithFeatures(0)) return e;
   int64_t d = *c.operand(0).lastDim();

@@ -129,26 +129,36 @@ std::string NormSpec::taskType() const {
 
 // ---- EmbeddingSpec --------------------------------------------------------------------------------------
 
-EmbeddingSpec::EmbeddingSpec(int64_t dim, ir::DType table)
-    : dim(dim), table(table), threads(wholeWarps(std::max<int64_t>(dim, 1) / vecWidth(std::max<int64_t>(dim, 1)), 256)) {}
+EmbeddingSpec::EmbeddingSpec(int64_t dim, ir::DType table, std::optional<ir::DType> table2)
+    : dim(dim), table(table), table2(table2),
+      threads(wholeWarps(std::max<int64_t>(dim, 1) / vecWidth(std::max<int64_t>(dim, 1)), 256)) {}
 
 std::string EmbeddingSpec::name() const {
-  return "embedding_" + ir::dtypeName(table).str() + "_d" + std::to_string(dim);
+  return std::string(table2 ? "embedding_sum_" : "embedding_") + ir::dtypeName(table).str() +
+         (table2 ? "_" + ir::dtypeName(*table2).str() : "") + "_d" + std::to_string(dim);
+}
+
+// The template arguments after D: the tables' element types.
+static std::string embeddingTypes(const EmbeddingSpec &s) {
+  return std::string(weightType(s.table)) + (s.table2 ? std::string(", ") + weightType(*s.table2) : "");
 }
 
 std::string EmbeddingSpec::entry() const {
-  return "minfer::embedding<" + std::to_string(dim) + ", " + weightType(table) + ">";
+  return "minfer::embedding<" + std::to_string(dim) + ", " + embeddingTypes(*this) + ">";
 }
 
 LaunchDims EmbeddingSpec::launch(int64_t rows) const { return rowBlocks(rows, threads); }
 
 llvm::json::Object EmbeddingSpec::toJSON() const {
-  return llvm::json::Object{{"family", "embedding"}, {"dim", dim}, {"table", ir::dtypeName(table)}, {"threads", threads}};
+  llvm::json::Object o{{"family", "embedding"}, {"dim", dim}, {"table", ir::dtypeName(table)}, {"threads", threads}};
+  if (table2) o["table2"] = ir::dtypeName(*table2);
+  return o;
 }
 
 llvm::Error EmbeddingSpec::verify() const {
   if (dim <= 0) return specError(name(), "dim must be positive");
-  if (!ir::isFloat(table)) return specError(name(), "the table must be bf16, f16 or f32");
+  if (!ir::isFloat(table) || (table2 && !ir::isFloat(*table2)))
+    return specError(name(), "the tables must be bf16, f16 or f32");
   return llvm::Error::success();
 }
 
@@ -160,7 +170,7 @@ std::shared_ptr<KernelSpec> EmbeddingSpec::asTask(int t, int /*grid*/) const {
 }
 
 std::string EmbeddingSpec::taskType() const {
-  return "minfer::EmbeddingTask<" + std::to_string(dim) + ", " + weightType(table) + ">";
+  return "minfer::EmbeddingTask<" + std::to_string(dim) + ", " + embeddingTypes(*this) + ">";
 }
 
 // ---- PointwiseSpec --------------------------------------------------------------------------------------
@@ -482,7 +492,8 @@ MINFER_PARAMS_LAYOUT(PointwiseParams,
 
 MINFER_PARAMS_LAYOUT(EmbeddingParams,
                      MINFER_FIELD(ids, Ptr), MINFER_FIELD(table, Ptr), MINFER_FIELD(out, Ptr),
-                     MINFER_FIELD(rows, I32), MINFER_FIELD(table_rows, I32))
+                     MINFER_FIELD(rows, I32), MINFER_FIELD(table_rows, I32), MINFER_FIELD(ids2, Ptr),
+                     MINFER_FIELD(table2, Ptr), MINFER_FIELD(table2_rows, I32))
 
 MINFER_PARAMS_LAYOUT(RopeParams,
                      MINFER_FIELD(x, Ptr), MINFER_FIELD(y, Ptr), MINFER_FIELD(positions, Ptr),

@@ -51,6 +51,8 @@ struct EmbeddingParams { // embedding.cuh
   uint64_t table = 0; // [table_rows, dim] of the table's type
   uint64_t out = 0;   // [rows, dim]
   int32_t rows = 0, table_rows = 0;
+  uint64_t ids2 = 0, table2 = 0; // embedding_sum: the second gather (i32 [rows], [table2_rows, dim]), added
+  int32_t table2_rows = 0;
   static const ParamsLayout &layout();
 };
 
@@ -137,9 +139,10 @@ struct NormSpec : KernelSpec {
 struct EmbeddingSpec : KernelSpec {
   int64_t dim = 0;
   ir::DType table = ir::DType::BF16;
+  std::optional<ir::DType> table2; // embedding_sum: the second table's type (its rows added to the first's)
   int threads = 0;
 
-  EmbeddingSpec(int64_t dim, ir::DType table);
+  EmbeddingSpec(int64_t dim, ir::DType table, std::optional<ir::DType> table2 = std::nullopt);
   std::string name() const override;
   std::string header() const override { return "embedding.cuh"; }
   const ParamsLayout &params() const override { return EmbeddingParams::layout(); }

@@ -220,6 +220,70 @@ TEST(EmbeddingKernel, MatchesInterpreterForEveryTableType) {
     }
 }
 
+// embedding_sum (GPT-2's token and learned-position tables): both gathers added, rounded once, against the
+// interpreter's op; a second id outside its table writes a NaN row too.
+TEST(EmbeddingKernel, SumOfTwoTablesMatchesInterpreter) {
+  MINFER_REQUIRE_GPU();
+  const int64_t tableRows = 1000, table2Rows = 300;
+  for (auto [dt, dt2] : {std::pair{ir::DType::BF16, ir::DType::F32}, {ir::DType::F16, ir::DType::BF16}})
+    for (int64_t d : {768, 64, 50}) {
+      EmbeddingSpec spec(d, dt, dt2);
+      SCOPED_TRACE(spec.name());
+      GPU_TRY(kernel, gputest::buildKernel(spec));
+      std::string n = std::to_string(d);
+      OneOp o = oneOp("dim d = " + n + "\nweight @t : " + dtypeStr(dt) + "[" + std::to_string(tableRows) +
+                          ", d] = \"t\"\nweight @u : " + dtypeStr(dt2) + "[" + std::to_string(table2Rows) + ", d] = \"u\"\n",
+                      "  %y = embedding_sum %tokens, @t, %positions, @u : bf16[T, d]", ir::OpKind::EmbeddingSum);
+      ASSERT_TRUE(o.op);
+      std::mt19937 rng(d + 7);
+      ir::Tensor table = gputest::randomBf16({tableRows, d}, rng, 0.f, 2.f);
+      ir::Tensor table2 = gputest::randomBf16({table2Rows, d}, rng, 0.f, 2.f);
+      if (dt2 == ir::DType::F32) // values bf16 cannot hold: the sum is rounded once, not each row first
+        for (float &x : table2.data) x *= 1.0009765625f;
+      GPU_TRY(tBuf, uploadWeight(table, dt));
+      GPU_TRY(uBuf, uploadWeight(table2, dt2));
+      for (int64_t rows : kRows) {
+        ir::Tensor ids({rows}), ids2({rows});
+        std::vector<int32_t> idBits(rows), id2Bits(rows);
+        std::uniform_int_distribution<int> pick(0, int(tableRows) - 1), pick2(0, int(table2Rows) - 1);
+        for (int64_t r = 0; r < rows; ++r) {
+          ids.data[r] = float(idBits[r] = pick(rng));
+          ids2.data[r] = float(id2Bits[r] = r == 0 ? int(table2Rows) - 1 : pick2(rng));
+        }
+        ir::Tensor want = reference(o, {&ids, &table, &ids2, &table2});
+        GPU_TRY(idBuf, gputest::uploadVector(idBits));
+        GPU_TRY(id2Buf, gputest::uploadVector(id2Bits));
+        GPU_TRY(yBuf, gputest::poisonedBf16(rows * d));
+        MINFER_ASSERT_OK(run(kernel, spec, rows,
+                             EmbeddingParams{.ids = idBuf.ptr(), .table = tBuf.ptr(), .out = yBuf.ptr(),
+                                             .rows = int(rows), .table_rows = int(tableRows), .ids2 = id2Buf.ptr(),
+                                             .table2 = uBuf.ptr(), .table2_rows = int(table2Rows)}));
+        GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
+        expectClose(y, want, spec.name() + " rows=" + std::to_string(rows));
+      }
+    }
+  // The second table's ids are checked as the first's.
+  const int64_t d = 768, rows = 3;
+  EmbeddingSpec spec(d, ir::DType::BF16, ir::DType::BF16);
+  GPU_TRY(kernel, gputest::buildKernel(spec));
+  std::mt19937 rng(3);
+  ir::Tensor table = gputest::randomBf16({4, d}, rng);
+  GPU_TRY(tBuf, gputest::uploadBf16(table));
+  std::vector<int32_t> ids = {0, 1, 2}, ids2 = {3, 4, -1};
+  GPU_TRY(idBuf, gputest::uploadVector(ids));
+  GPU_TRY(id2Buf, gputest::uploadVector(ids2));
+  GPU_TRY(yBuf, gputest::uploadVector(std::vector<uint16_t>(rows * d, floatToBf16(1.0f))));
+  MINFER_ASSERT_OK(run(kernel, spec, rows,
+                       EmbeddingParams{.ids = idBuf.ptr(), .table = tBuf.ptr(), .out = yBuf.ptr(), .rows = int(rows),
+                                       .table_rows = 4, .ids2 = id2Buf.ptr(), .table2 = tBuf.ptr(), .table2_rows = 4}));
+  GPU_TRY(y, gputest::downloadBf16(yBuf, {rows, d}));
+  for (int64_t i = 0; i < d; ++i) {
+    ASSERT_EQ(y.row(0)[i], bf16ToFloat(floatToBf16(table.row(0)[i] + table.row(3)[i]))) << "col " << i;
+    ASSERT_TRUE(std::isnan(y.row(1)[i])) << "row 1 (second id 4 of 4 rows) col " << i;
+    ASSERT_TRUE(std::isnan(y.row(2)[i])) << "row 2 (second id -1) col " << i;
+  }
+}
+
 TEST(EmbeddingKernel, OutOfRangeIdsWriteNaNRows) {
   MINFER_REQUIRE_GPU();
   const int64_t d = 768, tableRows = 10, rows = 5;

@@ -111,6 +111,24 @@ TEST(InterpreterOps, EmbeddingRejectsIdsOutsideTheTable) {
   EXPECT_NE(llvm::toString(out.takeError()).find("id 4 at row 0 is outside the 4 rows of @e"), std::string::npos);
 }
 
+TEST(InterpreterOps, EmbeddingSumAddsTheRowsOfBothTables) {
+  std::string text = "model \"t\"\ndim d = 4\nweight @e : f32[4, d] = \"e\"\nweight @p : f32[2, d] = \"p\"\n"
+                     "graph(%tokens: i32[T], %positions: i32[T]) {\n"
+                     "  %y = embedding_sum %tokens, @e, %positions, @p : f32[T, d]\n  return %y\n}\n";
+  ir::Tensor pos = tensor({2, 4}, {100, 200, 300, 400, -10, -20, -30, -40});
+  // Rows at positions 0 and 1: e[2] + p[0], e[0] + p[1].
+  auto y = run(text, {{"e", kTable}, {"p", pos}}, {2, 0});
+  EXPECT_EQ(y.data, (std::vector<float>{100.25f, 199.5f, 301.5f, 402.5f, -9, -18, -27, -36}));
+  // A third token sits at position 2, past the two rows of @p: the error names the second table.
+  auto m = parseVerified(text);
+  ir::WeightSet set{{{kTable}, {pos}}};
+  auto interp = ir::Interpreter::create(*m, set, 1, 8);
+  ASSERT_TRUE(bool(interp));
+  auto out = (*interp)->step(0, {1, 1, 1});
+  ASSERT_FALSE(bool(out));
+  EXPECT_NE(llvm::toString(out.takeError()).find("id 2 at row 2 is outside the 2 rows of @p"), std::string::npos);
+}
+
 // Rope with head_dim 4: pair 0 turns by p * 1 rad, pair 1 by p * theta^(-1/2) (scaled per schedule).
 std::vector<float> ropeAt(const std::string &attrs, int32_t steps, int style_interleaved = 0) {
   std::string text = unaryModule("%y = rope %x, %positions {heads = 1, head_dim = 4, theta = 10000.0, style = " +

@@ -33,6 +33,7 @@ const std::map<std::string, std::string> kSamples = {
     {"split", "%y, %z = split %x {sizes = [8, 0]} : f32[T, 8], f32[T, 0]"},
     {"attention", "%y = attention %x, %x, %x {heads = 4, kv_heads = 4, head_dim = 2, scale = 0.5} : f32[T, 8]"},
     // The fused ops (compiler/Fuse.cpp writes them).
+    {"embedding_sum", "%y = embedding_sum %tokens, @w, %positions, @w : f32[T, 8]"},
     {"matmul_residual", "%y = matmul_residual %x, @w, %x, @b {act = gelu_tanh, scale = 0.5} : f32[T, 8]"},
     {"gated_matmul", "%z = gated_matmul %x, @w {act = silu} : f32[T, 4]"},
     {"add_rms_norm", "%s, %y = add_rms_norm %x, %x, @g {eps = 1e-6} : f32[T, 8], f32[T, 8]"},
@@ -99,7 +100,8 @@ TEST(OpTable, EachOpRoundTripsAndRuns) {
 
 // The `fused` column marks exactly the ops the fusion pass writes (DESIGN.md; compiler/Fuse.cpp).
 TEST(OpTable, TheFusedColumnMarksTheFusionPassOps) {
-  const std::set<llvm::StringRef> written = {"matmul_residual", "gated_matmul", "add_rms_norm", "add_layer_norm", "qkv"};
+  const std::set<llvm::StringRef> written = {"embedding_sum", "matmul_residual", "gated_matmul",
+                                             "add_rms_norm",  "add_layer_norm",  "qkv"};
   for (const ir::OpInfo &info : ir::allOps())
     EXPECT_EQ(info.fused, written.count(info.mnemonic) == 1) << info.mnemonic.str();
 }

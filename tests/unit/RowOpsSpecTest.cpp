@@ -36,6 +36,10 @@ TEST(RowOpsSpec, NamesAndEntriesReadLikeTheKernel) {
   EmbeddingSpec emb(2048, ir::DType::F16);
   EXPECT_EQ(emb.name(), "embedding_f16_d2048");
   EXPECT_EQ(emb.entry(), "minfer::embedding<2048, __half>");
+  EmbeddingSpec sum(768, ir::DType::BF16, ir::DType::F32); // embedding_sum: GPT-2's token and position tables
+  EXPECT_EQ(sum.name(), "embedding_sum_bf16_f32_d768");
+  EXPECT_EQ(sum.entry(), "minfer::embedding<768, minfer::bf16, float>");
+  EXPECT_EQ(sum.asTask(128, 1)->taskType(), "minfer::EmbeddingTask<768, minfer::bf16, float>");
 
   EXPECT_EQ(PointwiseSpec(PointwiseOp::SiluMul, 5632).name(), "pointwise_silu_mul_c5632");
   EXPECT_EQ(PointwiseSpec(PointwiseOp::SiluMul, 5632).entry(), "minfer::binary<minfer::pw::SiluMul, 5632>");

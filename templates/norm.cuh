@@ -22,6 +22,7 @@
 
 #include "common.cuh"
 #include "pointwise.cuh"
+#include "ptx.cuh"
 
 namespace minfer {
 
@@ -112,6 +113,12 @@ __device__ __forceinline__ void normRow(const bf16 *a, const bf16 *b, const Weig
 // A norm kernel's block: row tile.x, its pointers taken from the Params.
 template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL, class Wait>
 __device__ __forceinline__ void normTile(const NormParams &p, const Tile &tile, const Wait &wait) {
+  // gamma and beta are weights: asked into L2 before the wait, so that the loads after the statistics do
+  // not go to DRAM (the layers' matmul weights stream through L2 between two decode steps).
+  for (int off = threadIdx.x * 128; off < D * static_cast<int>(sizeof(WeightT)); off += bodyThreads() * 128) {
+    prefetchL2(static_cast<const char *>(p.gamma) + off);
+    if (LAYER) prefetchL2(static_cast<const char *>(p.beta) + off);
+  }
   wait();
   const long long r = tile.x;
   if (r >= p.rows) return;

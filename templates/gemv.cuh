@@ -339,8 +339,10 @@ template <class Epi> struct FragmentLoads {
 // (position, then rotation: 14.0 us against 12.1 at 8 rows). Here the qkv rows of every element are
 // loaded first, then every rotation: two trips. That bought less than the trips suggested (session 21:
 // the qkv kernel level in the kernel bench, 16-row steps 0.003-0.006 ms faster; bench/NOTES.md).
+// In two steps where the caller has work to put between them: loadFragmentRowsT (the residual, the qkv rows and
+// biases), then loadFragmentRotationsT (the rotations of those rows: it waits for them).
 template <int N, class Epi, int J>
-__device__ __forceinline__ void loadFragmentsT(FragmentLoads<Epi> (&f)[J], int n0, int m0, int rows, const EpiParams &epi) {
+__device__ __forceinline__ void loadFragmentRowsT(FragmentLoads<Epi> (&f)[J], int n0, int m0, int rows, const EpiParams &epi) {
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int j = 0; j < J; ++j)
@@ -356,6 +358,10 @@ __device__ __forceinline__ void loadFragmentsT(FragmentLoads<Epi> (&f)[J], int n
           f[j].bias[e] = Epi::bias2(n, epi);
         }
     }
+}
+template <int N, class Epi, int J>
+__device__ __forceinline__ void loadFragmentRotationsT(FragmentLoads<Epi> (&f)[J], int n0, int rows, const EpiParams &epi) {
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   if constexpr (RowLoadingEpilogue<Epi>)
 #pragma unroll
     for (int j = 0; j < J; ++j)
@@ -364,6 +370,11 @@ __device__ __forceinline__ void loadFragmentsT(FragmentLoads<Epi> (&f)[J], int n
         const int n = n0 + g + (e / 2) * 8, r = 8 * j + 2 * t + e % 2;
         if (g % 2 == 0 && r < rows && n < N) f[j].cs[e] = Epi::rotationOf(f[j].row[e], n, epi);
       }
+}
+template <int N, class Epi, int J>
+__device__ __forceinline__ void loadFragmentsT(FragmentLoads<Epi> (&f)[J], int n0, int m0, int rows, const EpiParams &epi) {
+  loadFragmentRowsT<N, Epi, J>(f, n0, m0, rows, epi);
+  loadFragmentRotationsT<N, Epi, J>(f, n0, rows, epi);
 }
 
 // Stores one m16n8 fragment of C^T = W · A^T (ptx.cuh's mma C layout; a wgmma m64 accumulator is four of

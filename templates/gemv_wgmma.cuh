@@ -180,6 +180,14 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
   // The consumer warpgroup: warp w holds W rows row0 + 16 w .. + 15 of the tile (hopper.cuh's layout).
   gridDependencyWait(); // the epilogue reads the kernel before this one's outputs (a residual, positions)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // What the first group's stores read, asked for under its main loop: after it they were two trips to
+  // memory on the kernel's chain, mostly to DRAM (a decode step streams every layer's W through L2 between a
+  // layer's reads of positions and of the rotation table). The residual's elements and a qkv epilogue's rows
+  // and biases now; the rows' rotations, which wait for the rows, halfway through the loop (`rotationsAt`),
+  // so that no wgmma waits for them. Later groups (M past MMA_N) load theirs before their stores.
+  gemv_detail::FragmentLoads<Epi> loads[MMA_N / 8];
+  const int firstRows = M < MMA_N ? M : MMA_N, rotationsAt = count / 2;
+  if (groups > 0 && rank == 0) gemv_detail::loadFragmentRowsT<N, Epi>(loads, row0 + 16 * warp, 0, firstRows, p.epi);
   // The norm prologue: thread t takes 16-byte chunk position t % 8 of row t / 8 in each A box.
   const int proRow = threadIdx.x / 8, proChunk = threadIdx.x % 8;
   if constexpr (Pro::kGammaBytes > 0)
@@ -195,6 +203,9 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
     for (int i = 0; i < count; ++i, ++item) {
       const int slot = item % STAGES;
       const unsigned w = ring + slot * kSlot, a = w + kSlotW;
+      if constexpr (gemv_detail::RowLoadingEpilogue<Epi>)
+        if (group == 0 && i == rotationsAt && rank == 0)
+          gemv_detail::loadFragmentRotationsT<N, Epi>(loads, row0 + 16 * warp, firstRows, p.epi);
       mbarWait(full + 8 * slot, (item / STAGES) & 1);
       if constexpr (Pro::kGammaBytes > 0) {
         // With the 128-byte swizzle, chunk position c of row r holds the row's chunk c ^ (r % 8).
@@ -316,10 +327,8 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
       if (threadIdx.x < MMA_N) blockBest[threadIdx.x] = 0;
       namedBarrierSync(1, 128);
     }
-    // What the stores read (residual elements; a qkv epilogue's rows, rotations and biases), all loaded
-    // before the first store.
-    gemv_detail::FragmentLoads<Epi> loads[MMA_N / 8];
-    gemv_detail::loadFragmentsT<N, Epi>(loads, row0 + 16 * warp, m0, rows, p.epi);
+    // What the stores read, all loaded before the first store (the first group's: above).
+    if (group > 0) gemv_detail::loadFragmentsT<N, Epi>(loads, row0 + 16 * warp, m0, rows, p.epi);
 #pragma unroll
     for (int j = 0; j < MMA_N / 8; ++j) {
       float v[4] = {acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]};

@@ -71,8 +71,8 @@ namespace minfer {
 template <int BM, int BN, int STAGES>
 constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 1024;
 
-// The slice of the main loop at which prefetchResidualRows runs: ~6000 cycles of tensor-core work before the
-// epilogue (a BM x BN x 64 slice is ~BM * BN / 32 cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for
+// The slice of the main loop at which prefetchResidualRows runs (and 128-row tiles load their residual words and
+// qkv rotations): ~6000 cycles of tensor-core work before the epilogue (a BM x BN x 64 slice is ~BM * BN / 32 cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for
 // the whole grid's residual (8 MB for a 2048 x 2048 output) to come from DRAM; the first slice where K is
 // shorter.
 template <int K, int BM, int BN> __host__ __device__ constexpr int residualPrefetchStep() {
@@ -167,8 +167,9 @@ template <class Epi, int BN> __host__ __device__ constexpr bool ropeRows() {
 }
 // The qkv epilogue's rows (EpiQkv::RopeRow: position, sequence, rotations) for a tile's stores. Where a
 // consumer holds one 64-row block (cooperative) and the accumulators leave room, they are loaded ahead: the
-// thread's rows g and g + 8 as the tile's main loop starts (loadRows), their rotations while its last wgmmas
-// run (loadAhead), so the stores wait on nothing. Otherwise (ping-pong, whose epilogue runs under the other
+// thread's rows g and g + 8 as the tile's main loop starts (loadRows), their rotations (loadAhead) at
+// residualPrefetchStep's slice on 128-row tiles, while the last wgmmas run on 64-row ones (or where that slice is
+// the first), so the stores wait on nothing. Otherwise (ping-pong, whose epilogue runs under the other
 // consumer's main loop anyway) each row just before its stores, as first written: held across the main loop,
 // 8 registers of rows made a ping-pong 128x160 tile spill ~300-450 bytes. Nothing for the other policies.
 template <class Epi, int BN, int HALVES, bool = ropeRows<Epi, BN>()> struct RopeRows {
@@ -439,14 +440,18 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
                                : CONSUMERS == 2 ? ResidualAhead::Early
                                                 : ResidualAhead::LastSlice> res;
     int previous = -1; // the slot whose wgmmas may still run
+    // A 128-row cooperative tile asks for its qkv rows' rotations at that slice too, where it lies inside the
+    // main loop; at slice 0 (short K) they would stall the first wgmma on the rows' positions, so there, as on
+    // 64-row tiles, they come under the last wgmmas.
+    constexpr bool kRopeEarly = CONSUMERS == 2 && residualPrefetchStep<K, BM, BN>() > 0;
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
-      if constexpr (Epi::kResidual || (CONSUMERS == 2 && Epi::kRopeHeadDim > 0))
+      if constexpr (Epi::kResidual || (kRopeEarly && Epi::kRopeHeadDim > 0))
         if (kt == residualPrefetchStep<K, BM, BN>()) {
           if constexpr (Epi::kResidual)
             prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
           res.loadEarly(p, accRow(0, 0), M, tileN, lane);
-          if constexpr (CONSUMERS == 2) ropeRows.loadAhead(tileN * BN, p); // the rows' rotations likewise
+          if constexpr (kRopeEarly) ropeRows.loadAhead(tileN * BN, p);
         }
       mbarWait(full + 8 * slot, phase);
       const unsigned a = sA + slot * kSlotA + (PINGPONG ? 0 : c * 64 * 128), w = sW + slot * kSlotW;
@@ -470,7 +475,7 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     }
     if (PINGPONG && t + unitStep < units) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - c) : "memory");
     res.loadUnderLastSlice(p, accRow(0, 0), M, tileN, lane);
-    if constexpr (CONSUMERS == 1) ropeRows.loadAhead(tileN * BN, p); // and, where RopeRows::kAhead, the qkv rows' rotations
+    if constexpr (!kRopeEarly) ropeRows.loadAhead(tileN * BN, p); // and, where RopeRows::kAhead, the qkv rows' rotations
     wgmmaWait<0>();
 #pragma unroll
     for (int h = 0; h < HALVES; ++h) wgmmaFenceOperands(accs[h]);

@@ -109,16 +109,14 @@ template <int N, int K, int THREADS> __device__ __forceinline__ void prefetchRow
 // line — thousands of requests to a few dozen lines — made GPT-2's one-row step 10% slower.)
 template <int N, int K, class Pro>
 __device__ __forceinline__ void prefetchSmallWeightsL2(const EpiParams &epi, const Tile &tile, int threads) {
-  constexpr int kGammaLines = (K * Pro::kGammaBytes + 127) / 128, kBiasLines = (N * 2 + 127) / 128;
-  const int grid = tile.nx * threads;
-  for (int i = tile.x * threads + static_cast<int>(threadIdx.x); i < 2 * kGammaLines + kBiasLines; i += grid) {
-    if (i < kGammaLines) prefetchL2(static_cast<const char *>(epi.gamma) + i * 128);
-    else if (i < 2 * kGammaLines) {
-      if (Pro::kLayer) prefetchL2(static_cast<const char *>(epi.beta) + (i - kGammaLines) * 128);
-    } else if (epi.bias) {
-      prefetchL2(reinterpret_cast<const char *>(epi.bias) + (i - 2 * kGammaLines) * 128);
-    }
+  // Warps past N may have left (gemv without a prologue): they are the last block's, and the lines (a few
+  // dozen, a few hundred for a 50k-row bias) fall to the first blocks' threads.
+  const int index = tile.x * threads + static_cast<int>(threadIdx.x), count = tile.nx * threads;
+  if constexpr (Pro::kGammaBytes > 0) {
+    prefetchLinesL2(epi.gamma, K * Pro::kGammaBytes, index, count);
+    if constexpr (Pro::kLayer) prefetchLinesL2(epi.beta, K * Pro::kGammaBytes, index, count);
   }
+  if (epi.bias) prefetchLinesL2(epi.bias, N * 2LL, index, count);
 }
 
 __host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }

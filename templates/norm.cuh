@@ -113,12 +113,12 @@ __device__ __forceinline__ void normRow(const bf16 *a, const bf16 *b, const Weig
 // A norm kernel's block: row tile.x, its pointers taken from the Params.
 template <int D, int THREADS, typename WeightT, bool LAYER, bool RESIDUAL, class Wait>
 __device__ __forceinline__ void normTile(const NormParams &p, const Tile &tile, const Wait &wait) {
-  // gamma and beta are weights: asked into L2 before the wait, so that the loads after the statistics do
-  // not go to DRAM (the layers' matmul weights stream through L2 between two decode steps).
-  for (int off = threadIdx.x * 128; off < D * static_cast<int>(sizeof(WeightT)); off += bodyThreads() * 128) {
-    prefetchL2(static_cast<const char *>(p.gamma) + off);
-    if (LAYER) prefetchL2(static_cast<const char *>(p.beta) + off);
-  }
+  // gamma and beta are weights: asked into L2 before the wait, each line once over the grid (in practice by
+  // the first row's block), so that the loads after the statistics do not go to DRAM (the layers' matmul
+  // weights stream through L2 between two decode steps).
+  const int index = tile.x * bodyThreads() + static_cast<int>(threadIdx.x), count = tile.nx * bodyThreads();
+  prefetchLinesL2(p.gamma, D * static_cast<long long>(sizeof(WeightT)), index, count);
+  if (LAYER) prefetchLinesL2(p.beta, D * static_cast<long long>(sizeof(WeightT)), index, count);
   wait();
   const long long r = tile.x;
   if (r >= p.rows) return;

@@ -76,6 +76,11 @@ __device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], c
 
 // A hint to bring the 128-byte line holding p into L2 (no register, no wait).
 __device__ __forceinline__ void prefetchL2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+// Asks bytes [0, bytes) from `base` (128-byte aligned) into L2 one line at a time, shared by `count` callers:
+// the caller at `index` takes lines index, index + count, ... (each line asked for once over them all).
+__device__ __forceinline__ void prefetchLinesL2(const void *base, long long bytes, int index, int count) {
+  for (long long off = index * 128LL; off < bytes; off += count * 128LL) prefetchL2(static_cast<const char *>(base) + off);
+}
 
 // Counters in global memory shared by the blocks of one kernel (persistent.cuh): a relaxed load at GPU scope
 // (sees other blocks' adds; to poll with), an acquire load at GPU scope (what the releasing block wrote before

@@ -865,13 +865,12 @@ llvm::Error checkCapacity(const ir::Module &m, const PlanOptions &o) {
   llvm::Error found = llvm::Error::success();
   ir::forEachOp(m, [&](const ir::Op &op, int64_t) {
     if (found || (op.kind != ir::OpKind::Embedding && op.kind != ir::OpKind::EmbeddingSum)) return;
-    for (size_t i = 0; i + 1 < op.operands.size(); i += 2) { // (ids, table) pairs
+    for (size_t i = 0; i + 1 < op.operands.size() && !found; i += 2) { // (ids, table) pairs
       if (m.value(op.operands[i].id).name != "positions") continue;
       const ir::WeightDecl &table = m.weights[op.operands[i + 1].id];
       if (o.maxSeq > table.type.shape[0].value)
         found = ir::makeError("--max-seq " + llvm::Twine(o.maxSeq) + " exceeds the " +
                               llvm::Twine(table.type.shape[0].value) + " rows of the learned position table @" + table.name);
-      return;
     }
   });
   if (found) return found;

@@ -377,7 +377,7 @@ llvm::Error Engine::fillSyntheticWeights(const std::vector<size_t> &offsets) {
     if (b.kind != BufferKind::Weight) continue;
     const ir::DType dtype = b.dtype == ir::DType::F32 || b.dtype == ir::DType::F16 ? b.dtype : ir::DType::BF16;
     const int type = dtype == ir::DType::F32 ? 2 : dtype == ir::DType::F16 ? 1 : 0;
-    const size_t elementBytes = type == 2 ? 4 : 2;
+    const size_t elementBytes = ir::dtypeSize(dtype);
     if (!blocks[type]) {
       std::vector<uint8_t> values = timing::randomElements(kBlockBytes / elementBytes, dtype, 0.035f, 0xC0FFEE + type);
       auto block = cuda::DeviceBuffer::alloc(kBlockBytes);

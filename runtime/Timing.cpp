@@ -127,7 +127,7 @@ int copiesFor(double bytes) {
 
 std::vector<uint8_t> randomElements(size_t count, ir::DType type, float halfRange, uint64_t seed) {
   assert(type != ir::DType::I32 && "randomElements: a floating-point element type");
-  const size_t elementBytes = type == ir::DType::F32 ? 4 : 2;
+  const size_t elementBytes = ir::dtypeSize(type);
   std::vector<uint8_t> out(count * elementBytes);
   uint64_t state = seed;
   for (size_t i = 0; i < count; ++i) {

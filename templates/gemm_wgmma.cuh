@@ -72,9 +72,9 @@ template <int BM, int BN, int STAGES>
 constexpr int kWgmmaSharedBytes = STAGES * (BM + BN) * 64 * 2 + STAGES * 16 + 1024;
 
 // The slice of the main loop at which prefetchResidualRows runs (and 128-row tiles load their residual words and
-// qkv rotations): ~6000 cycles of tensor-core work before the epilogue (a BM x BN x 64 slice is ~BM * BN / 32 cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for
-// the whole grid's residual (8 MB for a 2048 x 2048 output) to come from DRAM; the first slice where K is
-// shorter.
+// qkv rotations): ~6000 cycles of tensor-core work before the epilogue (a BM x BN x 64 slice is ~BM * BN / 32
+// cycles at a Hopper SM's 4096 bf16 FLOP a cycle), enough for the whole grid's residual (8 MB for a 2048 x 2048
+// output) to come from DRAM; the first slice where K is shorter.
 template <int K, int BM, int BN> __host__ __device__ constexpr int residualPrefetchStep() {
   constexpr int kTilesK = (K + 63) / 64, kStepCycles = BM * BN / 32;
   constexpr int kLead = (6000 + kStepCycles - 1) / kStepCycles;
@@ -443,11 +443,12 @@ __device__ __forceinline__ void gemmWgmmaBody(const MatmulParams &p, const Tenso
     // A 128-row cooperative tile asks for its qkv rows' rotations at that slice too, where it lies inside the
     // main loop; at slice 0 (short K) they would stall the first wgmma on the rows' positions, so there, as on
     // 64-row tiles, they come under the last wgmmas.
-    constexpr bool kRopeEarly = CONSUMERS == 2 && residualPrefetchStep<K, BM, BN>() > 0;
+    constexpr int kEarlySlice = residualPrefetchStep<K, BM, BN>();
+    constexpr bool kRopeEarly = CONSUMERS == 2 && kEarlySlice > 0;
 #pragma unroll 1
     for (int kt = 0; kt < kTilesK; ++kt) {
       if constexpr (Epi::kResidual || (kRopeEarly && Epi::kRopeHeadDim > 0))
-        if (kt == residualPrefetchStep<K, BM, BN>()) {
+        if (kt == kEarlySlice) {
           if constexpr (Epi::kResidual)
             prefetchResidualRows<N, BN, PINGPONG>(p, tileM * BM + (PINGPONG ? 0 : 64 * c), tileN, M);
           res.loadEarly(p, accRow(0, 0), M, tileN, lane);

@@ -97,8 +97,8 @@ template <int N, int K, int THREADS> __device__ __forceinline__ void prefetchRow
   rows = rows < N - first ? rows : N - first;
   const char *base = reinterpret_cast<const char *>(W + static_cast<long long>(first) * K);
   const long long bytes = static_cast<long long>(rows) * K * 2;
-  for (long long off = threadIdx.x * 128LL; off < bytes; off += THREADS * 128LL) prefetchL2(reinterpret_cast<const bf16 *>(base + off));
-  if (threadIdx.x == 0) prefetchL2(reinterpret_cast<const bf16 *>(base + bytes - 1)); // a last line the stride missed
+  prefetchLinesL2(base, bytes, threadIdx.x, THREADS);
+  if (threadIdx.x == 0) prefetchL2(base + bytes - 1); // a last line the stride missed (rows need not start on one)
 }
 
 // The small weights a gemv reads only after its wait: the prologue's gains (and LayerNorm's beta), [K] each,

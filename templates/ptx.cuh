@@ -76,8 +76,9 @@ __device__ __forceinline__ void mmaBf16(float (&d)[4], const unsigned (&a)[4], c
 
 // A hint to bring the 128-byte line holding p into L2 (no register, no wait).
 __device__ __forceinline__ void prefetchL2(const void *p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
-// Asks bytes [0, bytes) from `base` (128-byte aligned) into L2 one line at a time, shared by `count` callers:
-// the caller at `index` takes lines index, index + count, ... (each line asked for once over them all).
+// Asks bytes [0, bytes) from `base` into L2 one line at a time, shared by `count` callers: the caller at
+// `index` takes lines index, index + count, ... (each line asked for once over them all). From a base off a
+// line start the range's last line may be missed; the caller asks for base + bytes - 1 itself where it matters.
 __device__ __forceinline__ void prefetchLinesL2(const void *base, long long bytes, int index, int count) {
   for (long long off = index * 128LL; off < bytes; off += count * 128LL) prefetchL2(static_cast<const char *>(base) + off);
 }

@@ -117,6 +117,7 @@ __device__ __forceinline__ void prefetchSmallWeightsL2(const EpiParams &epi, con
     if constexpr (Pro::kLayer) prefetchLinesL2(epi.beta, K * Pro::kGammaBytes, index, count);
   }
   if (epi.bias) prefetchLinesL2(epi.bias, N * 2LL, index, count);
+  if (epi.argmax && index == 0) prefetchL2(epi.argmax); // the keys the last step's advance zeroed: a line
 }
 
 __host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }

@@ -9,8 +9,9 @@
 // warps); M = 3 runs every epilogue; M = 11 runs 8-row tiles and M = 19 16-row tiles (rows beyond MAX_M take
 // a second pass over W); the residual epilogue also runs in place. On sm_90a three wgmma tiles more: slices
 // of 256, 64 and 128 of K with splits 1, 2 and 4 (the last in place too), each also over no rows at M = 1 and
-// with a folded RMS norm (the reference normalises A in double first). Outputs are poisoned first and
-// compared with ir::evalOp.
+// with a folded RMS norm (the reference normalises A in double first). Every M also runs a folded LayerNorm
+// (f32 gains, rows moved far from zero) in two FMA tiles and one tensor-core tile. Outputs are poisoned first
+// and compared with ir::evalOp.
 #include "MatmulGpuTest.h"
 
 #include "compiler/kernels/Gemm.h"
@@ -31,6 +32,11 @@ TEST_P(GemvKernel, MatchesInterpreter) {
   GPU_TRY(gammaDev, uploadBf16(gamma));
   ir::Tensor ones({k});
   std::fill(ones.data.begin(), ones.data.end(), 1.f);
+  // gamma and beta of a folded LayerNorm, f32 (GPT-2's), ~N(1, 0.2) and ~N(0, 0.2).
+  const ir::Tensor lnGamma = randomBf16({k}, rng, 1, 0.2f), lnBeta = randomBf16({k}, rng, 0, 0.2f);
+  GPU_TRY(lnGammaDev, uploadVector(lnGamma.data));
+  GPU_TRY(lnBetaDev, uploadVector(lnBeta.data));
+  const Prologue layer{Prologue::Kind::Layer, ir::DType::F32};
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 19}) {
     auto c = caseFor(m);
     ASSERT_TRUE(c);
@@ -45,6 +51,11 @@ TEST_P(GemvKernel, MatchesInterpreter) {
       for (const Epilogue &e : allPointwiseEpilogues()) run(dflt, e);
     run(dflt, Epilogue::pointwise(true, Activation::Silu, true, true));
     c->checkInPlace(kernels, GemvSpec(n, k, Epilogue::Residual, dflt));
+    // A folded LayerNorm (the block's two-pass statistics) on rows far from zero: the FMA kernel in two tiles,
+    // the tensor-core one in one.
+    for (GemvTile t : {GemvTile{dflt.maxM, 2, 4, false}, GemvTile{dflt.maxM, 1, 8, false}, GemvTile{dflt.maxM, 1, 4, true}})
+      c->checkLayerNormed(kernels, GemvSpec(n, k, Epilogue::BiasGeluTanh, t, layer), lnGamma, lnBeta, lnGammaDev.ptr(),
+                          lnBetaDev.ptr(), 1e-5f);
     if (target.hasWgmma()) {
       // The wgmma kernel: no split in 256-wide slices (K = 96 and 200: boxes past K), a split of 2 through a
       // ring of 2 64-wide slots (it wraps every other slice), a split of 4 in 128-wide slices (where K has

@@ -301,6 +301,39 @@ public:
                   gammaDev, eps, scaledDev->ptr(), givenRowSquares ? partialsDev->ptr() : 0, givenRowSquares ? 2 : 0);
   }
 
+  // A folded LayerNorm with f32 gamma and beta (GPT-2's): A's rows scaled and moved far from zero (row r by
+  // kOffsets[r % 4]: -300 leaves a spread of a few bf16 steps of 2), where a one-pass variance or a subtraction
+  // of the mean after the products would lose the spread to cancellation. The reference normalises the rows as
+  // uploaded in double, rounds to bf16 (what the norm kernel stores), then multiplies.
+  template <typename Spec>
+  void checkLayerNormed(KernelSet &kernels, const Spec &spec, const ir::Tensor &gamma, const ir::Tensor &beta,
+                        cuda::DevicePtr gammaDev, cuda::DevicePtr betaDev, float eps) {
+    static constexpr float kOffsets[] = {0.f, 24.f, -300.f, 3.f};
+    ir::Tensor shifted = a;
+    for (int64_t r = 0; r < shifted.rows(); ++r)
+      for (int64_t i = 0; i < shifted.cols(); ++i)
+        shifted.row(r)[i] = bf16ToFloat(floatToBf16(shifted.row(r)[i] * std::ldexp(1.f, static_cast<int>(r % 3) - 1) +
+                                                    kOffsets[r % 4]));
+    auto shiftedDev = uploadBf16(shifted);
+    ASSERT_TRUE(bool(shiftedDev)) << llvm::toString(shiftedDev.takeError());
+    ir::Tensor normed = selectRows(shifted, rows);
+    for (int64_t r = 0; r < normed.rows(); ++r) {
+      float *x = normed.row(r);
+      const int64_t k = normed.cols();
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < k; ++i) mean += x[i];
+      mean /= double(k);
+      for (int64_t i = 0; i < k; ++i) var += (x[i] - mean) * (x[i] - mean);
+      const double inv = 1 / std::sqrt(var / double(k) + eps);
+      for (int64_t i = 0; i < k; ++i)
+        x[i] = bf16ToFloat(floatToBf16(float((x[i] - mean) * inv * gamma.data[i] + beta.data[i])));
+    }
+    auto ref = problem.reference(normed, resRows, spec.epi);
+    ASSERT_TRUE(bool(ref)) << "reference: " << llvm::toString(ref.takeError());
+    runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " LayerNorm, M=" + std::to_string(m), /*keepC=*/false,
+                  gammaDev, eps, shiftedDev->ptr(), 0, 0, betaDev);
+  }
+
   // The same in place: C is the residual buffer (the residual stream updated by an output projection).
   template <typename Spec> void checkInPlace(KernelSet &kernels, const Spec &spec) {
     const ir::Tensor *ref = reference(spec.epi);
@@ -334,7 +367,7 @@ private:
   // (poisoned first unless `keepC`) and compares the checked rows with `ref`; gamma and eps go to a prologue.
   void runAndCompare(KernelSet &kernels, const KernelSpec &spec, cuda::DevicePtr residual, const ir::Tensor &ref,
                      const std::string &what, bool keepC, cuda::DevicePtr gamma = 0, float eps = 0,
-                     cuda::DevicePtr otherA = 0, cuda::DevicePtr rowSq = 0, int rowSqParts = 0) {
+                     cuda::DevicePtr otherA = 0, cuda::DevicePtr rowSq = 0, int rowSqParts = 0, cuda::DevicePtr beta = 0) {
     const GpuKernel *k = kernels.get(spec);
     if (!k) return;
     if (!keepC) MINFER_ASSERT_OK(cDev.fill(0xFF));
@@ -342,6 +375,7 @@ private:
     params.epi.bias = problem.biasPtr();
     params.epi.residual = residual;
     params.epi.gamma = gamma;
+    params.epi.beta = beta;
     params.epi.eps = eps;
     params.epi.row_sq = rowSq;
     params.epi.row_sq_parts = rowSqParts;

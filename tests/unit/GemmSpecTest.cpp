@@ -637,7 +637,7 @@ TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
   // The default at 1 and 2 rows on sm_90a: wgmma (128 of K a slot; a split of 3 and 8 slots with at most a
   // quarter as many 64-row tiles as SMs, of 2 with fewer than the SMs, none and 4 slots otherwise) with an
   // RMS norm in the prologue or from 4M weights; the FMA kernel on smaller plain products and with a LayerNorm
-  // in the prologue.
+  // in the prologue (at one row, 4 rows a warp from 4M weights, where the SMs still get 8 warps each).
   const Target hopper = target("sm_90a");
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 3)) << "32 tiles";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2560, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(2, 128, 8, 2)) << "40 tiles";
@@ -648,11 +648,17 @@ TEST(GemvWgmmaSpec, NameEntryHeaderAndTileStringSpellEveryConstant) {
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 5632), GemvTile::hopper(2, 128, 8, 3)) << "11.5M weights, 32 tiles";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 2048, 2048), GemvTile::hopper(2, 128, 8, 3)) << "4M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 2, 3072, 768), (GemvTile{2, 2, 4, false})) << "2.4M weights (GPT-2's up)";
-  EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Layer), (GemvTile{2, 2, 4, false}));
+  EXPECT_EQ(defaultGemvTile(hopper, 2, 32000, 2048, 0, Prologue::Kind::Layer), (GemvTile{2, 2, 4, false}))
+      << "4 rows a warp at one row only (at two the plan keeps a LayerNorm off such a W)";
   EXPECT_EQ(defaultGemvTile(hopper, 1, 32000, 2048, 0, Prologue::Kind::Rms), GemvTile::hopper(1, 128, 4, 1));
   EXPECT_EQ(defaultGemvTile(hopper, 1, 2048, 2048), GemvTile::hopper(1, 128, 8, 3)) << "4M weights";
   EXPECT_EQ(defaultGemvTile(hopper, 1, 768, 3072), (GemvTile{1, 1, 4, false})) << "2.4M weights";
-  EXPECT_EQ(defaultGemvTile(hopper, 1, 50257, 768, 0, Prologue::Kind::Layer), (GemvTile{1, 1, 4, false}));
+  EXPECT_EQ(defaultGemvTile(hopper, 1, 50257, 768, 0, Prologue::Kind::Layer), (GemvTile{1, 4, 4, false}))
+      << "GPT-2's head with its LayerNorm: 3,142 blocks, not 12,565";
+  EXPECT_EQ(defaultGemvTile(target("sm_89"), 1, 50257, 768, 0, Prologue::Kind::Layer), (GemvTile{1, 1, 4, false}))
+      << "unchanged where it was not measured";
+  EXPECT_EQ(defaultGemvTile(hopper, 1, 1024, 4096, 0, Prologue::Kind::Layer), (GemvTile{1, 1, 4, false}))
+      << "4M weights but 1024 rows: 4 rows a warp would leave the SMs under 8 warps each";
   auto one = GemvSpec(2048, 2048, Epilogue::Residual, GemvTile::hopper(1, 128, 8, 2)).asTask(128, 264);
   ASSERT_TRUE(one);
   EXPECT_EQ(one->taskType().rfind("minfer::GemvTask<2048, 2048, 1, ", 0), 0u)

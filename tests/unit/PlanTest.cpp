@@ -530,27 +530,32 @@ TEST(Plan, LayerNormsKeepTheirGains) {
   for (const auto &k : p->kernels) EXPECT_EQ(k->name().find("_pro_rms_unit"), std::string::npos) << k->name();
 }
 
-// A LayerNorm folds only into the FMA gemv. In GPT-2's one-row decode its layers' gemvs are small enough to
-// be FMA kernels anyway and keep the fold; the lm_head (50257 x 768) would be the wgmma gemv on sm_90a, so the
-// final LayerNorm launches and the head streams through wgmma (still folding the argmax). On sm_89 it folds.
-TEST(Plan, ALayerNormBeforeAWgmmaSizedGemvLaunchesOnItsOwn) {
+// A LayerNorm folds only into the FMA gemv. In GPT-2's one-row decode it folds everywhere: the layers' norms into
+// their small gemvs, and the final one into the lm_head (50257 x 768), which on sm_90a stays on the FMA kernel for
+// it (4 rows a warp; it would otherwise be the wgmma gemv) and folds the argmax too. At two rows on sm_90a the
+// final norm launches and the head streams through wgmma (still folding the argmax); on sm_89 it folds.
+TEST(Plan, ALayerNormFoldsIntoTheHeadAtOneRow) {
   auto m = ir::parseModuleFile(std::string(MINFER_SOURCE_DIR) + "/examples/gpt2-124m.ir");
   ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
   ASSERT_TRUE(bool(fuseModule(**m)));
-  for (const char *target : {"sm_90a", "sm_89"}) {
-    SCOPED_TRACE(target);
-    const bool wgmma = std::string(target) == "sm_90a";
-    auto p = buildPlan(**m, *parseTarget(target), PlanOptions{1, 1024, 1024});
-    ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
-    std::map<std::string, std::vector<std::string>> kernelsOf; // op -> its launches' kernels
-    for (const PlannedLaunch &l : p->decode.launches) kernelsOf[l.op].push_back(p->kernels[l.kernel]->name());
-    EXPECT_EQ(kernelsOf["%final = layer_norm"].size(), wgmma ? 1u : 0u);
-    ASSERT_EQ(kernelsOf["%logits = matmul"].size(), 1u);
-    const std::string head = kernelsOf["%logits = matmul"][0];
-    EXPECT_EQ(head.find("_wgmma_") != std::string::npos, wgmma) << head;
-    EXPECT_EQ(head.find("_pro_layer") == std::string::npos, wgmma) << head;
-    EXPECT_NE(head.find("argmax"), std::string::npos) << head;
-    ASSERT_EQ(kernelsOf["%q = qkv"].size(), 12u);
-    for (const std::string &k : kernelsOf["%q = qkv"]) EXPECT_NE(k.find("_pro_layer"), std::string::npos) << k;
-  }
+  for (const char *target : {"sm_90a", "sm_89"})
+    for (int64_t batch : {1, 2}) {
+      SCOPED_TRACE(std::string(target) + ", batch " + std::to_string(batch));
+      const bool wgmma = std::string(target) == "sm_90a" && batch == 2;
+      auto p = buildPlan(**m, *parseTarget(target), PlanOptions{batch, 1024, 1024});
+      ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+      std::map<std::string, std::vector<std::string>> kernelsOf; // op -> its launches' kernels
+      for (const PlannedLaunch &l : p->decode.launches) kernelsOf[l.op].push_back(p->kernels[l.kernel]->name());
+      EXPECT_EQ(kernelsOf["%final = layer_norm"].size(), wgmma ? 1u : 0u);
+      ASSERT_EQ(kernelsOf["%logits = matmul"].size(), 1u);
+      const std::string head = kernelsOf["%logits = matmul"][0];
+      EXPECT_EQ(head.find("_wgmma_") != std::string::npos, wgmma) << head;
+      EXPECT_EQ(head.find("_pro_layer") == std::string::npos, wgmma) << head;
+      EXPECT_NE(head.find("argmax"), std::string::npos) << head;
+      if (batch == 1) {
+        EXPECT_NE(head.find(std::string(target) == "sm_90a" ? "_m1_r4_w4_" : "_m1_r1_w4_"), std::string::npos) << head;
+      }
+      ASSERT_EQ(kernelsOf["%q = qkv"].size(), 12u);
+      for (const std::string &k : kernelsOf["%q = qkv"]) EXPECT_NE(k.find("_pro_layer"), std::string::npos) << k;
+    }
 }

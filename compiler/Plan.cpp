@@ -203,11 +203,13 @@ private:
     auto it = readers.find(y);
     if (it == readers.end() || yielded.count(y)) return false;
     if (!llvm::all_of(it->second, [&](const ir::Op *r) { return ir::readsAsMatmulInput(*r, y); })) return false;
-    // A LayerNorm keeps the FMA gemv, the only one with its prologue. Above one row, where a reader would
-    // otherwise be the wgmma gemv (a large W on sm_90a: GPT-2's lm_head, 77 MB), the norm launches instead
-    // (H200, session 37, untuned: with the norm folded into the head's FMA gemv GPT-2's 2-row step took 3.0%
-    // longer; at one row, 4 rows a warp, 0.9% and 0.2% less in two calls, and one launch fewer).
-    if (kind == Prologue::Kind::Layer && gemvRows() > 1)
+    // A LayerNorm keeps the FMA gemv, the only one with its prologue. Where a reader would otherwise be the wgmma
+    // gemv (a large W on sm_90a: GPT-2's lm_head, 77 MB; the larger GPT-2s' layer matmuls), the norm launches
+    // instead, but for the lm_head at one row (H200, session 37, untuned: with the final norm folded into the
+    // head's FMA gemv at 4 rows a warp, GPT-2's one-row step took 0.9% and 0.2% less in two calls and one launch
+    // fewer; its 2-row step 3.0% longer). The layer matmuls of the larger GPT-2s were not measured folded.
+    const bool headAtOneRow = gemvRows() == 1 && it->second.size() == 1 && it->second[0]->results[0] == m.outputs[0];
+    if (kind == Prologue::Kind::Layer && !headAtOneRow)
       for (const ir::Op *r : it->second) {
         const ir::WeightDecl &w = m.weights[r->operands[weightOperand(*r)].id];
         GemvTile plain =

@@ -103,7 +103,9 @@ template <int N, int K, int THREADS> __device__ __forceinline__ void prefetchRow
 
 // The small weights a gemv reads only after its wait: the prologue's gains (and LayerNorm's beta), [K] each,
 // and the epilogue's bias [N], asked into L2 before the wait, each 128-byte line once over the whole grid
-// (line i by thread i % threads of block i / threads: in practice the first block). Every other layer's W
+// (line i by thread i % threads of block i / threads: in practice the first block); and the lm_head's argmax
+// keys (not a weight, but as cold: one line the last step's advance zeroed, read and atomically maxed at the
+// end), by the first thread. Every other layer's W
 // streams through L2 between two steps, so without this they come from DRAM after the wait: a DRAM round
 // trip on the chain after the statistics, and another before the stores. (Every block asking for every
 // line — thousands of requests to a few dozen lines — made GPT-2's one-row step 10% slower.)

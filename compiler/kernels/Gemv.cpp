@@ -308,12 +308,12 @@ GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, 
   // as M grows (at M = 4 on an H200, 4 rows per warp stream a 131 MB W at 3.1 TB/s, 1 row at 2.6)...
   t.rowsPerWarp = std::min(4, t.maxM);
   // ... and on sm_90a at one row, where only a folded LayerNorm keeps a large W (from 4M weights) on this
-  // kernel (GPT-2's lm_head, 50257 x 768; Plan.cpp folds it there at one row only), 4 rows a warp: a grid's
+  // kernel (GPT-2's lm_head, 50257 x 768; Plan.cpp folds the final norm into it at one row only), 4 rows a warp: a grid's
   // blocks cost ~1.2 ns each to dispatch past a few hundred (H200, bench/results/session37/boundary_grids),
   // and one row a warp made that head 12,565 blocks. In step, the tuner's best FMA tiles for it were 4 rows x
   // 4 warps (19.7 us) and 2 x 8 (19.8), both 3,142 blocks, against 20.8 for the wgmma kernel
   // (session37/side_by_side). Not measured on sm_89: unchanged there.
-  if (target.hasWgmma() && plainLarge && t.maxM == 1) t.rowsPerWarp = 4;
+  if (target.hasWgmma() && pro == Prologue::Kind::Layer && plainLarge && t.maxM == 1) t.rowsPerWarp = 4;
   // ... but never so few warps that the SMs starve: N / rowsPerWarp >= 8 warps per SM (at N = 2048 one
   // row per warp is best at every M measured).
   while (t.rowsPerWarp > 1 && llvm::divideCeil(n, t.rowsPerWarp) < 8ULL * smCount) t.rowsPerWarp /= 2;

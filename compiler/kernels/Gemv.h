@@ -144,8 +144,9 @@ bool gemvFoldsNorm(const Target &target, int64_t maxRows, Prologue::Kind kind);
 //  - On sm_90a, the wgmma kernel (a slot of 128 of K, a split of 2 where N has fewer 64-row tiles than SMs):
 //    from M = 3, and at M = 1 and 2 where `pro` is an RMS norm or W has 4M weights or more; never with a
 //    LayerNorm in `pro` (only the FMA kernel folds one).
-//  - Otherwise, M <= 2: the FMA kernel with rowsPerWarp = maxM, halved while N / rowsPerWarp < 8 warps per
-//    SM, 4 warps per block; M >= 3: the mma.sync tensor-core kernel with the most warps (4, 8 or 16) that
+//  - Otherwise, M <= 2: the FMA kernel with rowsPerWarp = maxM (4 at M = 1 on sm_90a with a LayerNorm in
+//    `pro` and 4M weights or more: GPT-2's lm_head), halved while N / rowsPerWarp < 8 warps per SM, 4 warps
+//    per block; M >= 3: the mma.sync tensor-core kernel with the most warps (4, 8 or 16) that
 //    keep all ceil(N / 16) blocks in one wave.
 // `smCount` 0 means target.nominalSmCount().
 GemvTile defaultGemvTile(const Target &target, int64_t m, int64_t n, int64_t k, int smCount = 0,

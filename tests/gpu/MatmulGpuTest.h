@@ -220,6 +220,16 @@ private:
   Target cacheTarget;
 };
 
+// What a matmul's prologue reads besides W in MatmulCase's checks: its gains, LayerNorm's beta and eps; rows of
+// A to use instead of the case's own (as many, of the same width); the rows' squares given in rowSqParts parts a
+// row.
+struct PrologueInputs {
+  cuda::DevicePtr gamma = 0, beta = 0;
+  float eps = 0;
+  cuda::DevicePtr otherA = 0, rowSq = 0;
+  int rowSqParts = 0;
+};
+
 // One M of a matmul test: A [m, k] and the residual [m, n] drawn from `seed` and uploaded, the output
 // C [m, n], the rows checked, and the reference of each epilogue on those rows (computed on first use).
 class MatmulCase {
@@ -298,17 +308,21 @@ public:
     auto ref = problem.reference(normed, resRows, spec.epi);
     ASSERT_TRUE(bool(ref)) << "reference: " << llvm::toString(ref.takeError());
     runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " M=" + std::to_string(m), /*keepC=*/false,
-                  gammaDev, eps, scaledDev->ptr(), givenRowSquares ? partialsDev->ptr() : 0, givenRowSquares ? 2 : 0);
+                  {.gamma = gammaDev,
+                   .eps = eps,
+                   .otherA = scaledDev->ptr(),
+                   .rowSq = givenRowSquares ? partialsDev->ptr() : 0,
+                   .rowSqParts = givenRowSquares ? 2 : 0});
   }
 
   // A folded LayerNorm with f32 gamma and beta (GPT-2's): A's rows scaled and moved far from zero (row r by
-  // kOffsets[r % 4]: -300 leaves a spread of a few bf16 steps of 2), where a one-pass variance or a subtraction
+  // kOffsets[r % 4]: -300, row 0's, leaves a spread of a few bf16 steps of 2), where a one-pass variance or a subtraction
   // of the mean after the products would lose the spread to cancellation. The reference normalises the rows as
   // uploaded in double, rounds to bf16 (what the norm kernel stores), then multiplies.
   template <typename Spec>
   void checkLayerNormed(KernelSet &kernels, const Spec &spec, const ir::Tensor &gamma, const ir::Tensor &beta,
                         cuda::DevicePtr gammaDev, cuda::DevicePtr betaDev, float eps) {
-    static constexpr float kOffsets[] = {0.f, 24.f, -300.f, 3.f};
+    static constexpr float kOffsets[] = {-300.f, 24.f, 0.f, 3.f}; // row 0 far off too: M = 1 checks only it
     ir::Tensor shifted = a;
     for (int64_t r = 0; r < shifted.rows(); ++r)
       for (int64_t i = 0; i < shifted.cols(); ++i)
@@ -331,7 +345,7 @@ public:
     auto ref = problem.reference(normed, resRows, spec.epi);
     ASSERT_TRUE(bool(ref)) << "reference: " << llvm::toString(ref.takeError());
     runAndCompare(kernels, spec, resDev.ptr(), *ref, spec.name() + " LayerNorm, M=" + std::to_string(m), /*keepC=*/false,
-                  gammaDev, eps, shiftedDev->ptr(), 0, 0, betaDev);
+                  {.gamma = gammaDev, .beta = betaDev, .eps = eps, .otherA = shiftedDev->ptr()});
   }
 
   // The same in place: C is the residual buffer (the residual stream updated by an output projection).
@@ -363,22 +377,21 @@ public:
 private:
   MatmulCase(const MatmulProblem &p, int64_t m) : m(m), problem(p) {}
 
-  // Runs `spec` over the m rows of A (or of `otherA`, as many of the same width) with C as the output
-  // (poisoned first unless `keepC`) and compares the checked rows with `ref`; gamma and eps go to a prologue.
+  // Runs `spec` over the m rows of A (or of pro.otherA) with C as the output (poisoned first unless `keepC`)
+  // and compares the checked rows with `ref`.
   void runAndCompare(KernelSet &kernels, const KernelSpec &spec, cuda::DevicePtr residual, const ir::Tensor &ref,
-                     const std::string &what, bool keepC, cuda::DevicePtr gamma = 0, float eps = 0,
-                     cuda::DevicePtr otherA = 0, cuda::DevicePtr rowSq = 0, int rowSqParts = 0, cuda::DevicePtr beta = 0) {
+                     const std::string &what, bool keepC, const PrologueInputs &pro = {}) {
     const GpuKernel *k = kernels.get(spec);
     if (!k) return;
     if (!keepC) MINFER_ASSERT_OK(cDev.fill(0xFF));
-    MatmulParams params{.C = cDev.ptr(), .A = otherA ? otherA : aDev.ptr(), .W = problem.weightsPtr()};
+    MatmulParams params{.C = cDev.ptr(), .A = pro.otherA ? pro.otherA : aDev.ptr(), .W = problem.weightsPtr()};
     params.epi.bias = problem.biasPtr();
     params.epi.residual = residual;
-    params.epi.gamma = gamma;
-    params.epi.beta = beta;
-    params.epi.eps = eps;
-    params.epi.row_sq = rowSq;
-    params.epi.row_sq_parts = rowSqParts;
+    params.epi.gamma = pro.gamma;
+    params.epi.beta = pro.beta;
+    params.epi.eps = pro.eps;
+    params.epi.row_sq = pro.rowSq;
+    params.epi.row_sq_parts = pro.rowSqParts;
     MINFER_ASSERT_OK(launchMatmul(*k, spec, m, params));
     auto got = downloadBf16(cDev, {m, problem.n});
     ASSERT_TRUE(bool(got)) << llvm::toString(got.takeError());

@@ -559,3 +559,31 @@ TEST(Plan, ALayerNormFoldsIntoTheHeadAtOneRow) {
       for (const std::string &k : kernelsOf["%q = qkv"]) EXPECT_NE(k.find("_pro_layer"), std::string::npos) << k;
     }
 }
+
+// GPT-2 XL's widths (12 layers here; qkv 4800 x 1600, fc 6400 x 1600): its layer matmuls would be wgmma gemvs
+// on sm_90a, so their LayerNorms launch on their own even at one row (folding them was not measured); the final
+// one still folds into the head.
+TEST(Plan, ALayerNormBeforeAWgmmaSizedLayerMatmulLaunchesOnItsOwn) {
+  std::string text = test::readFile(std::string(MINFER_SOURCE_DIR) + "/examples/gpt2-124m.ir");
+  for (auto [from, to] : {std::pair{"dim hidden = 768", "dim hidden = 1600"}, std::pair{"dim heads = 12", "dim heads = 25"},
+                          std::pair{"dim qkv_dim = 2304", "dim qkv_dim = 4800"}, std::pair{"dim ffn = 3072", "dim ffn = 6400"}}) {
+    size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, std::string(from).size(), to);
+  }
+  auto m = test::parseVerified(text);
+  ASSERT_TRUE(m);
+  ASSERT_TRUE(bool(fuseModule(*m)));
+  auto p = buildPlan(*m, *parseTarget("sm_90a"), PlanOptions{1, 1024, 1024});
+  ASSERT_TRUE(bool(p)) << llvm::toString(p.takeError());
+  std::map<std::string, std::vector<std::string>> kernelsOf; // op -> its launches' kernels
+  for (const PlannedLaunch &l : p->decode.launches) kernelsOf[l.op].push_back(p->kernels[l.kernel]->name());
+  EXPECT_EQ(kernelsOf["%attn_in = layer_norm"].size(), 12u);
+  EXPECT_EQ(kernelsOf["%mlp_in = layer_norm"].size(), 12u);
+  EXPECT_EQ(kernelsOf["%final = layer_norm"].size(), 0u);
+  ASSERT_EQ(kernelsOf["%q = qkv"].size(), 12u);
+  EXPECT_NE(kernelsOf["%q = qkv"][0].find("_wgmma_"), std::string::npos) << kernelsOf["%q = qkv"][0];
+  ASSERT_EQ(kernelsOf["%logits = matmul"].size(), 1u);
+  EXPECT_NE(kernelsOf["%logits = matmul"][0].find("_m1_r4_w4_"), std::string::npos) << kernelsOf["%logits = matmul"][0];
+  EXPECT_NE(kernelsOf["%logits = matmul"][0].find("_pro_layer"), std::string::npos) << kernelsOf["%logits = matmul"][0];
+}

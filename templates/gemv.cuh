@@ -101,25 +101,29 @@ template <int N, int K, int THREADS> __device__ __forceinline__ void prefetchRow
   if (threadIdx.x == 0) prefetchL2(base + bytes - 1); // a last line the stride missed (rows need not start on one)
 }
 
-// The small weights a gemv reads only after its wait: the prologue's gains (and LayerNorm's beta), [K] each,
-// and the epilogue's bias [N], asked into L2 before the wait, each 128-byte line once over the whole grid
-// (line i by thread i % threads of block i / threads: in practice the first block); and the lm_head's argmax
-// keys (not a weight, but as cold: one line the last step's advance zeroed, read and atomically maxed at the
-// end), by the first thread. Every other layer's W
-// streams through L2 between two steps, so without this they come from DRAM after the wait: a DRAM round
-// trip on the chain after the statistics, and another before the stores. (Every block asking for every
-// line — thousands of requests to a few dozen lines — made GPT-2's one-row step 10% slower.)
+// The small arrays a gemv reads only after its wait, asked into L2 before it: the prologue's gains (and
+// LayerNorm's beta), [K] each, and the epilogue's bias [N], each 128-byte line once over the `count` callers
+// (the caller at `index` takes lines index, index + count, ...: in practice the first block asks for all);
+// and the lm_head's argmax keys (not a weight, but as cold: the line the last step's advance zeroed, read and
+// atomically maxed at the end), by caller 0. Every other layer's W streams through L2 between two steps, so
+// without this they come from DRAM after the wait: a DRAM round trip on the chain after the statistics, and
+// another before the stores. (Every block asking for every line — thousands of requests to a few dozen lines
+// — made GPT-2's one-row step 10% slower.)
 template <int N, int K, class Pro>
-__device__ __forceinline__ void prefetchSmallWeightsL2(const EpiParams &epi, const Tile &tile, int threads) {
-  // Warps past N may have left (gemv without a prologue): they are the last block's, and the lines (a few
-  // dozen, a few hundred for a 50k-row bias) fall to the first blocks' threads.
-  const int index = tile.x * threads + static_cast<int>(threadIdx.x), count = tile.nx * threads;
+__device__ __forceinline__ void prefetchSmallWeightsL2(const EpiParams &epi, int index, int count) {
   if constexpr (Pro::kGammaBytes > 0) {
     prefetchLinesL2(epi.gamma, K * Pro::kGammaBytes, index, count);
     if constexpr (Pro::kLayer) prefetchLinesL2(epi.beta, K * Pro::kGammaBytes, index, count);
   }
   if (epi.bias) prefetchLinesL2(epi.bias, N * 2LL, index, count);
-  if (epi.argmax && index == 0) prefetchL2(epi.argmax); // the keys the last step's advance zeroed: a line
+  if (epi.argmax && index == 0) prefetchL2(epi.argmax); // MAX_M <= 16 keys of 8 bytes: a line
+}
+// The same from every thread of a block of `threads` at `tile`. Warps past N may have left (gemv without a
+// prologue): they are the last block's, and the lines (a few dozen, a few hundred for a 50k-row bias) fall
+// to the first blocks' threads.
+template <int N, int K, class Pro>
+__device__ __forceinline__ void prefetchSmallWeightsL2(const EpiParams &epi, const Tile &tile, int threads) {
+  prefetchSmallWeightsL2<N, K, Pro>(epi, tile.x * threads + static_cast<int>(threadIdx.x), tile.nx * threads);
 }
 
 __host__ __device__ constexpr int cmin(int a, int b) { return a < b ? a : b; }

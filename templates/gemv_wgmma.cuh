@@ -153,12 +153,9 @@ __global__ void __cluster_dims__(SPLIT, 1, 1) __launch_bounds__(160, 1)
         mbarArriveExpectTx(full + 8 * i, kSlot);
         load(i, true, false);
       }
-      // The small arrays the epilogue reads that no kernel of this step has touched, asked into L2 (each line
-      // once over the grid, by the producers): the bias (Qwen2's qkv), and the argmax keys the last step's
-      // advance zeroed; after a whole step's W has streamed through L2 their first read would go to DRAM.
-      prefetchLinesL2(p.epi.bias, p.epi.bias ? N * 2LL : 0, blockIdx.x, gridDim.x);
-      if constexpr (Epi::kArgmax)
-        if (p.epi.argmax && blockIdx.x == 0) prefetchL2(p.epi.argmax); // MAX_M <= 16 keys of 8 bytes: a line
+      // The bias (Qwen2's qkv) and the argmax keys, which no kernel of this step has touched, into L2, each line
+      // once over the grid's producers (gamma has its bulk copy above: ProNone).
+      gemv_detail::prefetchSmallWeightsL2<N, K, ProNone>(p.epi, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
       gridDependencyWait(); // A is that kernel's output
       for (int i = 0; i < early; ++i) load(i, false, true);
     }
